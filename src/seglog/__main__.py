@@ -1,0 +1,5 @@
+"""``python -m seglog`` runs the command line."""
+
+from seglog.cli.main import main
+
+main()

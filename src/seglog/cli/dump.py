@@ -1,0 +1,232 @@
+"""``seglog dump-log``: list what segment files hold, like Kafka's DumpLogSegments tool.
+
+Reads only; never changes a file. Works on files written by seglog or by Kafka.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+from seglog.records import batch, log_entries
+from seglog.records import record as record_codec
+from seglog.records.compression import Codec
+from seglog.storage import filenames
+from seglog.storage.offset_index import OffsetIndex
+from seglog.storage.time_index import TimeIndex
+
+
+@contextmanager
+def _mapped(path: Path) -> Iterator[memoryview]:
+    # A plain read rather than mmap: a view of a closed map must never be
+    # left behind by an exception half-way through the output.
+    yield memoryview(path.read_bytes())
+
+
+def _printable(data: bytes | None) -> str:
+    if data is None:
+        return "null"
+    return data.decode("utf-8", errors="backslashreplace")
+
+
+def _timestamp_label(timestamp_type: int) -> str:
+    return "LogAppendTime" if timestamp_type == batch.LOG_APPEND_TIME else "CreateTime"
+
+
+def _dump_log(path: Path, print_data: bool, max_bytes: int | None) -> int:
+    """Print every entry of a ``.log`` file; returns the number of problems found."""
+    base = filenames.parse_base_offset(path.name)
+    click.echo(f"Dumping {path}")
+    if base is not None:
+        click.echo(f"Log starting offset: {base}")
+    problems = 0
+    with _mapped(path) as view:
+        end = len(view) if max_bytes is None else min(len(view), max_bytes)
+        position = 0
+        while position < end:
+            try:
+                info = log_entries.read_entry(view, position, check_crc=False)
+            except Exception as exc:  # report any unreadable tail, as Kafka's tool does
+                click.echo(
+                    f"Found {len(view) - position} invalid bytes at position {position}: {exc}"
+                )
+                problems += 1
+                break
+            chunk = view[info.position : info.position + info.size]
+            try:
+                log_entries.read_entry(chunk, 0, check_crc=True)
+                valid = True
+            except Exception:
+                valid = False
+                problems += 1
+            if info.magic == batch.CURRENT_MAGIC:
+                h = batch.read_header(chunk)
+                horizon = (
+                    f"OptionalLong[{h.base_timestamp}]"
+                    if h.has_delete_horizon
+                    else ("OptionalLong.empty")
+                )
+                click.echo(
+                    f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} "
+                    f"count: {h.record_count} baseSequence: {h.base_sequence} "
+                    f"lastSequence: {h.last_sequence} producerId: {h.producer_id} "
+                    f"producerEpoch: {h.producer_epoch} "
+                    f"partitionLeaderEpoch: {h.partition_leader_epoch} "
+                    f"isTransactional: {str(h.is_transactional).lower()} "
+                    f"isControl: {str(h.is_control).lower()} deleteHorizonMs: {horizon} "
+                    f"position: {info.position} {_timestamp_label(h.timestamp_type)}: "
+                    f"{h.max_timestamp} size: {info.size} magic: {h.magic} "
+                    f"compresscodec: {Codec(h.compression).name.lower()} crc: {h.crc} "
+                    f"isvalid: {str(valid).lower()}"
+                )
+            else:
+                click.echo(
+                    f"offset: {info.last_offset} position: {info.position} "
+                    f"timestamp: {info.max_timestamp} size: {info.size} magic: {info.magic} "
+                    f"count: {info.record_count} isvalid: {str(valid).lower()}"
+                )
+            if print_data:
+                try:
+                    records = record_codec.decode_entry(chunk)
+                except Exception as exc:
+                    click.echo(f"| cannot decode records: {exc}")
+                    problems += 1
+                    records = []
+                for rec in records:
+                    headers = ", ".join(h.key for h in rec.headers)
+                    click.echo(
+                        f"| offset: {rec.offset} timestamp: {rec.timestamp} "
+                        f"keySize: {-1 if rec.key is None else len(rec.key)} "
+                        f"valueSize: {-1 if rec.value is None else len(rec.value)} "
+                        f"headerKeys: [{headers}] key: {_printable(rec.key)} "
+                        f"payload: {_printable(rec.value)}"
+                    )
+            del chunk
+            position += info.size
+    return problems
+
+
+def _log_entries_by_position(log_path: Path) -> dict[int, log_entries.EntryInfo]:
+    entries: dict[int, log_entries.EntryInfo] = {}
+    if not log_path.exists():
+        return entries
+    with _mapped(log_path) as view:
+        for entry in log_entries.scan(view, check_crc=False).entries:
+            entries[entry.position] = entry
+    return entries
+
+
+def _dump_index(path: Path, verify_only: bool) -> int:
+    base = filenames.parse_base_offset(path.name)
+    if base is None:
+        raise click.ClickException(f"{path} is not named <20-digit offset>.index")
+    log_path = path.with_name(f"{filenames.offset_name(base)}{filenames.LOG_SUFFIX}")
+    entries = _log_entries_by_position(log_path)
+    index = OffsetIndex(path, base, max(path.stat().st_size, 8), writable=False)
+    problems = 0
+    click.echo(f"Dumping {path}")
+    try:
+        for n in range(index.entries):
+            offset, position = index.entry(n)
+            if n > 0 and offset == base and position == 0:
+                break  # zero-filled tail of an index that was never trimmed
+            if not verify_only:
+                click.echo(f"offset: {offset} position: {position}")
+            entry = entries.get(position)
+            if entry is None:
+                click.echo(f"  no entry of {log_path.name} starts at position {position}")
+                problems += 1
+            elif (
+                not entry.base_offset <= offset <= entry.last_offset and entry.last_offset != offset
+            ):
+                click.echo(
+                    f"  Index offset {offset}, log offset {entry.last_offset} mismatch "
+                    f"at position {position}"
+                )
+                problems += 1
+    finally:
+        index.close()
+    return problems
+
+
+def _dump_time_index(path: Path, verify_only: bool) -> int:
+    base = filenames.parse_base_offset(path.name)
+    if base is None:
+        raise click.ClickException(f"{path} is not named <20-digit offset>.timeindex")
+    log_path = path.with_name(f"{filenames.offset_name(base)}{filenames.LOG_SUFFIX}")
+    by_last_offset = {e.last_offset: e for e in _log_entries_by_position(log_path).values()}
+    running_max: dict[int, int] = {}
+    top = -1
+    for offset in sorted(by_last_offset):
+        top = max(top, by_last_offset[offset].max_timestamp)
+        running_max[offset] = top
+    index = TimeIndex(path, base, max(path.stat().st_size, 12), writable=False)
+    problems = 0
+    previous = -1
+    click.echo(f"Dumping {path}")
+    try:
+        for n in range(index.entries):
+            timestamp, offset = index.entry(n)
+            if n > 0 and timestamp == 0 and offset == base:
+                break  # zero-filled tail of an index that was never trimmed
+            if not verify_only:
+                click.echo(f"timestamp: {timestamp} offset: {offset}")
+            if timestamp < previous:
+                click.echo(f"  timestamp {timestamp} is below the previous entry's {previous}")
+                problems += 1
+            previous = timestamp
+            if by_last_offset and running_max.get(offset) != timestamp:
+                click.echo(
+                    f"  Found timestamp mismatch in {path.name}: index timestamp {timestamp} "
+                    f"for offset {offset}, log max timestamp {running_max.get(offset)}"
+                )
+                problems += 1
+    finally:
+        index.close()
+    return problems
+
+
+@click.command("dump-log")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--print-data", is_flag=True, help="Also print each record's key, value and headers.")
+@click.option(
+    "--verify-index-only",
+    is_flag=True,
+    help="For index files, print only the problems found, not every entry.",
+)
+@click.option(
+    "--max-bytes",
+    type=int,
+    default=None,
+    help="Read at most this many bytes of each .log file.",
+)
+def dump_log(
+    files: tuple[Path, ...], print_data: bool, verify_index_only: bool, max_bytes: int | None
+) -> None:
+    """Print the batches of .log files and the entries of .index / .timeindex files.
+
+    Index files are checked against the .log beside them. Exits with status 2
+    when any problem is found.
+    """
+    problems = 0
+    for path in files:
+        name = path.name
+        if name.endswith(filenames.LOG_SUFFIX) or name.endswith(
+            filenames.LOG_SUFFIX + filenames.DELETED_SUFFIX
+        ):
+            problems += _dump_log(path, print_data, max_bytes)
+        elif name.endswith(filenames.INDEX_SUFFIX):
+            problems += _dump_index(path, verify_index_only)
+        elif name.endswith(filenames.TIME_INDEX_SUFFIX):
+            problems += _dump_time_index(path, verify_index_only)
+        else:
+            raise click.ClickException(f"{path}: not a .log, .index or .timeindex file")
+    if problems:
+        click.echo(f"{problems} problem(s) found", err=True)
+        raise SystemExit(2)
+
+
+__all__ = ["dump_log"]

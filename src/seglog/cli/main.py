@@ -1,0 +1,72 @@
+"""The ``seglog`` command: a click group; each subcommand lives in its own module."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+import click
+
+from seglog import __version__
+from seglog.errors import SeglogError
+
+
+class _Group(click.Group):
+    """A group that turns seglog's errors into one clear line instead of a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SeglogError as exc:
+            click.echo(f"seglog: error: {exc}", err=True)
+            sys.exit(1)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            click.echo(f"seglog: error: {exc}", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="seglog")
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="WARNING",
+    show_default=True,
+    help="Verbosity of the log messages written to stderr.",
+)
+def cli(log_level: str) -> None:
+    """seglog: a Kafka-compatible append-only log.
+
+    Data is stored in Apache Kafka's own segment format.
+    """
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper()),
+        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
+    )
+
+
+def _register() -> None:
+    from seglog.cli.demo import demo
+    from seglog.cli.dump import dump_log
+    from seglog.cli.verify import verify
+
+    cli.add_command(dump_log)
+    cli.add_command(verify)
+    cli.add_command(demo)
+
+
+_register()
+
+
+def main() -> None:
+    """Entry point of the ``seglog`` console script."""
+    try:
+        cli(prog_name="seglog")
+    except BrokenPipeError:
+        # The reader went away (``seglog dump-log ... | head``): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

@@ -1,0 +1,108 @@
+"""Shallow iteration over a log's entries, whatever their format.
+
+A ``.log`` file (and a produce request's records) is a sequence of entries,
+each starting with ``offset int64, size int32`` and carrying its magic byte at
+position 16: v2 record batches (magic 2) or legacy messages (magic 0 and 1,
+where a compressed "wrapper" message holds a whole inner message set). Storage
+needs from each entry only its extent, offsets and max timestamp; this module
+gives that without decoding records of v2 batches.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from seglog._typing import BytesLike
+from seglog.errors import CorruptRecordError, UnsupportedMagicError
+from seglog.records import batch, legacy
+
+
+class EntryInfo(NamedTuple):
+    """What storage knows of one log entry without decoding its records."""
+
+    position: int
+    size: int
+    magic: int
+    base_offset: int
+    last_offset: int
+    max_timestamp: int
+    record_count: int
+
+    @property
+    def next_offset(self) -> int:
+        """The offset that follows this entry."""
+        return self.last_offset + 1
+
+
+def read_entry(buf: BytesLike, position: int = 0, *, check_crc: bool = True) -> EntryInfo:
+    """Describe the entry at ``position``; raise CorruptRecordError if it is not whole and valid."""
+    view = memoryview(buf)
+    magic = batch.peek_magic(view, position)
+    if magic == batch.CURRENT_MAGIC:
+        header = batch.validate(view, position) if check_crc else batch.read_header(view, position)
+        return EntryInfo(
+            position,
+            header.size,
+            magic,
+            header.base_offset,
+            header.last_offset,
+            header.max_timestamp,
+            header.record_count,
+        )
+    if magic in (0, 1):
+        _, size = batch.peek_offset_and_size(view, position)
+        if position + size > len(view):
+            raise CorruptRecordError(
+                f"truncated message at position {position}: size {size}, "
+                f"only {len(view) - position} bytes present"
+            )
+        info = legacy.describe_entry(view[position : position + size], check_crc=check_crc)
+        return EntryInfo(
+            position,
+            size,
+            magic,
+            info.base_offset,
+            info.last_offset,
+            info.max_timestamp,
+            info.record_count,
+        )
+    raise UnsupportedMagicError(f"log entry at position {position} has unknown magic {magic}")
+
+
+class ScanResult(NamedTuple):
+    """The entries found by :func:`scan`, where valid data ends, and why it ended there."""
+
+    entries: list[EntryInfo]
+    valid_end: int
+    error: CorruptRecordError | None
+
+
+def scan(
+    buf: BytesLike, start: int = 0, end: int | None = None, *, check_crc: bool = True
+) -> ScanResult:
+    """Read entries from ``start`` until ``end`` or the first entry that is not whole and valid.
+
+    Never raises for bad data: the first problem is returned in ``error`` and
+    ``valid_end`` is the position just after the last good entry, which is
+    where recovery truncates.
+    """
+    view = memoryview(buf)
+    stop = len(view) if end is None else min(end, len(view))
+    window = view[:stop]
+    entries: list[EntryInfo] = []
+    position = start
+    error: CorruptRecordError | None = None
+    try:
+        while position < stop:
+            try:
+                info = read_entry(window, position, check_crc=check_crc)
+            except CorruptRecordError as exc:
+                # Drop the traceback: its frames would pin views of a caller's mmap.
+                error = exc.with_traceback(None)
+                break
+            entries.append(info)
+            position += info.size
+    finally:
+        window.release()
+        view.release()
+    return ScanResult(entries, position, error)

@@ -1,0 +1,633 @@
+"""One partition's log: an ordered list of segments with one active at the end.
+
+Theory of operation
+-------------------
+Offsets: the *log start offset* is the first offset a reader may fetch, the
+*log end offset* (LEO) the next one to be written, the *high watermark* the end
+of what consumers see (on a single broker it follows the LEO), and the
+*recovery point* the offset below which everything is known to be on disk.
+
+Concurrency: one lock serialises the writers (append, roll, truncate, segment
+deletion and replacement). Readers take no lock. The segment list is a tuple
+that writers replace, never mutate, so a reader keeps a consistent snapshot for
+as long as it needs; a segment taken out of the list is renamed to
+``.deleted`` and closed only after ``file.delete.delay.ms``, so a region a
+reader already holds stays readable.
+
+Durability: appends go to the page cache. When ``flush.messages`` appends are
+unflushed, or :meth:`Log.flush_if_due` finds ``flush.ms`` has passed, the log
+fsyncs. The fsync runs outside the writer lock and a flush that finds the
+recovery point already past its target returns at once: callers waiting
+behind one fsync are all covered by it (group commit).
+
+Loading (:meth:`Log.open`) follows Kafka's LogLoader: leftover ``.deleted``
+and ``.cleaned`` files go, an interrupted ``.swap`` is completed, indexes that
+are missing or fail their sanity check are rebuilt, and after an unclean
+shutdown every segment from the recovery point on is re-read and cut at the
+first bad byte, with all later segments removed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from seglog.config import LONG_MAX, LogConfig
+from seglog.errors import (
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    StorageError,
+)
+from seglog.records import batch
+from seglog.storage import filenames, io
+from seglog.storage.segment import LogSegment, SegmentRead, TimestampAndOffset
+from seglog.storage.validator import validate_and_assign
+
+logger = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+Clock = Callable[[], float]
+DeleteScheduler = Callable[[Sequence[LogSegment], int], None]
+
+
+def _now_ms(clock: Clock) -> int:
+    return int(clock() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What an append wrote: offsets, timestamps and counts."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    record_count: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogReadResult:
+    """A read: the bytes (None if there were none) and the log's offsets at that moment."""
+
+    data: SegmentRead | None
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+def _delete_now(segments: Sequence[LogSegment], delay_ms: int) -> None:
+    for segment in segments:
+        segment.delete()
+
+
+class Log:
+    """One partition of one topic: ``<dir>/<topic>-<partition>``.
+
+    Use :meth:`open`; the constructor takes already-loaded segments.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        segments: Sequence[LogSegment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        clock: Clock = time.time,
+        delete_scheduler: DeleteScheduler = _delete_now,
+    ) -> None:
+        if not segments:
+            raise ValueError("a log needs at least one segment")
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self._config = config
+        self._clock = clock
+        self._delete_scheduler = delete_scheduler
+        self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self._segments: tuple[LogSegment, ...] = tuple(segments)
+        self._bases: tuple[int, ...] = tuple(s.base_offset for s in segments)
+        self._log_end_offset = self._segments[-1].read_next_offset()
+        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        self._recovery_point = min(recovery_point, self._log_end_offset)
+        self._high_watermark = self._log_end_offset
+        self._unflushed_messages = 0
+        self._last_flush_ms = _now_ms(clock)
+        self._closed = False
+
+    # ------------------------------------------------------------------ open
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        had_clean_shutdown: bool = False,
+        clock: Clock = time.time,
+        delete_scheduler: DeleteScheduler = _delete_now,
+    ) -> Log:
+        """Load (or create) the partition in ``directory``, recovering as Kafka does."""
+        parsed = filenames.parse_partition_dir(directory.name)
+        if parsed is None:
+            raise StorageError(f"{directory} is not named <topic>-<partition>")
+        topic, partition = parsed
+        directory.mkdir(parents=True, exist_ok=True)
+        from seglog.storage import recovery
+
+        segments, clean_recovery_point = recovery.load_segments(
+            directory,
+            config,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            had_clean_shutdown=had_clean_shutdown,
+        )
+        log = cls(
+            directory,
+            topic,
+            partition,
+            config,
+            segments,
+            log_start_offset=log_start_offset,
+            recovery_point=clean_recovery_point,
+            clock=clock,
+            delete_scheduler=delete_scheduler,
+        )
+        return log
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def config(self) -> LogConfig:
+        """The topic's current log config."""
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply a changed topic config; it takes effect for the next append or roll."""
+        with self._lock:
+            self._config = config
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        """A snapshot of the segment list, oldest first; the last one is active."""
+        return self._segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        """The segment appends go to."""
+        return self._segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to be written (LEO)."""
+        return self._log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset readers may fetch."""
+        return self._log_start_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """The end of what consumers see."""
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        """Offsets below this are flushed to disk."""
+        return self._recovery_point
+
+    @property
+    def size(self) -> int:
+        """Total bytes of all segments' ``.log`` files."""
+        return sum(s.size for s in self._segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        """Records appended since the last flush."""
+        return self._unflushed_messages
+
+    # ---------------------------------------------------------------- append
+
+    def append(
+        self, records: bytes | bytearray | memoryview, *, now_ms: int | None = None
+    ) -> AppendInfo:
+        """Validate ``records`` (v2 batches, or a legacy message set), assign offsets, write.
+
+        Raises a :class:`~seglog.errors.SeglogError` with Kafka's error name if
+        the append breaks a rule; nothing is written then.
+        """
+        now = _now_ms(self._clock) if now_ms is None else now_ms
+        with self._lock:
+            self._check_open()
+            config = self._config
+            validated = validate_and_assign(records, config, self._log_end_offset, now)
+            size = len(validated.data)
+            if size > config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"an append of {size} bytes is larger than segment.bytes "
+                    f"({config.segment_bytes})"
+                )
+            segment = self._maybe_roll(
+                size, validated.max_timestamp, validated.first_offset, validated.last_offset, now
+            )
+            segment.append(validated.data, validated.entries)
+            self._log_end_offset = validated.last_offset + 1
+            self._high_watermark = self._log_end_offset
+            self._unflushed_messages += validated.record_count
+            needs_flush = self._unflushed_messages >= config.flush_messages
+            info = AppendInfo(
+                first_offset=validated.first_offset,
+                last_offset=validated.last_offset,
+                max_timestamp=validated.max_timestamp,
+                offset_of_max_timestamp=validated.offset_of_max_timestamp,
+                log_append_time=validated.log_append_time,
+                log_start_offset=self._log_start_offset,
+                record_count=validated.record_count,
+                size=size,
+            )
+        if needs_flush:
+            self.flush(info.last_offset + 1)
+        return info
+
+    def _maybe_roll(
+        self, size: int, max_timestamp: int, first_offset: int, last_offset: int, now: int
+    ) -> LogSegment:
+        segment = self._segments[-1]
+        config = self._config
+        if segment.should_roll(
+            incoming_size=size,
+            incoming_max_timestamp=max_timestamp,
+            incoming_last_offset=last_offset,
+            now_ms=now,
+            segment_bytes=config.segment_bytes,
+            segment_ms=config.segment_ms,
+            roll_jitter_ms=config.segment_jitter_ms,
+        ):
+            return self._roll(max(first_offset, self._log_end_offset))
+        return segment
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        with self._lock:
+            self._check_open()
+            return self._roll(self._log_end_offset)
+
+    def _roll(self, new_base: int) -> LogSegment:
+        active = self._segments[-1]
+        if active.is_empty and active.base_offset == new_base:
+            return active
+        config = self._config
+        if new_base in self._bases:
+            # Only an empty active segment may sit at the new base (handled above).
+            raise StorageError(
+                f"cannot roll {self.directory.name} to {new_base}: a segment exists there"
+            )
+        active.on_become_inactive()
+        new_segment = LogSegment.create(
+            self.directory,
+            new_base,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes,
+        )
+        segments = self._segments
+        if active.is_empty:
+            # The empty active segment is replaced rather than kept behind the new one.
+            segments = segments[:-1]
+            self._delete_scheduler([active], 0)
+        self._set_segments((*segments, new_segment))
+        logger.debug("rolled %s to a new segment at offset %d", self.directory.name, new_base)
+        return new_segment
+
+    def _set_segments(self, segments: Iterable[LogSegment]) -> None:
+        ordered = tuple(sorted(segments, key=lambda s: s.base_offset))
+        self._segments = ordered
+        self._bases = tuple(s.base_offset for s in ordered)
+
+    # ----------------------------------------------------------------- flush
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets below ``offset`` (default: the LEO).
+
+        Advances the recovery point. Concurrent callers share one fsync.
+        """
+        target = self._log_end_offset if offset is None else offset
+        with self._flush_lock:
+            if target <= self._recovery_point:
+                return
+            end = self._log_end_offset
+            for segment in self._segments_overlapping(self._recovery_point, target):
+                segment.flush()
+            io.fsync_dir(self.directory)
+            with self._lock:
+                self._recovery_point = max(self._recovery_point, min(end, target))
+                if self._recovery_point >= self._log_end_offset:
+                    self._unflushed_messages = 0
+                self._last_flush_ms = _now_ms(self._clock)
+
+    def flush_if_due(self, now_ms: int | None = None) -> bool:
+        """Flush when ``flush.ms`` has passed since the last flush; True if it flushed."""
+        now = _now_ms(self._clock) if now_ms is None else now_ms
+        flush_ms = self._config.flush_ms
+        if flush_ms == LONG_MAX or self._recovery_point >= self._log_end_offset:
+            return False
+        if now - self._last_flush_ms >= flush_ms:
+            self.flush()
+            return True
+        return False
+
+    def _segments_overlapping(self, start: int, end: int) -> list[LogSegment]:
+        """Segments holding any offset in [start, end): segment i spans [base_i, base_i+1)."""
+        segments = self._segments
+        result = []
+        for i, segment in enumerate(segments):
+            upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            if (upper is None or upper > start) and segment.base_offset < end:
+                result.append(segment)
+        return result
+
+    # ------------------------------------------------------------------ read
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> LogReadResult:
+        """Read from ``start_offset``: a file region of at most ``max_bytes``.
+
+        Reads stop at the high watermark (or ``max_offset`` when given). Raises
+        :class:`OffsetOutOfRangeError` outside [log start, LEO].
+        """
+        segments, bases = self._segments, self._bases
+        end_offset = self._log_end_offset
+        hw = self._high_watermark
+        log_start = self._log_start_offset
+        limit_offset = hw if max_offset is None else min(max_offset, end_offset)
+        if start_offset > end_offset or start_offset < log_start:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is out of range for {self.directory.name}: "
+                f"valid offsets are {log_start}..{end_offset}"
+            )
+        if start_offset >= limit_offset:
+            return LogReadResult(None, hw, log_start, end_offset)
+        index = bisect.bisect_right(bases, start_offset) - 1
+        index = max(index, 0)
+        while index < len(segments):
+            segment = segments[index]
+            max_position = self._position_limit(segment, segments, index, limit_offset)
+            data = segment.read(start_offset, max_bytes, max_position, min_one_message)
+            if data is not None:
+                return LogReadResult(data, hw, log_start, end_offset)
+            index += 1
+        return LogReadResult(None, hw, log_start, end_offset)
+
+    @staticmethod
+    def _position_limit(
+        segment: LogSegment, segments: tuple[LogSegment, ...], index: int, limit_offset: int
+    ) -> int | None:
+        # Only the segment that holds the read limit needs a position bound.
+        next_base = segments[index + 1].base_offset if index + 1 < len(segments) else None
+        if next_base is not None and next_base <= limit_offset:
+            return None
+        found = segment.translate_offset(limit_offset)
+        return None if found is None else found.position
+
+    def find_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """Kafka's ListOffsets lookup: -2 earliest, -1 latest, -3 max timestamp, else by time.
+
+        By time, the answer is the first record whose timestamp is at least
+        ``timestamp``; None when there is none below the high watermark.
+        """
+        segments = self._segments
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(batch.NO_TIMESTAMP, self._log_start_offset)
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(batch.NO_TIMESTAMP, self._high_watermark)
+        if timestamp == MAX_TIMESTAMP:
+            best: LogSegment | None = None
+            for segment in segments:
+                if segment.max_timestamp_so_far != batch.NO_TIMESTAMP and (
+                    best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far
+                ):
+                    best = segment
+            if best is None:
+                return None
+            return self._max_timestamp_record(best)
+        for segment in segments:
+            if segment.largest_timestamp >= timestamp and segment.max_timestamp_so_far >= 0:
+                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                if found is not None:
+                    if found.offset >= self._high_watermark:
+                        return None
+                    return found
+        return None
+
+    @staticmethod
+    def _max_timestamp_record(segment: LogSegment) -> TimestampAndOffset:
+        # Kafka answers -3 with the batch holding the max timestamp: that batch's
+        # record carrying it, found by decoding just that batch.
+        found = segment.find_offset_by_timestamp(segment.max_timestamp_so_far, segment.base_offset)
+        if found is not None:
+            return found
+        return TimestampAndOffset(
+            segment.max_timestamp_so_far, segment.offset_of_max_timestamp_so_far
+        )
+
+    # ------------------------------------------------- truncation and removal
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at or after ``offset``; True if anything was removed."""
+        with self._lock:
+            self._check_open()
+            if offset < 0:
+                raise ValueError(f"cannot truncate to negative offset {offset}")
+            if offset >= self._log_end_offset:
+                return False
+            if offset < self._segments[0].base_offset:
+                self._truncate_fully(offset)
+                return True
+            doomed = [s for s in self._segments if s.base_offset > offset]
+            keep = [s for s in self._segments if s.base_offset <= offset]
+            if not keep:
+                self._truncate_fully(offset)
+                return True
+            for segment in doomed:
+                segment.change_suffix(filenames.DELETED_SUFFIX)
+            self._delete_scheduler(doomed, self._config.file_delete_delay_ms)
+            keep[-1].truncate_to(offset)
+            keep[-1].resize_indexes(self._config.segment_index_bytes)
+            self._set_segments(keep)
+            self._log_end_offset = keep[-1].read_next_offset()
+            self._high_watermark = min(self._high_watermark, self._log_end_offset)
+            self._recovery_point = min(self._recovery_point, self._log_end_offset)
+            self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and start an empty log at ``offset``."""
+        with self._lock:
+            self._check_open()
+            self._truncate_fully(offset)
+
+    def _truncate_fully(self, offset: int) -> None:
+        doomed = list(self._segments)
+        for segment in doomed:
+            segment.change_suffix(filenames.DELETED_SUFFIX)
+        self._delete_scheduler(doomed, self._config.file_delete_delay_ms)
+        config = self._config
+        fresh = LogSegment.create(
+            self.directory,
+            offset,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes,
+        )
+        self._set_segments([fresh])
+        self._log_end_offset = offset
+        self._high_watermark = offset
+        self._log_start_offset = offset
+        self._recovery_point = offset
+
+    def increment_log_start_offset(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset`` (at most the HW).
+
+        Returns the new log start offset. Whole segments below it are removed by
+        the next retention pass (:func:`seglog.storage.retention.delete_old_segments`).
+        """
+        with self._lock:
+            self._check_open()
+            if offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records up to {offset} in {self.directory.name}: "
+                    f"the high watermark is {self._high_watermark}"
+                )
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+            return self._log_start_offset
+
+    def delete_segments_prefix(self, count: int, reason: str) -> int:
+        """Remove the ``count`` oldest segments; rolls first if that would take them all.
+
+        The log start offset moves to the base of the first remaining segment.
+        Returns the number removed.
+        """
+        with self._lock:
+            self._check_open()
+            if count <= 0:
+                return 0
+            if count >= len(self._segments):
+                if self._segments[-1].is_empty:
+                    count = len(self._segments) - 1
+                else:
+                    self._roll(self._log_end_offset)
+            doomed = list(self._segments[:count])
+            if not doomed:
+                return 0
+            remaining = self._segments[count:]
+            self._log_start_offset = max(self._log_start_offset, remaining[0].base_offset)
+            for segment in doomed:
+                segment.change_suffix(filenames.DELETED_SUFFIX)
+            self._set_segments(remaining)
+            self._delete_scheduler(doomed, self._config.file_delete_delay_ms)
+            logger.info(
+                "deleted %d segment(s) of %s (%s); log start offset is now %d",
+                len(doomed),
+                self.directory.name,
+                reason,
+                self._log_start_offset,
+            )
+            return len(doomed)
+
+    def replace_segments(
+        self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]
+    ) -> None:
+        """Swap cleaned segments (suffix ``.cleaned``) in for ``old_segments``, crash-safely.
+
+        The order is Kafka's: ``.cleaned`` → ``.swap`` (descending base),
+        originals → ``.deleted``, ``.swap`` → final names, fsync the directory.
+        A crash at any step leaves files that :func:`recovery.load_segments`
+        completes or rolls back.
+        """
+        with self._lock:
+            self._check_open()
+            current = set(map(id, self._segments))
+            if any(id(s) not in current for s in old_segments):
+                raise StorageError(f"segments of {self.directory.name} changed while being cleaned")
+            for segment in sorted(new_segments, key=lambda s: -s.base_offset):
+                segment.flush()
+                segment.change_suffix(filenames.SWAP_SUFFIX)
+            io.fsync_dir(self.directory)
+            old_ids = set(map(id, old_segments))
+            for segment in old_segments:
+                segment.change_suffix(filenames.DELETED_SUFFIX)
+            for segment in new_segments:
+                segment.change_suffix("")
+            io.fsync_dir(self.directory)
+            kept = [s for s in self._segments if id(s) not in old_ids]
+            self._set_segments([*kept, *new_segments])
+            self._delete_scheduler(list(old_segments), self._config.file_delete_delay_ms)
+
+    # ------------------------------------------------------------- lifecycle
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"the log {self.directory.name} is closed")
+
+    def close(self) -> None:
+        """Flush and close every segment (a clean shutdown of this partition)."""
+        with self._lock:
+            if self._closed:
+                return
+            self.flush()
+            self._closed = True
+            for segment in self._segments:
+                segment.close()
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close` or :meth:`delete`."""
+        return self._closed
+
+    def delete(self) -> None:
+        """Close the log and remove its files (the directory is left to the caller)."""
+        with self._lock:
+            self._closed = True
+            for segment in self._segments:
+                segment.delete()
+            self._segments = ()
+            self._bases = ()
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, "
+            f"end={self._log_end_offset}, segments={len(self._segments)})"
+        )
+
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "AppendInfo",
+    "Log",
+    "LogReadResult",
+]

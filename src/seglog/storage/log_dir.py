@@ -1,0 +1,595 @@
+"""A log directory: every partition of every topic on this machine, and their checkpoints.
+
+Layout (Kafka's, plus one file of seglog's own for topic definitions)::
+
+    <log dir>/
+      .lock                               held while open (flock)
+      meta.properties                     node.id, cluster.id, directory.id
+      .kafka_cleanshutdown                present only after a clean close
+      recovery-point-offset-checkpoint    "topic partition offset" lines
+      log-start-offset-checkpoint
+      cleaner-offset-checkpoint
+      seglog-topics.json                  topic id, partition count, config overrides
+      <topic>-<partition>/                one Log each (see log.py)
+        partition.metadata
+
+Kafka keeps topic definitions in its metadata log; a single machine needs only
+a small JSON file, written atomically. Everything else is byte-for-byte what
+Kafka writes, so Kafka's tools can read the partitions.
+
+On open, the clean-shutdown marker is read and removed, as Kafka does; if it
+was absent every partition is recovered from its recovery point. Directories
+left by a deleted topic (``*-delete``) are removed.
+
+Background work (retention, delayed file deletion, flush.ms, checkpoints and
+the compaction cleaner) is driven by :meth:`LogDir.run_maintenance`, which a
+caller may run on its own schedule, or by :meth:`LogDir.start_background`,
+which runs it on a thread.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import heapq
+import itertools
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from seglog.config import LogConfig
+from seglog.errors import (
+    InvalidPartitionsError,
+    LogDirLockedError,
+    StorageError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from seglog.storage import checkpoints, filenames, io
+from seglog.storage.log import AppendInfo, Log, LogReadResult
+from seglog.storage.segment import LogSegment, TimestampAndOffset
+
+logger = logging.getLogger(__name__)
+
+TOPICS_FILE = "seglog-topics.json"
+LOCK_FILE = ".lock"
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirSettings:
+    """Broker-level settings of the storage engine, under Kafka's names."""
+
+    log_retention_check_interval_ms: int = 300_000
+    log_flush_offset_checkpoint_interval_ms: int = 60_000
+    log_flush_start_offset_checkpoint_interval_ms: int = 60_000
+    log_flush_scheduler_interval_ms: int = 1_000
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15_000
+    log_cleaner_dedupe_buffer_size: int = 134_217_728
+    log_cleaner_io_max_bytes_per_second: float = float("inf")
+    num_partitions: int = 1
+    node_id: int = 1
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, object]) -> LogDirSettings:
+        """Read the settings from ``server.properties``-style keys; others are ignored."""
+        values: dict[str, Any] = {}
+        for name in cls.__dataclass_fields__:
+            key = name.replace("_", ".")
+            if key in properties:
+                raw = str(properties[key]).strip()
+                default = getattr(cls(), name)
+                if isinstance(default, bool):
+                    values[name] = raw.lower() == "true"
+                elif isinstance(default, float):
+                    values[name] = float(raw)
+                else:
+                    values[name] = int(raw)
+        if "broker.id" in properties and "node.id" not in properties:
+            values["node_id"] = int(str(properties["broker.id"]))
+        return cls(**values)
+
+
+@dataclass
+class TopicInfo:
+    """A topic's definition: id, partition count and config overrides."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    overrides: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(order=True)
+class _PendingDeletion:
+    due_ms: int
+    sequence: int
+    segments: Sequence[LogSegment] = field(compare=False)
+
+
+class LogDir:
+    """Every partition in one directory. Open with :meth:`open`; close with :meth:`close`.
+
+    Thread-safe: topic administration takes a lock; appends and reads go to
+    the partition's :class:`Log`, which has its own.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        defaults: LogConfig,
+        settings: LogDirSettings,
+        *,
+        clock: Any = time.time,
+    ) -> None:
+        self.path = path
+        self.defaults = defaults
+        self.settings = settings
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._topics: dict[str, TopicInfo] = {}
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._pending: list[_PendingDeletion] = []
+        self._pending_lock = threading.Lock()
+        self._sequence = itertools.count()
+        self._lock_fd: int | None = None
+        self._closed = False
+        self._had_clean_shutdown = False
+        self._last_run: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.cleaner: Any = None
+
+    # ------------------------------------------------------------------ open
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        defaults: LogConfig | None = None,
+        settings: LogDirSettings | None = None,
+        clock: Any = time.time,
+    ) -> LogDir:
+        """Open (creating if needed) the log directory at ``path`` and load every partition."""
+        directory = Path(path)
+        directory.mkdir(parents=True, exist_ok=True)
+        log_dir = cls(
+            directory,
+            defaults if defaults is not None else LogConfig(),
+            settings if settings is not None else LogDirSettings(),
+            clock=clock,
+        )
+        log_dir._acquire_lock()
+        try:
+            log_dir._load()
+        except BaseException:
+            log_dir._release_lock()
+            raise
+        return log_dir
+
+    def _acquire_lock(self) -> None:
+        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise LogDirLockedError(
+                f"{self.path} is in use by another process (its {LOCK_FILE} is locked)"
+            ) from None
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _load(self) -> None:
+        meta = checkpoints.read_meta_properties(self.path)
+        if not meta:
+            checkpoints.write_meta_properties(
+                self.path,
+                node_id=self.settings.node_id,
+                cluster_id=_base64_uuid(uuid.uuid4()),
+                directory_id=uuid.uuid4(),
+            )
+        self._had_clean_shutdown = checkpoints.consume_clean_shutdown(self.path)
+        self._topics = self._read_topics()
+        recovery_points = checkpoints.read_offset_checkpoint(
+            self.path / checkpoints.RECOVERY_POINT_CHECKPOINT
+        )
+        start_offsets = checkpoints.read_offset_checkpoint(
+            self.path / checkpoints.LOG_START_OFFSET_CHECKPOINT
+        )
+        has_partitions = any(
+            filenames.parse_partition_dir(p.name) for p in self.path.iterdir() if p.is_dir()
+        )
+        if not self._had_clean_shutdown and has_partitions:
+            logger.warning("%s was not shut down cleanly: recovering its partitions", self.path)
+        for entry in sorted(self.path.iterdir()):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith(filenames.DELETE_DIR_SUFFIX):
+                shutil.rmtree(entry, ignore_errors=True)
+                continue
+            parsed = filenames.parse_partition_dir(entry.name)
+            if parsed is None:
+                continue
+            topic, partition = parsed
+            info = self._topics.get(topic)
+            if info is None:
+                # A partition directory written by Kafka or copied in: adopt it.
+                info = TopicInfo(topic, uuid.uuid4(), 0)
+                self._topics[topic] = info
+            info.partitions = max(info.partitions, partition + 1)
+            self._logs[(topic, partition)] = Log.open(
+                entry,
+                self.topic_config(topic),
+                recovery_point=recovery_points.get((topic, partition), 0),
+                log_start_offset=start_offsets.get((topic, partition), 0),
+                had_clean_shutdown=self._had_clean_shutdown,
+                clock=self._clock,
+                delete_scheduler=self._schedule_deletion,
+            )
+        # Partitions a topic declares but whose directory is gone are created empty.
+        for info in self._topics.values():
+            for partition in range(info.partitions):
+                if (info.name, partition) not in self._logs:
+                    self._logs[(info.name, partition)] = self._create_log(info, partition)
+        self._write_topics()
+        self.checkpoint()
+
+    # ---------------------------------------------------------------- topics
+
+    def _read_topics(self) -> dict[str, TopicInfo]:
+        path = self.path / TOPICS_FILE
+        if not path.exists():
+            return {}
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            return {
+                name: TopicInfo(
+                    name, uuid.UUID(spec["id"]), int(spec["partitions"]), dict(spec["configs"])
+                )
+                for name, spec in raw["topics"].items()
+            }
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StorageError(f"{path} is not a valid topic list: {exc}") from exc
+
+    def _write_topics(self) -> None:
+        payload = {
+            "version": 1,
+            "topics": {
+                info.name: {
+                    "id": str(info.topic_id),
+                    "partitions": info.partitions,
+                    "configs": info.overrides,
+                }
+                for info in sorted(self._topics.values(), key=lambda i: i.name)
+            },
+        }
+        io.atomic_write_text(self.path / TOPICS_FILE, json.dumps(payload, indent=2) + "\n")
+
+    def topic_config(self, topic: str) -> LogConfig:
+        """The resolved config of ``topic``: its overrides over the broker defaults."""
+        info = self._topics.get(topic)
+        overrides = info.overrides if info is not None else {}
+        return LogConfig.from_properties(overrides, self.defaults)
+
+    def topics(self) -> dict[str, TopicInfo]:
+        """A copy of every topic's definition, by name."""
+        with self._lock:
+            return {
+                name: TopicInfo(i.name, i.topic_id, i.partitions, dict(i.overrides))
+                for name, i in self._topics.items()
+            }
+
+    def _create_log(self, info: TopicInfo, partition: int) -> Log:
+        directory = self.path / filenames.partition_dir_name(info.name, partition)
+        log = Log.open(
+            directory,
+            self.topic_config(info.name),
+            had_clean_shutdown=True,
+            clock=self._clock,
+            delete_scheduler=self._schedule_deletion,
+        )
+        checkpoints.write_partition_metadata(directory, info.topic_id)
+        return log
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        configs: Mapping[str, object] | None = None,
+    ) -> TopicInfo:
+        """Create a topic with ``partitions`` partitions and topic-level ``configs``.
+
+        Raises TopicExistsError, InvalidTopicError, InvalidPartitionsError or
+        InvalidConfigError; nothing is created then.
+        """
+        filenames.validate_topic_name(name)
+        count = self.settings.num_partitions if partitions is None else partitions
+        if count <= 0:
+            raise InvalidPartitionsError(f"number of partitions must be positive, got {count}")
+        overrides = {k: str(v) for k, v in (configs or {}).items()}
+        LogConfig.from_properties(overrides, self.defaults)  # validate before creating
+        with self._lock:
+            self._check_open()
+            if name in self._topics:
+                raise TopicExistsError(f"topic '{name}' already exists")
+            info = TopicInfo(name, uuid.uuid4(), count, overrides)
+            self._topics[name] = info
+            self._write_topics()
+            for partition in range(count):
+                self._logs[(name, partition)] = self._create_log(info, partition)
+            logger.info("created topic %s with %d partition(s)", name, count)
+            return info
+
+    def create_partitions(self, name: str, total: int) -> None:
+        """Grow ``name`` to ``total`` partitions (Kafka never shrinks a topic)."""
+        with self._lock:
+            self._check_open()
+            info = self._require_topic(name)
+            if total <= info.partitions:
+                raise InvalidPartitionsError(
+                    f"topic '{name}' has {info.partitions} partitions; the new count must be "
+                    f"larger, got {total}"
+                )
+            for partition in range(info.partitions, total):
+                self._logs[(name, partition)] = self._create_log(info, partition)
+            info.partitions = total
+            self._write_topics()
+
+    def alter_topic_config(
+        self, name: str, set_configs: Mapping[str, object], delete_configs: Sequence[str] = ()
+    ) -> LogConfig:
+        """Set and remove topic-level overrides; applies to the live partitions at once."""
+        with self._lock:
+            self._check_open()
+            info = self._require_topic(name)
+            overrides = dict(info.overrides)
+            for key in delete_configs:
+                overrides.pop(key, None)
+            overrides.update({k: str(v) for k, v in set_configs.items()})
+            config = LogConfig.from_properties(overrides, self.defaults)
+            info.overrides = overrides
+            self._write_topics()
+            for partition in range(info.partitions):
+                self._logs[(name, partition)].update_config(config)
+            return config
+
+    def delete_topic(self, name: str) -> None:
+        """Remove a topic: its directories are renamed ``*-delete`` and removed."""
+        with self._lock:
+            self._check_open()
+            info = self._require_topic(name)
+            for partition in range(info.partitions):
+                log = self._logs.pop((name, partition))
+                log.close()
+                target = log.directory.with_name(
+                    f"{log.directory.name}.{uuid.uuid4().hex}{filenames.DELETE_DIR_SUFFIX}"
+                )
+                io.rename(log.directory, target)
+                shutil.rmtree(target, ignore_errors=True)
+            del self._topics[name]
+            self._write_topics()
+            io.fsync_dir(self.path)
+            self.checkpoint()
+
+    def _require_topic(self, name: str) -> TopicInfo:
+        info = self._topics.get(name)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
+        return info
+
+    # ------------------------------------------------------------ partitions
+
+    def log(self, topic: str, partition: int) -> Log:
+        """The partition's :class:`Log`; UnknownTopicOrPartitionError if there is none."""
+        log = self._logs.get((topic, partition))
+        if log is None:
+            raise UnknownTopicOrPartitionError(
+                f"this log directory has no partition {partition} of topic '{topic}'"
+            )
+        return log
+
+    def logs(self) -> dict[tuple[str, int], Log]:
+        """A snapshot of every partition's log by (topic, partition)."""
+        return dict(self._logs)
+
+    def append(
+        self, topic: str, partition: int, records: bytes | bytearray | memoryview
+    ) -> AppendInfo:
+        """Append record batches to one partition (see :meth:`Log.append`)."""
+        return self.log(topic, partition).append(records)
+
+    def read(
+        self, topic: str, partition: int, offset: int, max_bytes: int = 1_048_576
+    ) -> LogReadResult:
+        """Read a file region of one partition (see :meth:`Log.read`)."""
+        return self.log(topic, partition).read(offset, max_bytes)
+
+    def read_records(
+        self, topic: str, partition: int, offset: int = 0, max_bytes: int = 1_048_576
+    ) -> Iterator[Any]:
+        """Decoded records from ``offset`` on, up to about ``max_bytes`` of batches.
+
+        For library users and tools; the broker sends regions instead.
+        """
+        from seglog.records import record as record_codec
+
+        log = self.log(topic, partition)
+        position = offset
+        remaining = max_bytes
+        while remaining > 0:
+            result = log.read(position, remaining)
+            if result.data is None:
+                return
+            region = result.data.region
+            data = os.pread(region.fd, region.length, region.position)
+            emitted = False
+            for rec in record_codec.decode_entries(data):
+                if rec.offset >= position:
+                    yield rec
+                    emitted = True
+                    position = rec.offset + 1
+            remaining -= region.length
+            if not emitted:
+                return
+
+    def offset_for_time(
+        self, topic: str, partition: int, timestamp: int
+    ) -> TimestampAndOffset | None:
+        """ListOffsets: first record at or after ``timestamp`` (-1 latest, -2 earliest)."""
+        return self.log(topic, partition).find_offset_by_timestamp(timestamp)
+
+    # ------------------------------------------------------- background work
+
+    def _schedule_deletion(self, segments: Sequence[LogSegment], delay_ms: int) -> None:
+        due = int(self._clock() * 1000) + delay_ms
+        with self._pending_lock:
+            heapq.heappush(self._pending, _PendingDeletion(due, next(self._sequence), segments))
+        if delay_ms <= 0:
+            self.run_pending_deletions()
+
+    def run_pending_deletions(self, now_ms: int | None = None) -> int:
+        """Unlink ``.deleted`` segments whose delay has passed; returns how many."""
+        now = int(self._clock() * 1000) if now_ms is None else now_ms
+        due: list[_PendingDeletion] = []
+        with self._pending_lock:
+            while self._pending and self._pending[0].due_ms <= now:
+                due.append(heapq.heappop(self._pending))
+        count = 0
+        for item in due:
+            for segment in item.segments:
+                try:
+                    segment.delete()
+                    count += 1
+                except StorageError as exc:
+                    logger.error("cannot delete %s: %s", segment.log_path, exc)
+        return count
+
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """Apply every partition's retention rules; returns segments removed."""
+        from seglog.storage import retention
+
+        now = int(self._clock() * 1000) if now_ms is None else now_ms
+        removed = 0
+        for log in list(self._logs.values()):
+            if not log.closed:
+                removed += retention.delete_old_segments(log, now)
+        return removed
+
+    def checkpoint(self) -> None:
+        """Write the recovery-point and log-start-offset checkpoint files."""
+        logs = dict(self._logs)
+        checkpoints.write_offset_checkpoint(
+            self.path / checkpoints.RECOVERY_POINT_CHECKPOINT,
+            {k: log.recovery_point for k, log in logs.items()},
+        )
+        # Kafka lists only partitions whose start has moved past their first segment.
+        checkpoints.write_offset_checkpoint(
+            self.path / checkpoints.LOG_START_OFFSET_CHECKPOINT,
+            {
+                k: log.log_start_offset
+                for k, log in logs.items()
+                if log.log_start_offset > log.segments[0].base_offset
+            },
+        )
+
+    def run_maintenance(self, now_ms: int | None = None) -> None:
+        """One pass of every background duty whose interval has passed."""
+        now = int(self._clock() * 1000) if now_ms is None else now_ms
+        settings = self.settings
+        if self._due("retention", now, settings.log_retention_check_interval_ms):
+            self.run_retention(now)
+        for log in list(self._logs.values()):
+            if not log.closed:
+                log.flush_if_due(now)
+        self.run_pending_deletions(now)
+        if self._due("checkpoint", now, settings.log_flush_offset_checkpoint_interval_ms):
+            self.checkpoint()
+
+    def _due(self, task: str, now: int, interval: int) -> bool:
+        last = self._last_run.get(task)
+        if last is None:
+            self._last_run[task] = now
+            return False
+        if now - last >= interval:
+            self._last_run[task] = now
+            return True
+        return False
+
+    def start_background(self, tick_seconds: float = 1.0) -> None:
+        """Run maintenance (and the cleaner, if enabled) on background threads."""
+        if self._threads:
+            return
+
+        def loop() -> None:
+            while not self._stop.wait(tick_seconds):
+                try:
+                    self.run_maintenance()
+                except Exception:
+                    logger.exception("log maintenance failed")
+
+        thread = threading.Thread(target=loop, name="seglog-maintenance", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        if self.settings.log_cleaner_enable:
+            from seglog.storage.cleaner import LogCleaner
+
+            self.cleaner = LogCleaner(self, clock=self._clock)
+            self._threads.append(self.cleaner.start(self._stop))
+
+    # ------------------------------------------------------------- lifecycle
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"the log directory {self.path} is closed")
+
+    def close(self) -> None:
+        """Flush and close every partition, write checkpoints and the clean-shutdown marker."""
+        with self._lock:
+            if self._closed:
+                return
+            self._stop.set()
+            for thread in self._threads:
+                thread.join(timeout=30)
+            for log in self._logs.values():
+                log.close()
+            self.run_pending_deletions(now_ms=2**62)
+            self.checkpoint()
+            checkpoints.write_clean_shutdown(self.path)
+            self._closed = True
+            self._release_lock()
+
+    @property
+    def had_clean_shutdown(self) -> bool:
+        """Whether the previous close of this directory was clean."""
+        return self._had_clean_shutdown
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _base64_uuid(value: uuid.UUID) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")

@@ -1,0 +1,218 @@
+"""Loading a partition directory at start-up, repairing what a crash left behind.
+
+The steps are Kafka's LogLoader, in order:
+
+1. ``*.deleted`` files are removed. ``*.cleaned`` files (a compaction that had
+   not reached its swap) are removed, and so is any ``*.swap`` at or above the
+   smallest ``.cleaned`` base (an interrupted split).
+2. The remaining ``*.swap`` files are a replacement that had begun: the
+   segments they cover are removed and the swap files take their final names.
+3. Index files without a ``.log`` are removed. Every segment is opened; one
+   whose offset index is missing, or whose indexes fail their sanity check, is
+   recovered (its indexes rebuilt from the log).
+4. After an unclean shutdown, every segment from the recovery point on is
+   recovered: batches are re-read and CRC-checked and the log is cut at the
+   first bad byte. If a segment lost bytes, every later segment is removed: the
+   log ends at the first corruption.
+5. If what is left ends below the log start offset, everything is removed
+   and the log starts empty there. An empty directory gets one segment.
+6. The recovery point becomes the log end after a clean shutdown, otherwise
+   the smaller of the checkpoint and the log end. The active segment's indexes
+   are made writable again.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from seglog.config import LogConfig
+from seglog.errors import CorruptIndexError, CorruptRecordError, StorageError
+from seglog.storage import filenames, io
+from seglog.storage.segment import LogSegment
+
+logger = logging.getLogger(__name__)
+
+_INDEX_SUFFIXES = (filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX, filenames.TXN_INDEX_SUFFIX)
+
+
+def _remove_leftovers(directory: Path) -> None:
+    cleaned: list[Path] = []
+    swaps: list[Path] = []
+    for path in directory.iterdir():
+        name = path.name
+        if name.endswith(filenames.DELETED_SUFFIX):
+            io.unlink_if_exists(path)
+        elif name.endswith(filenames.CLEANED_SUFFIX):
+            cleaned.append(path)
+        elif name.endswith(filenames.SWAP_SUFFIX):
+            swaps.append(path)
+    min_cleaned = min(
+        (b for b in (filenames.parse_base_offset(p.name) for p in cleaned) if b is not None),
+        default=None,
+    )
+    for path in swaps:
+        base = filenames.parse_base_offset(path.name)
+        if min_cleaned is not None and base is not None and base >= min_cleaned:
+            logger.info("removing %s: left by an interrupted segment split", path)
+            io.unlink_if_exists(path)
+    for path in cleaned:
+        io.unlink_if_exists(path)
+
+
+def _complete_swaps(directory: Path, config: LogConfig) -> None:
+    swap_logs = sorted(
+        p
+        for p in directory.iterdir()
+        if p.name.endswith(filenames.LOG_SUFFIX + filenames.SWAP_SUFFIX)
+    )
+    if not swap_logs:
+        return
+    ranges: list[tuple[int, int]] = []
+    for path in swap_logs:
+        base = filenames.parse_base_offset(path.name)
+        if base is None:
+            continue
+        segment = LogSegment.open(
+            directory,
+            base,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes,
+            suffix=filenames.SWAP_SUFFIX,
+            writable=True,
+        )
+        try:
+            segment.recover()
+            ranges.append((base, segment.read_next_offset()))
+        finally:
+            segment.close()
+    low = min(r[0] for r in ranges)
+    high = max(r[1] for r in ranges)
+    for path in list(directory.iterdir()):
+        if not path.name.endswith(filenames.LOG_SUFFIX):
+            continue
+        base = filenames.parse_base_offset(path.name)
+        if base is not None and low <= base < high:
+            logger.info("removing %s: replaced by a swap that a crash interrupted", path)
+            for kind in (filenames.LOG_SUFFIX, *_INDEX_SUFFIXES):
+                io.unlink_if_exists(directory / f"{filenames.offset_name(base)}{kind}")
+    for path in list(directory.iterdir()):
+        if path.name.endswith(filenames.SWAP_SUFFIX):
+            io.rename(path, path.with_name(path.name[: -len(filenames.SWAP_SUFFIX)]))
+    io.fsync_dir(directory)
+
+
+def _open_segment(directory: Path, base: int, config: LogConfig) -> LogSegment:
+    index_missing = not filenames.index_path(directory, base).exists()
+    segment = LogSegment.open(
+        directory,
+        base,
+        index_interval_bytes=config.index_interval_bytes,
+        max_index_size=config.segment_index_bytes,
+        writable=True,
+    )
+    needs_recovery = index_missing
+    if not needs_recovery:
+        try:
+            segment.sanity_check()
+        except CorruptIndexError as exc:
+            logger.warning("rebuilding the indexes of %s: %s", segment.log_path, exc)
+            needs_recovery = True
+    if needs_recovery:
+        truncated = segment.recover()
+        if truncated:
+            logger.warning("cut %d invalid bytes from %s", truncated, segment.log_path)
+    return segment
+
+
+def load_segments(
+    directory: Path,
+    config: LogConfig,
+    *,
+    recovery_point: int,
+    log_start_offset: int,
+    had_clean_shutdown: bool,
+) -> tuple[list[LogSegment], int]:
+    """Open every segment of ``directory``, repairing it; returns (segments, recovery point)."""
+    _remove_leftovers(directory)
+    _complete_swaps(directory, config)
+
+    bases: list[int] = []
+    for path in directory.iterdir():
+        name = path.name
+        base = filenames.parse_base_offset(name)
+        if base is None:
+            continue
+        if name.endswith(_INDEX_SUFFIXES):
+            if not filenames.log_path(directory, base).exists():
+                io.unlink_if_exists(path)
+        elif name.endswith(filenames.LOG_SUFFIX):
+            bases.append(base)
+    bases.sort()
+
+    segments: list[LogSegment] = []
+    try:
+        for base in bases:
+            segments.append(_open_segment(directory, base, config))
+        if not had_clean_shutdown:
+            segments = _recover_unflushed(segments, recovery_point, config)
+    except BaseException:
+        for segment in segments:
+            segment.close()
+        raise
+
+    log_end = segments[-1].read_next_offset() if segments else 0
+    if segments and log_end < log_start_offset:
+        logger.warning(
+            "%s ends at %d, below its log start offset %d: starting empty there",
+            directory.name,
+            log_end,
+            log_start_offset,
+        )
+        for segment in segments:
+            segment.delete()
+        segments = []
+    if not segments:
+        segments = [
+            LogSegment.create(
+                directory,
+                log_start_offset,
+                index_interval_bytes=config.index_interval_bytes,
+                max_index_size=config.segment_index_bytes,
+            )
+        ]
+    log_end = segments[-1].read_next_offset()
+    new_recovery_point = log_end if had_clean_shutdown else min(recovery_point, log_end)
+    # Inactive segments keep trimmed indexes; only the active one grows.
+    for segment in segments[:-1]:
+        segment.offset_index.trim_to_valid_size()
+        segment.time_index.trim_to_valid_size()
+    segments[-1].resize_indexes(config.segment_index_bytes)
+    return segments, new_recovery_point
+
+
+def _recover_unflushed(
+    segments: list[LogSegment], recovery_point: int, config: LogConfig
+) -> list[LogSegment]:
+    """Recover segments holding offsets at or after the recovery point."""
+    for i, segment in enumerate(segments):
+        upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if upper is not None and upper <= recovery_point:
+            continue
+        try:
+            truncated = segment.recover()
+        except (CorruptRecordError, StorageError) as exc:
+            logger.warning("truncating %s to its base after: %s", segment.log_path, exc)
+            segment.truncate_to(segment.base_offset)
+            truncated = 1
+        if truncated > 0:
+            logger.warning(
+                "recovery cut %d bytes from %s; removing %d later segment(s)",
+                truncated,
+                segment.log_path,
+                len(segments) - i - 1,
+            )
+            for later in segments[i + 1 :]:
+                later.delete()
+            return segments[: i + 1]
+    return segments

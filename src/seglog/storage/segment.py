@@ -1,0 +1,618 @@
+"""One log segment: a ``.log`` file of entries and its two sparse indexes.
+
+Files of a segment with base offset B, in its partition directory::
+
+    <B:020d>.log        entries back to back, exactly as on the wire (no header)
+    <B:020d>.index      offset index: (int32 offset - B, int32 position) every
+                        index.interval.bytes of log data
+    <B:020d>.timeindex  time index: (int64 max timestamp so far, int32 offset - B)
+
+Theory of operation
+-------------------
+Appends come whole batches at a time with their offsets already assigned. For
+each batch (Kafka 3.8+ indexes per batch, not per append), if more than
+``index.interval.bytes`` have been written since the last index entry, the
+batch gets an offset-index entry (its *last* offset → its start position) and
+the time index gets (max timestamp so far → the offset that carried it).
+
+A lookup by offset binary-searches the offset index for the greatest entry not
+above the target and scans batch headers forward from there; a lookup by time
+does the same through the time index first. Reads return a
+:class:`~seglog.storage.region.FileRegion` from the batch that holds the
+target offset, never a copy.
+
+Recovery re-reads every entry, checks its CRC and rebuilds both indexes with
+the same spacing rule; the ``.log`` is cut at the first entry that is not
+whole and valid, and that is all recovery ever removes.
+
+Roll rules (:meth:`LogSegment.should_roll`) follow Kafka: the next append would
+pass ``segment.bytes``; ``segment.ms`` (less jitter) has passed since the
+first batch's timestamp; an index is full; or an offset cannot be stored
+relative to the base.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from seglog.errors import CorruptRecordError, StorageError
+from seglog.records import batch, log_entries
+from seglog.records.log_entries import EntryInfo
+from seglog.storage import filenames, io
+from seglog.storage.offset_index import OffsetIndex
+from seglog.storage.region import FileRegion
+from seglog.storage.time_index import TimeIndex
+
+_SCAN_CHUNK = 64 * 1024
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetPosition:
+    """An entry found in a segment: its first offset, file position and size."""
+
+    offset: int
+    position: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRead:
+    """A read from one segment: the bytes to send and the offset of the first entry."""
+
+    region: FileRegion
+    first_entry_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    """A record's timestamp and offset, the answer of a lookup by time."""
+
+    timestamp: int
+    offset: int
+
+
+class LogSegment:
+    """A segment's three files, open for appends (the active one) or for reads.
+
+    Create with :meth:`create` for a fresh segment or :meth:`open` for one on
+    disk. Not thread-safe for writers: the owning log serialises appends,
+    truncation and roll; reads may run concurrently with an append because they
+    only see bytes up to the size observed when they started.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_size: int,
+        fd: int,
+        size: int,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        suffix: str = "",
+        created_ms: int | None = None,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.suffix = suffix
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self._fd = fd
+        self._size = size
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp = batch.NO_TIMESTAMP
+        self._offset_of_max_timestamp = base_offset - 1
+        self._next_offset: int | None = None
+        self._rolling_based_timestamp: int | None = None
+        self._created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
+        self._closed = False
+
+    # ----------------------------------------------------------------- opening
+
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10_485_760,
+        suffix: str = "",
+    ) -> LogSegment:
+        """Create an empty segment at ``base_offset``, replacing stale files of that name."""
+        log = cls._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
+        index = cls._path(directory, base_offset, filenames.INDEX_SUFFIX, suffix)
+        tindex = cls._path(directory, base_offset, filenames.TIME_INDEX_SUFFIX, suffix)
+        for stale in (log, index, tindex):
+            io.unlink_if_exists(stale)
+        fd = _open_fd(log)
+        segment = cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_size=max_index_size,
+            fd=fd,
+            size=0,
+            offset_index=OffsetIndex(index, base_offset, max_index_size),
+            time_index=TimeIndex(tindex, base_offset, max_index_size),
+            suffix=suffix,
+        )
+        segment._next_offset = base_offset
+        return segment
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10_485_760,
+        suffix: str = "",
+        writable: bool = False,
+    ) -> LogSegment:
+        """Open an existing segment. Indexes are opened as they are: call
+        :meth:`sanity_check` (and :meth:`recover` when it fails) before trusting them."""
+        log = cls._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
+        fd = _open_fd(log)
+        try:
+            stat = os.fstat(fd)
+        except OSError as exc:
+            os.close(fd)
+            raise StorageError(f"cannot stat {log}: {exc.strerror}") from exc
+        index = cls._path(directory, base_offset, filenames.INDEX_SUFFIX, suffix)
+        tindex = cls._path(directory, base_offset, filenames.TIME_INDEX_SUFFIX, suffix)
+        return cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_size=max_index_size,
+            fd=fd,
+            size=stat.st_size,
+            offset_index=OffsetIndex(index, base_offset, max_index_size, writable=writable),
+            time_index=TimeIndex(tindex, base_offset, max_index_size, writable=writable),
+            suffix=suffix,
+            created_ms=int(stat.st_mtime * 1000),
+        )
+
+    @staticmethod
+    def _path(directory: Path, base_offset: int, kind: str, suffix: str) -> Path:
+        return directory / f"{filenames.offset_name(base_offset)}{kind}{suffix}"
+
+    @property
+    def log_path(self) -> Path:
+        """Path of the ``.log`` file (with any transient suffix)."""
+        return self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, self.suffix)
+
+    @property
+    def fd(self) -> int:
+        """The descriptor of the ``.log`` file, for zero-copy sends."""
+        return self._fd
+
+    @property
+    def size(self) -> int:
+        """Bytes in the ``.log`` file."""
+        return self._size
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the segment holds no entries."""
+        return self._size == 0
+
+    # ------------------------------------------------------------ bookkeeping
+
+    def _load_tail_state(self) -> None:
+        """Find the next offset and max timestamp of a reopened segment.
+
+        Starts from the last entries of both indexes and scans the batches after
+        them, so the cost is bounded by index.interval.bytes, not the file size.
+        """
+        if self._next_offset is not None:
+            return
+        last_time = self.time_index.last_entry
+        _, start = self.offset_index.lookup(min(self.offset_index.last_offset, last_time[1]))
+        max_ts, offset_of_max = last_time
+        if max_ts == batch.NO_TIMESTAMP:
+            offset_of_max = self.base_offset - 1
+            start = 0
+        next_offset = self.base_offset
+        for entry in self._entries(start):
+            next_offset = entry.next_offset
+            if entry.max_timestamp > max_ts:
+                max_ts, offset_of_max = entry.max_timestamp, entry.last_offset
+        if next_offset == self.base_offset and start > 0:
+            # The index pointed at the end of the file: take the offset from the index.
+            next_offset = self.offset_index.last_offset + 1
+        self._next_offset = next_offset
+        if max_ts > self._max_timestamp:
+            self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
+
+    def read_next_offset(self) -> int:
+        """The offset after the last entry, or the base offset when empty."""
+        self._load_tail_state()
+        assert self._next_offset is not None
+        return self._next_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        """Largest batch max timestamp appended, or -1."""
+        self._load_tail_state()
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        """The last offset of the batch that carried :attr:`max_timestamp_so_far`."""
+        self._load_tail_state()
+        return self._offset_of_max_timestamp
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or the file's modification time if there is none.
+
+        Retention by time uses this, as Kafka does.
+        """
+        ts = self.max_timestamp_so_far
+        if ts != batch.NO_TIMESTAMP:
+            return ts
+        try:
+            return int(os.fstat(self._fd).st_mtime * 1000)
+        except OSError:
+            return self._created_ms
+
+    def _rolling_timestamp(self) -> int | None:
+        if self._rolling_based_timestamp is None and self._size > 0:
+            first = self._read_at(0, batch.HEADER_SIZE)
+            try:
+                entry = log_entries.read_entry(
+                    first if len(first) >= batch.HEADER_SIZE else b"", 0, check_crc=False
+                )
+                self._rolling_based_timestamp = entry.max_timestamp
+            except CorruptRecordError:
+                # A legacy first entry, or a large one: read it whole.
+                _, size = batch.peek_offset_and_size(first)
+                entry = log_entries.read_entry(self._read_at(0, size), 0, check_crc=False)
+                self._rolling_based_timestamp = entry.max_timestamp
+        return self._rolling_based_timestamp
+
+    # ------------------------------------------------------------------ write
+
+    def can_hold_offset(self, offset: int) -> bool:
+        """True when ``offset`` can be stored relative to this segment's base."""
+        return 0 <= offset - self.base_offset <= _MAX_RELATIVE_OFFSET
+
+    def should_roll(
+        self,
+        *,
+        incoming_size: int,
+        incoming_max_timestamp: int,
+        incoming_last_offset: int,
+        now_ms: int,
+        segment_bytes: int,
+        segment_ms: int,
+        roll_jitter_ms: int = 0,
+    ) -> bool:
+        """Kafka's roll decision for an append of ``incoming_size`` bytes."""
+        if self._size > segment_bytes - incoming_size:
+            return True
+        if self._size > 0:
+            first_ts = self._rolling_timestamp()
+            if first_ts is not None and first_ts != batch.NO_TIMESTAMP:
+                waited = incoming_max_timestamp - first_ts
+            else:
+                waited = now_ms - self._created_ms
+            if waited > segment_ms - roll_jitter_ms:
+                return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        return not self.can_hold_offset(incoming_last_offset)
+
+    def append(self, data: memoryview | bytes | bytearray, entries: Sequence[EntryInfo]) -> None:
+        """Append whole entries (offsets assigned) and index them.
+
+        ``entries`` describes ``data`` (positions relative to ``data``).
+        """
+        if not entries:
+            return
+        self._load_tail_state()
+        last_offset = entries[-1].last_offset
+        if not self.can_hold_offset(last_offset) or not self.can_hold_offset(
+            entries[0].base_offset
+        ):
+            raise StorageError(
+                f"offsets {entries[0].base_offset}..{last_offset} cannot be stored in the "
+                f"segment with base offset {self.base_offset}"
+            )
+        position = self._size
+        if position == 0:
+            self._rolling_based_timestamp = entries[0].max_timestamp
+        _pwrite_all(self._fd, data, position, self.log_path)
+        self._size = position + len(data)
+        for entry in entries:
+            if entry.max_timestamp > self._max_timestamp:
+                self._max_timestamp = entry.max_timestamp
+                self._offset_of_max_timestamp = entry.last_offset
+            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(entry.last_offset, position + entry.position)
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += entry.size
+        self._next_offset = last_offset + 1
+
+    def flush(self) -> None:
+        """fsync the ``.log`` and write back both indexes."""
+        io.fsync_file(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def on_become_inactive(self) -> None:
+        """Seal the segment at roll: final time-index entry, indexes trimmed."""
+        self._load_tail_state()
+        if self._max_timestamp != batch.NO_TIMESTAMP:
+            self.time_index.maybe_append(
+                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+            )
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def resize_indexes(self, size: int) -> None:
+        """Make both indexes writable again up to ``size`` bytes (the active segment)."""
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    # ------------------------------------------------------------------- read
+
+    def _read_at(self, position: int, length: int) -> bytes:
+        try:
+            return os.pread(self._fd, length, position)
+        except OSError as exc:
+            raise StorageError(f"cannot read {self.log_path}: {exc.strerror}") from exc
+
+    def _entries(self, start: int = 0, end: int | None = None) -> Iterator[EntryInfo]:
+        """Entries from ``start`` (a batch boundary) to ``end``, positions absolute.
+
+        Headers only, no CRC check: this serves lookups, not validation. Reads
+        in chunks so a scan costs one system call per ~64 KiB, not per batch.
+        """
+        stop = self._size if end is None else min(end, self._size)
+        position = start
+        while position < stop:
+            chunk = self._read_at(position, min(_SCAN_CHUNK, stop - position))
+            view = memoryview(chunk)
+            inner = 0
+            while inner < len(view):
+                if len(view) - inner < batch.HEADER_SIZE:
+                    if position + inner + batch.LOG_OVERHEAD > stop:
+                        return
+                    break
+                _, size = batch.peek_offset_and_size(view, inner)
+                if inner + size > len(view):
+                    if inner > 0:
+                        break
+                    # One entry larger than the chunk: read it whole.
+                    if position + size > stop:
+                        return
+                    view = memoryview(self._read_at(position, size))
+                info = log_entries.read_entry(view, inner, check_crc=False)
+                yield info._replace(position=position + inner)
+                inner += info.size
+            if inner == 0:
+                return
+            position += inner
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> OffsetPosition | None:
+        """The first entry whose last offset is at least ``offset``, or None."""
+        _, indexed_position = self.offset_index.lookup(offset)
+        for entry in self._entries(max(indexed_position, starting_position)):
+            if entry.last_offset >= offset:
+                return OffsetPosition(entry.base_offset, entry.position, entry.size)
+        return None
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_message: bool = True,
+    ) -> SegmentRead | None:
+        """The bytes from the entry holding ``start_offset``, at most ``max_size``.
+
+        With ``min_one_message`` the first entry is returned whole even when it
+        is larger than ``max_size``. None when the offset is past this segment.
+        """
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size}")
+        limit = self._size if max_position is None else min(max_position, self._size)
+        found = self.translate_offset(start_offset)
+        if found is None or found.position >= limit:
+            return None
+        adjusted = max(max_size, found.size) if min_one_message else max_size
+        length = min(limit - found.position, adjusted)
+        return SegmentRead(
+            FileRegion(self._fd, found.position, length, self.log_path), found.offset
+        )
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        """A copy of ``length`` bytes at ``position`` (tools and tests; not the fetch path)."""
+        return self._read_at(position, length)
+
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        """The first record with timestamp ≥ ``timestamp`` and offset ≥ ``starting_offset``."""
+        from seglog.records import record as record_codec
+
+        _, indexed_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(indexed_offset, starting_offset))
+        for entry in self._entries(position):
+            if entry.max_timestamp < timestamp or entry.last_offset < starting_offset:
+                continue
+            data = self._read_at(entry.position, entry.size)
+            for rec in record_codec.decode_entry(data):
+                if rec.timestamp >= timestamp and rec.offset >= starting_offset:
+                    return TimestampAndOffset(rec.timestamp, rec.offset)
+        return None
+
+    # --------------------------------------------------------------- recovery
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError when an index cannot be trusted."""
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+
+    def recover(self) -> int:
+        """Rebuild both indexes from the log, cutting it at the first bad entry.
+
+        Returns the number of bytes cut.
+        """
+        self.offset_index.truncate()
+        self.offset_index.resize(self.max_index_size)
+        self.time_index.truncate()
+        self.time_index.resize(self.max_index_size)
+        self._max_timestamp = batch.NO_TIMESTAMP
+        self._offset_of_max_timestamp = self.base_offset - 1
+        self._bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp = None
+        valid_end = 0
+        next_offset = self.base_offset
+        if self._size > 0:
+            with mmap.mmap(self._fd, self._size, access=mmap.ACCESS_READ) as mapped:
+                view = memoryview(mapped)
+                try:
+                    result = log_entries.scan(view, check_crc=True)
+                finally:
+                    view.release()
+            for entry in result.entries:
+                # Offsets must stay relative-addressable and increase; anything
+                # else is garbage that happens to have a valid CRC.
+                if not (
+                    self.can_hold_offset(entry.base_offset)
+                    and self.can_hold_offset(entry.last_offset)
+                    and entry.base_offset >= next_offset
+                ):
+                    break
+                if entry.max_timestamp > self._max_timestamp:
+                    self._max_timestamp = entry.max_timestamp
+                    self._offset_of_max_timestamp = entry.last_offset
+                if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                    self.offset_index.append(entry.last_offset, entry.position)
+                    self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                    self._bytes_since_last_index_entry = 0
+                self._bytes_since_last_index_entry += entry.size
+                valid_end = entry.position + entry.size
+                next_offset = entry.next_offset
+        truncated = self._size - valid_end
+        if truncated > 0:
+            io.truncate_file(self._fd, valid_end)
+            self._size = valid_end
+        self._next_offset = next_offset
+        if self._max_timestamp != batch.NO_TIMESTAMP:
+            self.time_index.maybe_append(
+                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+            )
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every entry at or after ``offset``; returns the bytes removed.
+
+        The entry holding ``offset`` is removed whole, as in Kafka: truncation
+        points are batch boundaries.
+        """
+        found = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.offset_index.resize(self.max_index_size)
+        self.time_index.resize(self.max_index_size)
+        if found is None:
+            return 0
+        removed = self._size - found.position
+        io.truncate_file(self._fd, found.position)
+        self._size = found.position
+        self._bytes_since_last_index_entry = 0
+        if self._size == 0:
+            self._created_ms = int(time.time() * 1000)
+            self._rolling_based_timestamp = None
+        # Recompute the tail state from what is left.
+        self._next_offset = None
+        self._max_timestamp = batch.NO_TIMESTAMP
+        self._offset_of_max_timestamp = self.base_offset - 1
+        self._load_tail_state()
+        return removed
+
+    # ------------------------------------------------------------ file moves
+
+    def change_suffix(self, new_suffix: str) -> None:
+        """Rename all files of the segment, e.g. to ``.deleted`` or from ``.swap``."""
+        old_log = self.log_path
+        new_log = self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, new_suffix)
+        io.rename(old_log, new_log)
+        self.offset_index.rename_to(
+            self._path(self.directory, self.base_offset, filenames.INDEX_SUFFIX, new_suffix)
+        )
+        self.time_index.rename_to(
+            self._path(self.directory, self.base_offset, filenames.TIME_INDEX_SUFFIX, new_suffix)
+        )
+        self.suffix = new_suffix
+
+    def close(self) -> None:
+        """Trim the indexes and close the files; the segment stays on disk."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._max_timestamp != batch.NO_TIMESTAMP and self._next_offset is not None:
+                self.time_index.maybe_append(
+                    self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+                )
+        finally:
+            self.offset_index.close()
+            self.time_index.close()
+            os.close(self._fd)
+
+    def delete(self) -> None:
+        """Close the segment and unlink its files."""
+        paths = [
+            self.log_path,
+            self.offset_index.path,
+            self.time_index.path,
+        ]
+        if not self._closed:
+            self._closed = True
+            self.offset_index.close()
+            self.time_index.close()
+            os.close(self._fd)
+        for path in paths:
+            io.unlink_if_exists(path)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size}{self.suffix!r})"
+
+
+def _open_fd(path: Path) -> int:
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as exc:
+        raise StorageError(f"cannot open {path}: {exc.strerror}") from exc
+
+
+def _pwrite_all(fd: int, data: memoryview | bytes | bytearray, position: int, path: Path) -> None:
+    view = memoryview(data)
+    written = 0
+    try:
+        while written < len(view):
+            written += os.pwrite(fd, view[written:], position + written)
+    except OSError as exc:
+        # Leave no partial entry behind: the log must end on a batch boundary.
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, position)
+        raise StorageError(f"cannot append to {path}: {exc.strerror}") from exc
