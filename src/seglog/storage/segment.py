@@ -458,6 +458,11 @@ class LogSegment:
             if entry.max_timestamp < timestamp or entry.last_offset < starting_offset:
                 continue
             data = self._read_at(entry.position, entry.size)
+            if entry.magic == batch.CURRENT_MAGIC and entry.base_offset >= starting_offset:
+                # Most batches answer from their first record: no need to decode them all.
+                first = record_codec.first_record_timestamp(data)
+                if first is not None and first[1] >= timestamp:
+                    return TimestampAndOffset(first[1], first[0])
             for rec in record_codec.decode_entry(data):
                 if rec.timestamp >= timestamp and rec.offset >= starting_offset:
                     return TimestampAndOffset(rec.timestamp, rec.offset)

@@ -1,0 +1,21 @@
+"""Every command has help text and is documented in the README."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from seglog.cli.main import cli
+
+README = (Path(__file__).parent.parent.parent / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", sorted(cli.commands))
+def test_command_has_help_and_docs(name: str) -> None:
+    command = cli.commands[name]
+    assert command.help, f"seglog {name} has no help"
+    result = CliRunner().invoke(cli, [name, "--help"])
+    assert result.exit_code == 0
+    assert f"`seglog {name}" in README, f"seglog {name} is not in the README"

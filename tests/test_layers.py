@@ -1,0 +1,78 @@
+"""Imports go downward only (see DESIGN.md), and the codec layers do no I/O."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).parent.parent / "src" / "seglog"
+
+# What each layer may not import: other seglog layers above it, and for the
+# sans-I/O layers, the standard modules that reach files, sockets or clocks.
+FORBIDDEN = {
+    "records": {
+        "seglog.storage",
+        "seglog.protocol",
+        "seglog.broker",
+        "seglog.coordinator",
+        "seglog.spark",
+        "seglog.cli",
+        "os",
+        "io",
+        "socket",
+        "asyncio",
+        "mmap",
+        "time",
+        "threading",
+        "selectors",
+    },
+    "protocol": {
+        "seglog.storage",
+        "seglog.broker",
+        "seglog.coordinator",
+        "seglog.spark",
+        "seglog.cli",
+        "os",
+        "io",
+        "socket",
+        "asyncio",
+        "mmap",
+        "time",
+        "threading",
+        "selectors",
+    },
+    "storage": {
+        "seglog.protocol",
+        "seglog.broker",
+        "seglog.coordinator",
+        "seglog.spark",
+        "seglog.cli",
+        "socket",
+        "asyncio",
+        "selectors",
+    },
+}
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layer_imports(layer: str) -> None:
+    bad = []
+    for path in sorted((PACKAGE / layer).rglob("*.py")):
+        for name in _imports(path):
+            for forbidden in FORBIDDEN[layer]:
+                if name == forbidden or name.startswith(forbidden + "."):
+                    bad.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    assert not bad, "\n".join(bad)
