@@ -15,6 +15,7 @@ from typing import NamedTuple
 from seglog._typing import BytesLike
 from seglog.errors import CorruptRecordError, UnsupportedMagicError
 from seglog.records import batch, legacy
+from seglog.records.crc32c import crc32c
 
 
 class EntryInfo(NamedTuple):
@@ -92,8 +93,40 @@ def scan(
     entries: list[EntryInfo] = []
     position = start
     error: CorruptRecordError | None = None
+    # The common case, inlined: a whole v2 batch with a valid CRC. Anything else
+    # goes through read_entry, which raises the precise error.
+    unpack = batch.HEADER.unpack_from
+    header_size = batch.HEADER_SIZE
+    crc_start = batch.ATTRIBUTES_OFFSET
+    append = entries.append
     try:
         while position < stop:
+            if position + header_size <= stop and window[position + 16] == 2:
+                fields = unpack(window, position)
+                size = fields[1] + 12
+                if (
+                    size >= header_size
+                    and position + size <= stop
+                    and fields[6] >= 0
+                    and fields[12] >= 0
+                    and (
+                        not check_crc
+                        or crc32c(window[position + crc_start : position + size]) == fields[4]
+                    )
+                ):
+                    append(
+                        EntryInfo(
+                            position,
+                            size,
+                            2,
+                            fields[0],
+                            fields[0] + fields[6],
+                            fields[8],
+                            fields[12],
+                        )
+                    )
+                    position += size
+                    continue
             try:
                 info = read_entry(window, position, check_crc=check_crc)
             except CorruptRecordError as exc:

@@ -140,6 +140,35 @@ def first_record_timestamp(buf: BytesLike, position: int = 0) -> tuple[int, int]
     return header.base_offset + offset_delta, header.base_timestamp + ts_delta
 
 
+def first_at_or_after(
+    buf: BytesLike, timestamp: int, min_offset: int, position: int = 0
+) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record of the v2 batch at ``position`` whose
+    timestamp is at least ``timestamp`` and offset at least ``min_offset``.
+
+    Walks record boundaries reading only the timestamp and offset deltas, so a
+    lookup by time does not build every record of the batch.
+    """
+    header = batch.read_header(buf, position)
+    if header.timestamp_type == batch.LOG_APPEND_TIME:
+        if header.max_timestamp < timestamp or header.last_offset < min_offset:
+            return None
+        return max(header.base_offset, min_offset), header.max_timestamp
+    data = records_block(buf, position, header)
+    base_offset = header.base_offset
+    base_ts = header.base_timestamp
+    pos = 0
+    for _ in range(header.record_count):
+        length, body = decode_varint(data, pos)
+        ts_delta, after = decode_varlong(data, body + 1)
+        offset_delta, _ = decode_varint(data, after)
+        record_ts = base_ts + ts_delta
+        if record_ts >= timestamp and base_offset + offset_delta >= min_offset:
+            return base_offset + offset_delta, record_ts
+        pos = body + length
+    return None
+
+
 def decode_entry(buf: BytesLike) -> list[Record]:
     """Decode one log entry of any format (``buf`` holds exactly that entry)."""
     magic = batch.peek_magic(buf, 0)

@@ -10,12 +10,21 @@ entries; the active segment's index is resized back to the maximum.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from pathlib import Path
 
 from seglog.errors import StorageError
 from seglog.storage import io
+
+
+def _allocate(fd: int, size: int) -> None:
+    """Give the zero-filled file real blocks now: the first write to each page of
+    a sparse mapping would otherwise allocate on the append path."""
+    if size > 0 and hasattr(os, "posix_fallocate"):
+        with contextlib.suppress(OSError):
+            os.posix_fallocate(fd, 0, size)
 
 
 class IndexFile:
@@ -40,6 +49,7 @@ class IndexFile:
                 with open(path, "r+b" if exists else "w+b") as handle:
                     if length == 0:
                         handle.truncate(self._max_size)
+                        _allocate(handle.fileno(), self._max_size)
                         self._entries = 0
                     else:
                         self._entries = length // self.entry_size

@@ -341,7 +341,7 @@ class Cleaner:
             out += new_bytes
             kept_records += len(keep)
         if out:
-            dest.append(out, out_entries)
+            dest.append([out], out_entries)
         return len(data), len(out), kept_records
 
 

@@ -239,7 +239,7 @@ class Log:
             self._check_open()
             config = self._config
             validated = validate_and_assign(records, config, self._log_end_offset, now)
-            size = len(validated.data)
+            size = validated.size
             if size > config.segment_bytes:
                 raise RecordBatchTooLargeError(
                     f"an append of {size} bytes is larger than segment.bytes "
@@ -248,7 +248,7 @@ class Log:
             segment = self._maybe_roll(
                 size, validated.max_timestamp, validated.first_offset, validated.last_offset, now
             )
-            segment.append(validated.data, validated.entries)
+            segment.append(validated.chunks, validated.entries, size)
             self._log_end_offset = validated.last_offset + 1
             self._high_watermark = self._log_end_offset
             self._unflushed_messages += validated.record_count
@@ -394,7 +394,11 @@ class Log:
         index = max(index, 0)
         while index < len(segments):
             segment = segments[index]
-            max_position = self._position_limit(segment, segments, index, limit_offset)
+            max_position = (
+                None
+                if limit_offset >= end_offset
+                else self._position_limit(segment, segments, index, limit_offset)
+            )
             data = segment.read(start_offset, max_bytes, max_position, min_one_message)
             if data is not None:
                 return LogReadResult(data, hw, log_start, end_offset)

@@ -49,7 +49,7 @@ from seglog.storage.offset_index import OffsetIndex
 from seglog.storage.region import FileRegion
 from seglog.storage.time_index import TimeIndex
 
-_SCAN_CHUNK = 64 * 1024
+_SCAN_CHUNK = 8 * 1024
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
@@ -117,6 +117,8 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
         self._closed = False
+        self._log_path: Path | None = None
+        self._log_path_suffix = suffix
 
     # ----------------------------------------------------------------- opening
 
@@ -193,7 +195,12 @@ class LogSegment:
     @property
     def log_path(self) -> Path:
         """Path of the ``.log`` file (with any transient suffix)."""
-        return self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, self.suffix)
+        # Cached: reads hand it out with every region, and building a Path is slow.
+        cached = self._log_path
+        if cached is None or self._log_path_suffix != self.suffix:
+            cached = self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, self.suffix)
+            self._log_path, self._log_path_suffix = cached, self.suffix
+        return cached
 
     @property
     def fd(self) -> int:
@@ -317,10 +324,15 @@ class LogSegment:
             return True
         return not self.can_hold_offset(incoming_last_offset)
 
-    def append(self, data: memoryview | bytes | bytearray, entries: Sequence[EntryInfo]) -> None:
-        """Append whole entries (offsets assigned) and index them.
+    def append(
+        self,
+        chunks: Sequence[bytes | bytearray | memoryview],
+        entries: Sequence[EntryInfo],
+        size: int | None = None,
+    ) -> None:
+        """Append whole entries (offsets assigned), given as buffers written in order.
 
-        ``entries`` describes ``data`` (positions relative to ``data``).
+        ``entries`` describes the bytes (positions relative to the first chunk).
         """
         if not entries:
             return
@@ -336,13 +348,15 @@ class LogSegment:
         position = self._size
         if position == 0:
             self._rolling_based_timestamp = entries[0].max_timestamp
-        _pwrite_all(self._fd, data, position, self.log_path)
-        self._size = position + len(data)
+        total = sum(map(len, chunks)) if size is None else size
+        _pwritev_all(self._fd, chunks, total, position, self)
+        self._size = position + total
+        interval = self.index_interval_bytes
         for entry in entries:
             if entry.max_timestamp > self._max_timestamp:
                 self._max_timestamp = entry.max_timestamp
                 self._offset_of_max_timestamp = entry.last_offset
-            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            if self._bytes_since_last_index_entry > interval:
                 self.offset_index.append(entry.last_offset, position + entry.position)
                 self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
                 self._bytes_since_last_index_entry = 0
@@ -381,34 +395,40 @@ class LogSegment:
     def _entries(self, start: int = 0, end: int | None = None) -> Iterator[EntryInfo]:
         """Entries from ``start`` (a batch boundary) to ``end``, positions absolute.
 
-        Headers only, no CRC check: this serves lookups, not validation. Reads
-        in chunks so a scan costs one system call per ~64 KiB, not per batch.
+        Headers only, no CRC check: this serves lookups, not validation. A v2
+        batch is described by its 61-byte header alone, so the scan reads
+        small chunks and skips over batch bodies without reading them.
         """
         stop = self._size if end is None else min(end, self._size)
         position = start
-        while position < stop:
-            chunk = self._read_at(position, min(_SCAN_CHUNK, stop - position))
-            view = memoryview(chunk)
-            inner = 0
-            while inner < len(view):
-                if len(view) - inner < batch.HEADER_SIZE:
-                    if position + inner + batch.LOG_OVERHEAD > stop:
-                        return
-                    break
-                _, size = batch.peek_offset_and_size(view, inner)
-                if inner + size > len(view):
-                    if inner > 0:
-                        break
-                    # One entry larger than the chunk: read it whole.
-                    if position + size > stop:
-                        return
-                    view = memoryview(self._read_at(position, size))
-                info = log_entries.read_entry(view, inner, check_crc=False)
-                yield info._replace(position=position + inner)
-                inner += info.size
-            if inner == 0:
-                return
-            position += inner
+        chunk = b""
+        chunk_start = position
+        header_size = batch.HEADER_SIZE
+        unpack = batch.HEADER.unpack_from
+        while position + batch.LOG_OVERHEAD <= stop:
+            rel = position - chunk_start
+            if rel < 0 or rel + header_size > len(chunk):
+                chunk = self._read_at(position, min(_SCAN_CHUNK, stop - position))
+                chunk_start, rel = position, 0
+            if rel + header_size <= len(chunk) and chunk[rel + batch.MAGIC_OFFSET] == 2:
+                fields = unpack(chunk, rel)
+                size = fields[1] + batch.LOG_OVERHEAD
+                if size < header_size or position + size > stop:
+                    return
+                yield EntryInfo(
+                    position, size, 2, fields[0], fields[0] + fields[6], fields[8], fields[12]
+                )
+            else:
+                # A legacy message (or a batch shorter than a v2 header at the very
+                # end): it needs its whole bytes to be described.
+                _, size = batch.peek_offset_and_size(
+                    self._read_at(position, batch.LOG_OVERHEAD + 5), 0
+                )
+                if position + size > stop:
+                    return
+                info = log_entries.read_entry(self._read_at(position, size), 0, check_crc=False)
+                yield info._replace(position=position)
+            position += size
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> OffsetPosition | None:
         """The first entry whose last offset is at least ``offset``, or None."""
@@ -458,11 +478,11 @@ class LogSegment:
             if entry.max_timestamp < timestamp or entry.last_offset < starting_offset:
                 continue
             data = self._read_at(entry.position, entry.size)
-            if entry.magic == batch.CURRENT_MAGIC and entry.base_offset >= starting_offset:
-                # Most batches answer from their first record: no need to decode them all.
-                first = record_codec.first_record_timestamp(data)
-                if first is not None and first[1] >= timestamp:
-                    return TimestampAndOffset(first[1], first[0])
+            if entry.magic == batch.CURRENT_MAGIC:
+                found = record_codec.first_at_or_after(data, timestamp, starting_offset)
+                if found is not None:
+                    return TimestampAndOffset(found[1], found[0])
+                continue
             for rec in record_codec.decode_entry(data):
                 if rec.timestamp >= timestamp and rec.offset >= starting_offset:
                     return TimestampAndOffset(rec.timestamp, rec.offset)
@@ -610,14 +630,33 @@ def _open_fd(path: Path) -> int:
         raise StorageError(f"cannot open {path}: {exc.strerror}") from exc
 
 
-def _pwrite_all(fd: int, data: memoryview | bytes | bytearray, position: int, path: Path) -> None:
-    view = memoryview(data)
+_IOV_MAX = 1024
+
+
+def _pwritev_all(
+    fd: int,
+    chunks: Sequence[bytes | bytearray | memoryview],
+    total: int,
+    position: int,
+    segment: LogSegment,
+) -> None:
+    pending = [memoryview(c) for c in chunks]
+    first = 0
     written = 0
     try:
-        while written < len(view):
-            written += os.pwrite(fd, view[written:], position + written)
+        while first < len(pending):
+            done = os.pwritev(fd, pending[first : first + _IOV_MAX], position + written)
+            written += done
+            # Skip what went out; a short write leaves part of one buffer.
+            while first < len(pending) and done >= len(pending[first]):
+                done -= len(pending[first])
+                first += 1
+            if first < len(pending) and done:
+                pending[first] = pending[first][done:]
     except OSError as exc:
         # Leave no partial entry behind: the log must end on a batch boundary.
         with contextlib.suppress(OSError):
             os.ftruncate(fd, position)
-        raise StorageError(f"cannot append to {path}: {exc.strerror}") from exc
+        raise StorageError(f"cannot append to {segment.log_path}: {exc.strerror}") from exc
+    if written != total:
+        raise StorageError(f"appended {written} bytes to {segment.log_path}, expected {total}")

@@ -13,6 +13,7 @@ Legacy (magic 0 and 1) message sets are converted to v2 first, as a Kafka
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from seglog.config import LONG_MAX, LogConfig
@@ -27,6 +28,8 @@ from seglog.records import batch, legacy
 from seglog.records.compression import Codec
 from seglog.records.log_entries import EntryInfo
 
+_BASE_OFFSET = struct.Struct(">q")
+
 _CODEC_BY_TOPIC_COMPRESSION = {
     "uncompressed": Codec.NONE,
     "gzip": Codec.GZIP,
@@ -40,7 +43,8 @@ _CODEC_BY_TOPIC_COMPRESSION = {
 class ValidatedAppend:
     """An append ready to be written: the bytes, their entries and a summary."""
 
-    data: bytearray
+    chunks: list[bytes | bytearray | memoryview]
+    size: int
     entries: list[EntryInfo]
     first_offset: int
     last_offset: int
@@ -69,9 +73,7 @@ def validate_and_assign(
         records = legacy.convert_to_v2(memoryview(records))
     elif magic != batch.CURRENT_MAGIC:
         raise UnsupportedMagicError(f"the append has unknown record batch magic {magic}")
-    # One copy per append at most: offsets are patched into a buffer we own.
-    data = records if isinstance(records, bytearray) else bytearray(records)
-    view = memoryview(data)
+    view = memoryview(records)
     log_append = config.message_timestamp_type == "LogAppendTime"
     target_codec = _CODEC_BY_TOPIC_COMPRESSION.get(config.compression_type)
 
@@ -106,23 +108,33 @@ def validate_and_assign(
         headers.append((position, header))
         position += header.size
 
+    rewritten = False
     if target_codec is not None and any(h.compression != target_codec for _, h in headers):
-        data = _recompress(view, headers, target_codec)
-        view = memoryview(data)
+        view = memoryview(_recompress(view, headers, target_codec))
         headers = list(batch.iter_headers(view, check_crc=False))
+        rewritten = True
+    if log_append and not rewritten:
+        # LogAppendTime changes CRC-covered bytes: work on a copy we own.
+        view = memoryview(bytearray(view))
+        rewritten = True
 
+    # The caller's buffer is never modified: without a rewrite, each batch goes
+    # out as its patched 8-byte base offset plus a view of the rest (pwritev).
+    chunks: list[bytes | bytearray | memoryview] = []
     entries: list[EntryInfo] = []
     offset = next_offset
     max_timestamp = batch.NO_TIMESTAMP
     offset_of_max = next_offset
     record_count = 0
     for position, header in headers:
-        batch.patch_base_offset(view, position, offset)
-        if log_append:
-            batch.apply_log_append_time(view, position, now_ms)
-            batch_max = now_ms
+        if rewritten:
+            batch.patch_base_offset(view, position, offset)
+            if log_append:
+                batch.apply_log_append_time(view, position, now_ms)
         else:
-            batch_max = header.max_timestamp
+            chunks.append(_BASE_OFFSET.pack(offset))
+            chunks.append(view[position + 8 : position + header.size])
+        batch_max = now_ms if log_append else header.max_timestamp
         last = offset + header.last_offset_delta
         entries.append(
             EntryInfo(position, header.size, 2, offset, last, batch_max, header.record_count)
@@ -131,8 +143,11 @@ def validate_and_assign(
             max_timestamp, offset_of_max = batch_max, last
         record_count += header.record_count
         offset = last + 1
+    if rewritten:
+        chunks = [view]
     return ValidatedAppend(
-        data=data,
+        chunks=chunks,
+        size=len(view),
         entries=entries,
         first_offset=next_offset,
         last_offset=offset - 1,
