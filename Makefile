@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DATA ?= ./data
 
-.PHONY: run test lint typecheck unit bench clean install
+.PHONY: run test lint typecheck unit bench bench-quick clean install
 
 install: $(STAMP)
 
@@ -35,6 +35,9 @@ test: lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/storage_bench.py
+
+bench-quick: $(STAMP)
+	$(BIN)/python bench/storage_bench.py --quick
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -31,6 +31,7 @@ class OffsetIndex(IndexFile):
     """Kafka's ``.index`` file of one segment."""
 
     entry_size = 8
+    _cached_last: tuple[int, int] | None = None
 
     @property
     def is_full(self) -> bool:
@@ -42,7 +43,10 @@ class OffsetIndex(IndexFile):
         """Absolute offset of the last entry, or the base offset when empty."""
         if self._entries == 0:
             return self.base_offset
-        return self.entry(self._entries - 1)[0]
+        # Cached for the append path, which checks it on every entry.
+        if self._cached_last is None or self._cached_last[0] != self._entries:
+            self._cached_last = (self._entries, self.entry(self._entries - 1)[0])
+        return self._cached_last[1]
 
     def entry(self, n: int) -> tuple[int, int]:
         """The n-th entry as (absolute offset, position)."""
@@ -58,9 +62,10 @@ class OffsetIndex(IndexFile):
     def append(self, offset: int, position: int) -> None:
         """Add (offset → position); offsets must strictly increase."""
         buf = self._require_writable()
-        if self.is_full:
+        if self._entries >= self._length >> 3:
             raise IndexFullError(f"the offset index {self.path} is full")
-        if not self.can_append_offset(offset):
+        relative = offset - self.base_offset
+        if not 0 <= relative <= _MAX_RELATIVE:
             raise InvalidOffsetError(
                 f"offset {offset} cannot be stored relative to base {self.base_offset}"
             )
@@ -69,8 +74,9 @@ class OffsetIndex(IndexFile):
                 f"offset {offset} is not above the last indexed offset {self.last_offset} "
                 f"in {self.path}"
             )
-        _ENTRY.pack_into(buf, self._entries * 8, offset - self.base_offset, position)
+        _ENTRY.pack_into(buf, self._entries * 8, relative, position)
         self._entries += 1
+        self._cached_last = (self._entries, offset)
 
     def _search(self, relative: int) -> int:
         """Index of the greatest entry with relative offset <= ``relative``, or -1."""

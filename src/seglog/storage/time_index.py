@@ -25,6 +25,7 @@ class TimeIndex(IndexFile):
     """Kafka's ``.timeindex`` file of one segment."""
 
     entry_size = 12
+    _cached_last: tuple[int, tuple[int, int]] | None = None
 
     @property
     def is_full(self) -> bool:
@@ -43,7 +44,10 @@ class TimeIndex(IndexFile):
         """(timestamp, offset) of the last entry, or (-1, base offset) when empty."""
         if self._entries == 0:
             return NO_TIMESTAMP, self.base_offset
-        return self.entry(self._entries - 1)
+        # Cached for the append path, which checks it on every entry.
+        if self._cached_last is None or self._cached_last[0] != self._entries:
+            self._cached_last = (self._entries, self.entry(self._entries - 1))
+        return self._cached_last[1]
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Add (timestamp, offset) if the timestamp is larger than the last one."""
@@ -62,6 +66,7 @@ class TimeIndex(IndexFile):
             raise IndexFullError(f"the time index {self.path} has no slot left")
         _ENTRY.pack_into(buf, self._entries * 12, timestamp, offset - self.base_offset)
         self._entries += 1
+        self._cached_last = (self._entries, (timestamp, offset))
 
     def _search(self, timestamp: int) -> int:
         buf = self._mmap
