@@ -7,11 +7,16 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DATA ?= ./data
 
-.PHONY: run test lint typecheck unit bench bench-quick clean install
+.PHONY: run demo test lint typecheck unit bench bench-quick clean install
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@command -v kcat >/dev/null 2>&1 || { \
+	  echo "installing kcat (Debian package) for the client tests"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq kcat; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq kcat; fi; } \
+	  || echo "kcat could not be installed: its tests will be skipped"
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "seglog needs Python 3.11 or newer")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -19,6 +24,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
+	$(BIN)/seglog serve --override log.dirs=$(DATA)
+
+demo: $(STAMP)
 	$(BIN)/seglog demo --data $(DATA)
 
 lint: $(STAMP)

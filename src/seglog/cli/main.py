@@ -52,11 +52,13 @@ def cli(log_level: str) -> None:
 def _register() -> None:
     from seglog.cli.demo import demo
     from seglog.cli.dump import dump_log
+    from seglog.cli.serve import serve
     from seglog.cli.verify import verify
 
     cli.add_command(dump_log)
     cli.add_command(verify)
     cli.add_command(demo)
+    cli.add_command(serve)
 
 
 _register()

@@ -147,6 +147,7 @@ class LogDir:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.cleaner: Any = None
+        self.meta_properties: dict[str, str] = {}
 
     # ------------------------------------------------------------------ open
 
@@ -202,6 +203,7 @@ class LogDir:
                 cluster_id=_base64_uuid(uuid.uuid4()),
                 directory_id=uuid.uuid4(),
             )
+        self.meta_properties = checkpoints.read_meta_properties(self.path)
         self._had_clean_shutdown = checkpoints.consume_clean_shutdown(self.path)
         self._topics = self._read_topics()
         recovery_points = checkpoints.read_offset_checkpoint(

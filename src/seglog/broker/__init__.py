@@ -1,0 +1,1 @@
+"""The asyncio broker: Kafka's wire protocol over the storage engine."""

@@ -1,0 +1,70 @@
+"""API key → handler, and the turning of one request frame into response chunks."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from seglog.broker.handlers import admin, fetch, metadata, produce
+from seglog.broker.state import BrokerState
+from seglog.protocol import error_codes
+from seglog.protocol.api_keys import ApiKey
+from seglog.protocol.errors import DecodeError, UnsupportedVersionError
+from seglog.protocol.headers import RequestHeader, decode_request, encode_response
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[BrokerState, RequestHeader, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.API_VERSIONS: metadata.api_versions,
+    ApiKey.METADATA: metadata.metadata,
+    ApiKey.DESCRIBE_CLUSTER: metadata.describe_cluster,
+    ApiKey.PRODUCE: produce.produce,
+    ApiKey.INIT_PRODUCER_ID: produce.init_producer_id,
+    ApiKey.FETCH: fetch.fetch,
+    ApiKey.LIST_OFFSETS: fetch.list_offsets,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: fetch.offset_for_leader_epoch,
+    ApiKey.CREATE_TOPICS: admin.create_topics,
+    ApiKey.DELETE_TOPICS: admin.delete_topics,
+    ApiKey.CREATE_PARTITIONS: admin.create_partitions,
+    ApiKey.DELETE_RECORDS: admin.delete_records,
+    ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
+}
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered: the connection must be closed."""
+
+
+async def handle_frame(state: BrokerState, frame: memoryview) -> list[Any] | None:
+    """Decode, handle and encode one request; None when no response is due (acks=0).
+
+    Raises :class:`CloseConnection` for a request that cannot be answered at all,
+    as Kafka closes the connection then.
+    """
+    began = time.perf_counter()
+    try:
+        request = decode_request(frame)
+    except UnsupportedVersionError as exc:
+        state.metrics.observe(str(exc.api_key), "UNSUPPORTED_VERSION", 0.0)
+        if exc.api_key == ApiKey.API_VERSIONS:
+            # Answer with v0 so that a client asking a newer version learns ours.
+            body = metadata.api_versions_body(error_codes.code_for("UNSUPPORTED_VERSION"))
+            return encode_response(ApiKey.API_VERSIONS, 0, exc.correlation_id, body)
+        logger.warning("closing a connection: %s", exc)
+        raise CloseConnection(str(exc)) from exc
+    except DecodeError as exc:
+        state.metrics.observe("unknown", "INVALID_REQUEST", 0.0)
+        logger.warning("closing a connection after a malformed request: %s", exc)
+        raise CloseConnection(str(exc)) from exc
+    header = request.header
+    handler = HANDLERS[header.api_key]
+    response = await handler(state, header, request.body)
+    state.metrics.observe(request.api.name, "NONE", time.perf_counter() - began)
+    if response is None:
+        return None
+    return encode_response(header.api_key, header.api_version, header.correlation_id, response)

@@ -1,0 +1,1 @@
+"""Request handlers, one module per API family; each maps a request body to a response body."""

@@ -1,0 +1,260 @@
+"""CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, DescribeConfigs,
+IncrementalAlterConfigs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from seglog.broker.state import BrokerState
+from seglog.config import CONFIGS_BY_NAME, LogConfig
+from seglog.errors import InvalidConfigError, SeglogError
+from seglog.protocol import error_codes
+from seglog.protocol.headers import RequestHeader
+from seglog.storage import retention
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+# DescribeConfigs config sources
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+
+def _error(exc: SeglogError) -> tuple[int, str]:
+    return error_codes.code_for_exception(exc), str(exc)
+
+
+async def create_topics(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """CreateTopics: replication factor must be 1 (or -1 for the default)."""
+    results = []
+    for topic in body["topics"]:
+        name = topic["name"]
+        count = topic["num_partitions"]
+        if count == -1:
+            count = state.settings.num_partitions
+        configs = {c["name"]: c["value"] for c in topic.get("configs") or []}
+        result: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
+        try:
+            if topic["replication_factor"] not in (-1, 1):
+                result["error_code"] = error_codes.code_for("INVALID_REPLICATION_FACTOR")
+                result["error_message"] = "replication factor must be 1 on a single broker"
+            elif topic.get("assignments"):
+                result["error_code"] = error_codes.code_for("INVALID_REQUEST")
+                result["error_message"] = "manual replica assignment is not supported"
+            elif body.get("validate_only"):
+                if name in state.log_dir.topics():
+                    result["error_code"] = error_codes.code_for("TOPIC_ALREADY_EXISTS")
+                    result["error_message"] = f"topic '{name}' already exists"
+                LogConfig.from_properties(configs, state.log_dir.defaults)
+            else:
+                info = state.log_dir.create_topic(name, count, configs)
+                result["topic_id"] = info.topic_id
+        except SeglogError as exc:
+            result["error_code"], result["error_message"] = _error(exc)
+        if result["error_code"] == 0:
+            config = LogConfig.from_properties(configs, state.log_dir.defaults)
+            result.update(
+                num_partitions=count,
+                replication_factor=1,
+                configs=[
+                    {
+                        "name": k,
+                        "value": v,
+                        "read_only": False,
+                        "config_source": DYNAMIC_TOPIC_CONFIG if k in configs else DEFAULT_CONFIG,
+                        "is_sensitive": False,
+                    }
+                    for k, v in config.to_properties().items()
+                ],
+            )
+        else:
+            result.update(num_partitions=-1, replication_factor=-1, configs=None)
+        results.append(result)
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+async def delete_topics(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """DeleteTopics by name."""
+    names = body.get("topic_names") or [t["name"] for t in body.get("topics") or []]
+    responses = []
+    for name in names:
+        entry: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
+        try:
+            state.log_dir.delete_topic(name)
+        except SeglogError as exc:
+            entry["error_code"], entry["error_message"] = _error(exc)
+        responses.append(entry)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def create_partitions(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """CreatePartitions: grow topics."""
+    results = []
+    for topic in body["topics"]:
+        entry: dict[str, Any] = {"name": topic["name"], "error_code": 0, "error_message": None}
+        try:
+            if not body.get("validate_only"):
+                state.log_dir.create_partitions(topic["name"], topic["count"])
+        except SeglogError as exc:
+            entry["error_code"], entry["error_message"] = _error(exc)
+        results.append(entry)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+async def delete_records(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """DeleteRecords: move the log start offset (-1 means the high watermark)."""
+    topics = []
+    for topic in body["topics"]:
+        partitions = []
+        for request in topic["partitions"]:
+            entry: dict[str, Any] = {
+                "partition_index": request["partition_index"],
+                "low_watermark": -1,
+                "error_code": 0,
+            }
+            try:
+                log = state.log_dir.log(topic["name"], request["partition_index"])
+                offset = request["offset"]
+                target = log.high_watermark if offset == -1 else offset
+                entry["low_watermark"] = log.increment_log_start_offset(target)
+                retention.delete_log_start_offset_breached(log)
+            except SeglogError as exc:
+                entry["error_code"] = error_codes.code_for_exception(exc)
+            partitions.append(entry)
+        topics.append({"name": topic["name"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _describe_topic(
+    state: BrokerState, name: str, keys: list[str] | None, synonyms: bool
+) -> list[dict[str, Any]]:
+    info = state.log_dir.topics().get(name)
+    if info is None:
+        raise SeglogError(f"topic '{name}' does not exist")
+    config = state.log_dir.topic_config(name).to_properties()
+    defaults = state.log_dir.defaults.to_properties()
+    out = []
+    for key, value in sorted(config.items()):
+        if keys is not None and key not in keys:
+            continue
+        source = DYNAMIC_TOPIC_CONFIG if key in info.overrides else DEFAULT_CONFIG
+        entry: dict[str, Any] = {
+            "name": key,
+            "value": value,
+            "read_only": False,
+            "is_default": source == DEFAULT_CONFIG,
+            "config_source": source,
+            "is_sensitive": False,
+            "synonyms": [],
+        }
+        if synonyms:
+            if key in info.overrides:
+                entry["synonyms"].append(
+                    {"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG}
+                )
+            entry["synonyms"].append(
+                {
+                    "name": CONFIGS_BY_NAME[key].broker_name,
+                    "value": defaults[key],
+                    "source": DEFAULT_CONFIG,
+                }
+            )
+        out.append(entry)
+    return out
+
+
+async def describe_configs(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """DescribeConfigs for topics (and the broker's log defaults)."""
+    results = []
+    for resource in body["resources"]:
+        kind, name = resource["resource_type"], resource["resource_name"]
+        result: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": kind,
+            "resource_name": name,
+            "configs": [],
+        }
+        keys = resource.get("configuration_keys")
+        if kind == TOPIC_RESOURCE:
+            if name not in state.log_dir.topics():
+                result["error_code"] = error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
+                result["error_message"] = f"topic '{name}' does not exist"
+            else:
+                result["configs"] = _describe_topic(
+                    state, name, keys, bool(body.get("include_synonyms"))
+                )
+        elif kind == BROKER_RESOURCE:
+            props = {
+                CONFIGS_BY_NAME[k].broker_name: v
+                for k, v in state.log_dir.defaults.to_properties().items()
+            }
+            props.update({k: v for k, v in state.settings.properties.items()})
+            result["configs"] = [
+                {
+                    "name": k,
+                    "value": v,
+                    "read_only": True,
+                    "is_default": k not in state.settings.properties,
+                    "config_source": STATIC_BROKER_CONFIG
+                    if k in state.settings.properties
+                    else DEFAULT_CONFIG,
+                    "is_sensitive": False,
+                    "synonyms": [],
+                }
+                for k, v in sorted(props.items())
+                if keys is None or k in keys
+            ]
+        else:
+            result["error_code"] = error_codes.code_for("INVALID_REQUEST")
+            result["error_message"] = f"unsupported resource type {kind}"
+        results.append(result)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+async def incremental_alter_configs(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """IncrementalAlterConfigs for topics: SET (0) and DELETE (1)."""
+    responses = []
+    for resource in body["resources"]:
+        kind, name = resource["resource_type"], resource["resource_name"]
+        entry: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": kind,
+            "resource_name": name,
+        }
+        try:
+            if kind != TOPIC_RESOURCE:
+                raise InvalidConfigError("only topic configs can be altered at runtime")
+            to_set: dict[str, str] = {}
+            to_delete: list[str] = []
+            for config in resource["configs"]:
+                operation = config["config_operation"]
+                if operation == 0:
+                    to_set[config["name"]] = config["value"]
+                elif operation == 1:
+                    to_delete.append(config["name"])
+                else:
+                    raise InvalidConfigError(
+                        f"config operation {operation} (APPEND/SUBTRACT) is not supported"
+                    )
+            if body.get("validate_only"):
+                LogConfig.from_properties(to_set, state.log_dir.defaults)
+            else:
+                state.log_dir.alter_topic_config(name, to_set, to_delete)
+        except SeglogError as exc:
+            entry["error_code"], entry["error_message"] = _error(exc)
+        responses.append(entry)
+    return {"throttle_time_ms": 0, "responses": responses}

@@ -1,0 +1,158 @@
+"""Fetch, with long polling and zero-copy records, and ListOffsets, OffsetForLeaderEpoch."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from seglog.broker.state import BrokerState
+from seglog.errors import SeglogError
+from seglog.protocol import error_codes
+from seglog.protocol.headers import RequestHeader
+from seglog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+
+
+def _read_all(
+    state: BrokerState, body: dict[str, Any], version: int
+) -> tuple[list[dict[str, Any]], int]:
+    """One pass over the requested partitions; returns (responses, bytes found)."""
+    remaining = body.get("max_bytes", 0x7FFFFFFF) if version >= 3 else 0x7FFFFFFF
+    total = 0
+    responses = []
+    first = True
+    for topic in body["topics"]:
+        name = topic["topic"]
+        partitions = []
+        for request in topic["partitions"]:
+            index = request["partition"]
+            entry: dict[str, Any] = {
+                "partition_index": index,
+                "error_code": 0,
+                "high_watermark": -1,
+                "last_stable_offset": -1,
+                "log_start_offset": -1,
+                "aborted_transactions": None,
+                "preferred_read_replica": -1,
+                "records": None,
+            }
+            try:
+                log = state.log_dir.log(name, index)
+                limit = min(request["partition_max_bytes"], remaining)
+                result = log.read(request["fetch_offset"], max(limit, 0), min_one_message=first)
+            except SeglogError as exc:
+                entry["error_code"] = error_codes.code_for_exception(exc)
+                if exc.kafka_error == "OFFSET_OUT_OF_RANGE":
+                    log = state.log_dir.log(name, index)
+                    entry["high_watermark"] = log.high_watermark
+                    entry["log_start_offset"] = log.log_start_offset
+                partitions.append(entry)
+                continue
+            entry["high_watermark"] = result.high_watermark
+            entry["last_stable_offset"] = result.high_watermark
+            entry["log_start_offset"] = result.log_start_offset
+            if result.data is not None and result.data.region.length > 0:
+                region = result.data.region
+                entry["records"] = region
+                total += region.length
+                remaining -= region.length
+                first = False
+            else:
+                entry["records"] = b""
+            partitions.append(entry)
+        responses.append({"topic": name, "partitions": partitions})
+    return responses, total
+
+
+async def fetch(state: BrokerState, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+    """Fetch: wait up to max_wait_ms for min_bytes, then answer with file regions.
+
+    Fetch sessions are declined: the answer always carries session id 0, so
+    clients keep sending full fetch requests.
+    """
+    version = header.api_version
+    deadline = time.monotonic() + max(body.get("max_wait_ms", 0), 0) / 1000
+    min_bytes = max(body.get("min_bytes", 1), 1)
+    while True:
+        responses, total = _read_all(state, body, version)
+        wait = deadline - time.monotonic()
+        has_error = any(p["error_code"] for t in responses for p in t["partitions"])
+        if total >= min_bytes or wait <= 0 or has_error:
+            break
+        await state.wait_for_data(wait)
+    state.metrics.bytes_out += total
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "session_id": 0,
+        "responses": responses,
+    }
+
+
+async def list_offsets(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """ListOffsets: -1 latest, -2 earliest, -3 max timestamp, else the first offset at a time."""
+    version = header.api_version
+    topics = []
+    for topic in body["topics"]:
+        name = topic["name"]
+        partitions = []
+        seen: set[int] = set()
+        for request in topic["partitions"]:
+            index = request["partition_index"]
+            target = request["timestamp"]
+            entry: dict[str, Any] = {
+                "partition_index": index,
+                "error_code": 0,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": 0,
+            }
+            if index in seen:
+                entry["error_code"] = error_codes.code_for("INVALID_REQUEST")
+            elif target == MAX_TIMESTAMP and version < 7:
+                entry["error_code"] = error_codes.code_for("UNSUPPORTED_VERSION")
+            else:
+                try:
+                    found = state.log_dir.log(name, index).find_offset_by_timestamp(target)
+                    if found is not None:
+                        entry["offset"] = found.offset
+                        if target not in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
+                            entry["timestamp"] = found.timestamp
+                except SeglogError as exc:
+                    entry["error_code"] = error_codes.code_for_exception(exc)
+            seen.add(index)
+            partitions.append(entry)
+        topics.append({"name": name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+async def offset_for_leader_epoch(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """OffsetForLeaderEpoch: one epoch (0) that ends at the log end offset."""
+    topics = []
+    for topic in body["topics"]:
+        name = topic["topic"]
+        partitions = []
+        for request in topic["partitions"]:
+            index = request["partition"]
+            entry: dict[str, Any] = {
+                "error_code": 0,
+                "partition": index,
+                "leader_epoch": 0,
+                "end_offset": -1,
+            }
+            try:
+                log = state.log_dir.log(name, index)
+                if request["leader_epoch"] > 0:
+                    # An epoch this broker never had: Kafka answers "undefined".
+                    entry["leader_epoch"] = -1
+                else:
+                    entry["end_offset"] = log.log_end_offset
+            except SeglogError as exc:
+                entry["error_code"] = error_codes.code_for_exception(exc)
+                entry["leader_epoch"] = -1
+            partitions.append(entry)
+        topics.append({"topic": name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}

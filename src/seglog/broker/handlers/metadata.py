@@ -1,0 +1,149 @@
+"""ApiVersions, Metadata and DescribeCluster."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from seglog.broker.state import BrokerState
+from seglog.errors import SeglogError
+from seglog.protocol import error_codes
+from seglog.protocol.api_keys import SUPPORTED
+from seglog.protocol.headers import RequestHeader
+
+
+def api_versions_body(error_code: int = 0) -> dict[str, Any]:
+    """The ApiVersions answer: every API and the range seglog serves."""
+    return {
+        "error_code": error_code,
+        "api_keys": [
+            {"api_key": key, "min_version": low, "max_version": high}
+            for key, (low, high) in sorted(SUPPORTED.items())
+        ],
+        "throttle_time_ms": 0,
+    }
+
+
+async def api_versions(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """ApiVersions: the supported ranges."""
+    return api_versions_body()
+
+
+def _broker(state: BrokerState) -> dict[str, Any]:
+    listener = state.settings.advertised
+    return {
+        "node_id": state.settings.node_id,
+        "host": listener.host,
+        "port": listener.port,
+        "rack": None,
+    }
+
+
+def _topic_metadata(state: BrokerState, name: str, error: int = 0) -> dict[str, Any]:
+    info = state.log_dir.topics().get(name)
+    node = state.settings.node_id
+    partitions = []
+    if info is not None:
+        partitions = [
+            {
+                "error_code": 0,
+                "partition_index": p,
+                "leader_id": node,
+                "leader_epoch": 0,
+                "replica_nodes": [node],
+                "isr_nodes": [node],
+                "offline_replicas": [],
+            }
+            for p in range(info.partitions)
+        ]
+    return {
+        "error_code": error,
+        "name": name,
+        "topic_id": info.topic_id if info is not None else uuid.UUID(int=0),
+        "is_internal": name.startswith("__"),
+        "partitions": partitions,
+        "topic_authorized_operations": -2147483648,
+    }
+
+
+def maybe_auto_create(state: BrokerState, name: str) -> int:
+    """Create ``name`` if auto-creation is on; returns the error code for it."""
+    if name in state.log_dir.topics():
+        return 0
+    if not state.settings.auto_create_topics_enable:
+        return error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
+    try:
+        state.log_dir.create_topic(name, state.settings.num_partitions)
+    except SeglogError as exc:
+        if exc.kafka_error == "TOPIC_ALREADY_EXISTS":
+            return 0
+        return error_codes.code_for_exception(exc)
+    # A new topic is reported as LEADER_NOT_AVAILABLE once, as Kafka does.
+    return error_codes.code_for("LEADER_NOT_AVAILABLE")
+
+
+async def metadata(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Metadata: this broker leads every partition."""
+    requested = body.get("topics")
+    version = header.api_version
+    topics: list[dict[str, Any]] = []
+    if requested is None or (version == 0 and not requested):
+        topics = [_topic_metadata(state, name) for name in sorted(state.log_dir.topics())]
+    else:
+        allow = body.get("allow_auto_topic_creation", True)
+        for item in requested:
+            name = item.get("name")
+            if name is None:
+                topic_id = item.get("topic_id")
+                found = [n for n, i in state.log_dir.topics().items() if i.topic_id == topic_id]
+                if not found:
+                    topics.append(
+                        {
+                            **_topic_metadata(state, ""),
+                            "name": None,
+                            "topic_id": topic_id,
+                            "error_code": error_codes.code_for("UNKNOWN_TOPIC_ID"),
+                        }
+                    )
+                    continue
+                name = found[0]
+            if name in state.log_dir.topics():
+                topics.append(_topic_metadata(state, name))
+            elif allow:
+                error = maybe_auto_create(state, name)
+                topics.append(_topic_metadata(state, name, error))
+            else:
+                topics.append(
+                    _topic_metadata(state, name, error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION"))
+                )
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [_broker(state)],
+        "cluster_id": state.cluster_id,
+        "controller_id": state.settings.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": -2147483648,
+    }
+
+
+async def describe_cluster(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """DescribeCluster: one broker, which is also the controller."""
+    broker = _broker(state)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "endpoint_type": 1,
+        "cluster_id": state.cluster_id,
+        "controller_id": state.settings.node_id,
+        "brokers": [
+            {"broker_id": broker["node_id"], "host": broker["host"], "port": broker["port"]}
+        ],
+        "cluster_authorized_operations": -2147483648,
+    }

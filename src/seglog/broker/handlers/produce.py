@@ -1,0 +1,102 @@
+"""Produce and InitProducerId."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from seglog.broker.handlers.metadata import maybe_auto_create
+from seglog.broker.state import BrokerState
+from seglog.errors import SeglogError
+from seglog.protocol import error_codes
+from seglog.protocol.headers import RequestHeader
+
+_REQUIRED_ACKS = (0, 1, -1)
+
+
+def _append(state: BrokerState, topic: str, partition: int, records: Any) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "index": partition,
+        "error_code": 0,
+        "base_offset": -1,
+        "log_append_time_ms": -1,
+        "log_start_offset": -1,
+        "record_errors": [],
+        "error_message": None,
+    }
+    if records is None or len(records) == 0:
+        result["error_code"] = error_codes.code_for("INVALID_RECORD")
+        result["error_message"] = "the produce request holds no records"
+        return result
+    try:
+        log = state.log_dir.log(topic, partition)
+        info = log.append(records)
+    except SeglogError as exc:
+        result["error_code"] = error_codes.code_for_exception(exc)
+        result["error_message"] = str(exc)
+        return result
+    state.metrics.bytes_in += info.size
+    result.update(
+        base_offset=info.first_offset,
+        log_append_time_ms=info.log_append_time,
+        log_start_offset=info.log_start_offset,
+    )
+    return result
+
+
+async def produce(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any] | None:
+    """Produce: validate and append each partition's batches; None for acks=0."""
+    acks = body["acks"]
+    responses = []
+    for topic_data in body["topic_data"]:
+        name = topic_data["name"]
+        known = name in state.log_dir.topics()
+        error = 0 if known else maybe_auto_create(state, name)
+        partitions = []
+        for partition_data in topic_data["partition_data"]:
+            index = partition_data["index"]
+            if acks not in _REQUIRED_ACKS:
+                partitions.append(
+                    {"index": index, "error_code": error_codes.code_for("INVALID_REQUIRED_ACKS")}
+                )
+            elif error and name not in state.log_dir.topics():
+                partitions.append({"index": index, "error_code": error, "base_offset": -1})
+            else:
+                partitions.append(_append(state, name, index, partition_data["records"]))
+        responses.append({"name": name, "partition_responses": partitions})
+    await state.notify_data()
+    if acks == 0:
+        return None
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+async def init_producer_id(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """InitProducerId for idempotent producers (transactions are not supported)."""
+    if body.get("transactional_id") is not None:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": error_codes.code_for("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+    producer_id = body.get("producer_id", -1)
+    epoch = body.get("producer_epoch", -1)
+    if producer_id >= 0 and 0 <= epoch < 32766:
+        # A producer bumping its epoch after an error keeps its id.
+        await asyncio.sleep(0)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "producer_id": producer_id,
+            "producer_epoch": epoch + 1,
+        }
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "producer_id": state.next_producer_id(),
+        "producer_epoch": 0,
+    }

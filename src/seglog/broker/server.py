@@ -1,0 +1,134 @@
+"""The broker process: listen, serve, run background work, stop gracefully.
+
+Start-up opens the log directory (recovering it after an unclean stop), starts
+retention, delayed deletion, ``flush.ms`` and the compaction cleaner on
+background threads, and listens on every listener. SIGTERM and SIGINT stop
+accepting, close the connections, flush every partition, write the
+checkpoints and the clean-shutdown marker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+
+from seglog.broker.connection import serve_connection
+from seglog.broker.metrics import metrics_text
+from seglog.broker.settings import BrokerSettings
+from seglog.broker.state import BrokerState
+from seglog.storage.log_dir import LogDir
+
+logger = logging.getLogger(__name__)
+
+
+class Broker:
+    """A running broker; :meth:`serve` until :meth:`stop`."""
+
+    def __init__(self, settings: BrokerSettings) -> None:
+        self.settings = settings
+        self.log_dir: LogDir | None = None
+        self.state: BrokerState | None = None
+        self._servers: list[asyncio.Server] = []
+        self._stopped = asyncio.Event()
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        """Open storage and start listening."""
+        settings = self.settings
+        self.log_dir = LogDir.open(
+            settings.log_dir,
+            defaults=settings.log_defaults,
+            settings=settings.log_dir_settings,
+        )
+        self.log_dir.start_background()
+        self.state = BrokerState(settings, self.log_dir)
+        for listener in settings.listeners:
+            server = await asyncio.start_server(
+                self._on_connection, listener.host or None, listener.port, reuse_address=True
+            )
+            self._servers.append(server)
+            for sock in server.sockets:
+                logger.info("listening on %s (%s)", sock.getsockname(), listener.name)
+        if settings.metrics_port is not None:
+            self._servers.append(
+                await asyncio.start_server(self._on_metrics, "127.0.0.1", settings.metrics_port)
+            )
+            logger.info("metrics on http://127.0.0.1:%d/metrics", settings.metrics_port)
+
+    @property
+    def port(self) -> int:
+        """The port of the first listener (useful when configured as 0)."""
+        return int(self._servers[0].sockets[0].getsockname()[1])
+
+    async def _on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        assert self.state is not None
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        try:
+            await serve_connection(self.state, reader, writer)
+        finally:
+            if task is not None:
+                self._connections.discard(task)
+
+    async def _on_metrics(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        assert self.state is not None
+        try:
+            request = await reader.readline()
+            while (await reader.readline()) not in (b"\r\n", b"\n", b""):
+                pass
+            if request.split(b" ")[1:2] == [b"/metrics"]:
+                body = metrics_text(self.state).encode()
+                status = b"200 OK"
+            else:
+                body, status = b"not found\n", b"404 Not Found"
+            writer.write(
+                b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                b"Content-Length: "
+                + str(len(body)).encode()
+                + b"\r\nConnection: close\r\n\r\n"
+                + body
+            )
+            await writer.drain()
+        except (ConnectionError, IndexError):
+            pass
+        finally:
+            writer.close()
+
+    async def serve(self) -> None:
+        """Run until :meth:`stop` is called (or a signal arrives)."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.stop)
+        await self._stopped.wait()
+        await self._shutdown()
+
+    def stop(self) -> None:
+        """Ask the broker to stop."""
+        self._stopped.set()
+
+    async def _shutdown(self) -> None:
+        logger.info("shutting down")
+        for server in self._servers:
+            server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.gather(*self._connections, return_exceptions=True)
+        for server in self._servers:
+            await server.wait_closed()
+        if self.log_dir is not None:
+            self.log_dir.close()
+        logger.info("stopped cleanly")
+
+
+async def run_broker(settings: BrokerSettings) -> None:
+    """Start a broker and serve until a signal stops it."""
+    broker = Broker(settings)
+    await broker.start()
+    await broker.serve()

@@ -1,0 +1,83 @@
+"""The broker's shared state: the log directory, settings, producer ids, fetch waiters.
+
+Handlers get a :class:`BrokerState` and a request and return a response body.
+Everything here runs on the event loop thread; storage calls are synchronous
+and short (a write to the page cache), except fsyncs forced by
+``flush.messages``, which the produce handler runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from seglog.broker.settings import BrokerSettings
+from seglog.storage.log_dir import LogDir
+
+
+@dataclass
+class Metrics:
+    """Counters exported on ``/metrics`` in Prometheus format."""
+
+    bytes_in: int = 0
+    bytes_out: int = 0
+    requests: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    latency_buckets: dict[str, list[int]] = field(default_factory=dict)
+    latency_sum: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    connections: int = 0
+
+    BUCKETS: tuple[float, ...] = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1.0, 5.0)
+
+    def observe(self, api: str, error: str, seconds: float) -> None:
+        """Count a request and its latency."""
+        self.requests[(api, error)] += 1
+        buckets = self.latency_buckets.setdefault(api, [0] * (len(self.BUCKETS) + 1))
+        for i, bound in enumerate(self.BUCKETS):
+            if seconds <= bound:
+                buckets[i] += 1
+        buckets[-1] += 1
+        self.latency_sum[api] += seconds
+
+
+class BrokerState:
+    """What every handler may use."""
+
+    def __init__(self, settings: BrokerSettings, log_dir: LogDir) -> None:
+        self.settings = settings
+        self.log_dir = log_dir
+        self.metrics = Metrics()
+        self.cluster_id = settings.cluster_id or str(
+            log_dir.meta_properties.get("cluster.id", "seglog")
+        )
+        self.started = time.time()
+        # Producer ids: unique per run, and above any id of an earlier run
+        # (the clock in ms leaves room for a million producers per ms).
+        self._producer_ids = itertools.count(int(time.time() * 1000) * 1000)
+        self._data_arrived = asyncio.Condition()
+
+    def next_producer_id(self) -> int:
+        """A fresh producer id for InitProducerId."""
+        return next(self._producer_ids)
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        """The topic's id (the zero uuid for unknown topics)."""
+        info = self.log_dir.topics().get(topic)
+        return info.topic_id if info is not None else uuid.UUID(int=0)
+
+    async def notify_data(self) -> None:
+        """Wake fetches waiting for data (called after every append)."""
+        async with self._data_arrived:
+            self._data_arrived.notify_all()
+
+    async def wait_for_data(self, timeout: float) -> None:
+        """Wait until an append happens or ``timeout`` seconds pass."""
+        if timeout <= 0:
+            return
+        async with self._data_arrived:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._data_arrived.wait(), timeout)

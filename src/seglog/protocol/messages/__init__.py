@@ -1,0 +1,1 @@
+"""Every API seglog speaks, described once for both directions."""

@@ -1,0 +1,117 @@
+"""A real broker: ``python -m seglog serve`` as a subprocess on a free port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class BrokerProcess:
+    """A broker subprocess that can be stopped, killed and started again on the same data."""
+
+    def __init__(self, data: Path, overrides: dict[str, str] | None = None) -> None:
+        self.data = data
+        self.port = free_port()
+        self.overrides = overrides or {}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = data.parent / f"{data.name}-broker.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        args = [
+            sys.executable,
+            "-m",
+            "seglog",
+            "--log-level",
+            "INFO",
+            "serve",
+            "--override",
+            f"log.dirs={self.data}",
+            "--override",
+            f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+        ]
+        for key, value in self.overrides.items():
+            args += ["--override", f"{key}={value}"]
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"broker exited: {self.log.read_text()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("broker did not start listening")
+
+    def stop(self) -> int:
+        """Graceful stop (SIGTERM); returns the exit code."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=30)
+        self.process = None
+        return code
+
+    def kill(self) -> None:
+        """kill -9."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=30)
+        self.process = None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for the whole session (topics are unique per test)."""
+    process = BrokerProcess(tmp_path_factory.mktemp("broker") / "data")
+    process.start()
+    yield process
+    assert process.alive(), "the shared broker died during the tests"
+    assert process.stop() == 0
+
+
+@pytest.fixture
+def make_broker(tmp_path: Path) -> Iterator[type[BrokerProcess] | object]:
+    """A factory of private brokers for restart and configuration tests."""
+    started: list[BrokerProcess] = []
+
+    def factory(**overrides: str) -> BrokerProcess:
+        process = BrokerProcess(tmp_path / f"data{len(started)}", overrides)
+        process.start()
+        started.append(process)
+        return process
+
+    yield factory
+    for process in started:
+        if process.alive():
+            process.kill()
+
+
+@pytest.fixture
+def topic(request: pytest.FixtureRequest) -> str:
+    """A topic name unique to the test."""
+    module = request.node.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    name = request.node.name.removeprefix("test_")
+    cleaned = "".join(c if c.isalnum() or c in "._" else "-" for c in f"{module}.{name}")
+    return f"{cleaned}-{os.getpid()}"[:200]
