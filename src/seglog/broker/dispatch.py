@@ -12,7 +12,7 @@ from seglog.broker.state import BrokerState
 from seglog.protocol import error_codes
 from seglog.protocol.api_keys import ApiKey
 from seglog.protocol.errors import DecodeError, UnsupportedVersionError
-from seglog.protocol.headers import RequestHeader, decode_request, encode_response
+from seglog.protocol.headers import RequestHeader, decode_request, encode_response, peek_header
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,13 @@ async def handle_frame(state: BrokerState, frame: memoryview) -> list[Any] | Non
         raise CloseConnection(str(exc)) from exc
     except DecodeError as exc:
         state.metrics.observe("unknown", "INVALID_REQUEST", 0.0)
-        logger.warning("closing a connection after a malformed request: %s", exc)
+        try:
+            head = peek_header(frame)
+            what = f"api key {head.api_key} v{head.api_version} from {head.client_id}"
+        except DecodeError:
+            what = "an unreadable request"
+        logger.warning("closing a connection after a malformed request (%s): %s", what, exc)
+        logger.debug("malformed request bytes: %s", bytes(frame).hex())
         raise CloseConnection(str(exc)) from exc
     header = request.header
     handler = HANDLERS[header.api_key]

@@ -71,6 +71,8 @@ class Broker:
             self._connections.add(task)
         try:
             await serve_connection(self.state, reader, writer)
+        except asyncio.CancelledError:
+            pass  # the broker is shutting down
         finally:
             if task is not None:
                 self._connections.discard(task)

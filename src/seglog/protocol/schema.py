@@ -101,8 +101,12 @@ class Api:
         return codec
 
     def decode_request(self, view: memoryview, version: int) -> dict[str, Any]:
-        """Decode a request body that fills ``view`` exactly."""
-        return self.codec(version, False).decode_all(view)
+        """Decode a request body at the start of ``view``.
+
+        Bytes after the last field are ignored, as Kafka's brokers ignore them
+        (a Metadata v12 request from librdkafka was seen here with three more).
+        """
+        return self.codec(version, False).decode_all(view, exact=False)
 
     def decode_response(self, view: memoryview, version: int) -> dict[str, Any]:
         """Decode a response body that fills ``view`` exactly."""
@@ -317,15 +321,15 @@ class Codec:
                     value[known[0]] = decoded
         return value, pos
 
-    def decode_all(self, view: memoryview) -> dict[str, Any]:
-        """Decode a body that must fill ``view`` exactly."""
+    def decode_all(self, view: memoryview, *, exact: bool = True) -> dict[str, Any]:
+        """Decode a body that fills ``view`` (exactly, unless ``exact`` is False)."""
         try:
             value, end = self.decode(view, 0)
         except DecodeError:
             raise
         except (struct.error, IndexError, ValueError, UnicodeDecodeError) as exc:
             raise DecodeError(f"malformed message: {exc}") from exc
-        if end != len(view):
+        if exact and end != len(view):
             raise DecodeError(f"{len(view) - end} unexpected bytes after the message")
         return value
 

@@ -1,0 +1,146 @@
+"""Topic administration, configs, offsets by time and DeleteRecords through real clients."""
+
+from __future__ import annotations
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
+
+from tests.broker.conftest import BrokerProcess
+
+BASE_TS = 1_700_000_000_000
+
+
+def admin(broker: BrokerProcess) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def test_create_describe_alter_delete(broker: BrokerProcess, topic: str) -> None:
+    client = admin(broker)
+    futures = client.create_topics(
+        [NewTopic(topic, num_partitions=3, replication_factor=1, config={"retention.ms": "1234"})]
+    )
+    futures[topic].result(10)
+    metadata = client.list_topics(topic, timeout=10)
+    assert len(metadata.topics[topic].partitions) == 3
+
+    again = client.create_topics([NewTopic(topic, 1, 1)])
+    try:
+        again[topic].result(10)
+        raise AssertionError("creating an existing topic must fail")
+    except KafkaException as exc:
+        assert exc.args[0].name() == "TOPIC_ALREADY_EXISTS"
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = client.describe_configs([resource])[resource].result(10)
+    assert configs["retention.ms"].value == "1234"
+    assert configs["segment.bytes"].value == "1073741824"
+
+    change = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    client.incremental_alter_configs([change])[change].result(10)
+    configs = client.describe_configs([resource])[resource].result(10)
+    assert configs["cleanup.policy"].value == "compact"
+
+    client.create_partitions([NewPartitions(topic, 5)])[topic].result(10)
+    assert len(client.list_topics(topic, timeout=10).topics[topic].partitions) == 5
+
+    client.delete_topics([topic])[topic].result(10)
+    assert topic not in client.list_topics(timeout=10).topics
+
+
+def test_bad_topic_config_is_refused(broker: BrokerProcess, topic: str) -> None:
+    client = admin(broker)  # keep the client alive until its futures resolve
+    futures = client.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "lots"})])
+    try:
+        futures[topic].result(10)
+        raise AssertionError("an invalid config must be refused")
+    except KafkaException as exc:
+        assert exc.args[0].name() == "INVALID_CONFIG"
+
+
+def _produce_timed(broker: BrokerProcess, topic: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(count):
+        producer.produce(topic, value=b"%d" % i, timestamp=BASE_TS + i * 100)
+        producer.flush(10)
+
+
+def test_offsets_by_timestamp(broker: BrokerProcess, topic: str) -> None:
+    _produce_timed(broker, topic, 20)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
+    try:
+        wanted = [TopicPartition(topic, 0, BASE_TS + 550)]
+        found = consumer.offsets_for_times(wanted, timeout=10)
+        assert found[0].offset == 6  # first timestamp >= 550 is 600
+        past_end = consumer.offsets_for_times([TopicPartition(topic, 0, BASE_TS + 10**6)], 10)
+        assert past_end[0].offset == -1
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        assert (low, high) == (0, 20)
+    finally:
+        consumer.close()
+    client = admin(broker)
+    result = client.list_offsets({TopicPartition(topic, 0): OffsetSpec.max_timestamp()})
+    info = next(iter(result.values())).result(10)
+    assert info.offset == 19 and info.timestamp == BASE_TS + 1900
+
+
+def test_delete_records_moves_earliest(broker: BrokerProcess, topic: str) -> None:
+    _produce_timed(broker, topic, 10)
+    client = admin(broker)
+    futures = client.delete_records([TopicPartition(topic, 0, 4)])
+    deleted = next(iter(futures.values())).result(10)
+    assert deleted.low_watermark == 4
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        assert (low, high) == (4, 10)
+    finally:
+        consumer.close()
+
+
+def test_retention_config_change_takes_effect(make_broker, topic: str) -> None:  # type: ignore[no-untyped-def]
+    broker = make_broker(**{"log.retention.check.interval.ms": "200"})
+    client = admin(broker)
+    client.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "2000"})])[topic].result(
+        10
+    )
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(30):
+        producer.produce(topic, value=b"x" * 200, timestamp=BASE_TS + i)
+        producer.flush(10)
+    change = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    client.incremental_alter_configs([change])[change].result(10)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused"})
+    try:
+        import time
+
+        deadline = time.monotonic() + 20
+        low = 0
+        while time.monotonic() < deadline:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+            if low > 0:
+                break
+            time.sleep(0.2)
+        # Records from 2023 are far older than one second: all but the active segment go.
+        assert low == 30 and high == 30
+    finally:
+        consumer.close()
