@@ -15,6 +15,12 @@ time inside a batch, tools, and the Spark reader do. A record::
 
 The records of a batch follow its 61-byte header, compressed as one block
 when the batch has a codec.
+
+Timestamps: a record's timestamp is ``base_timestamp + timestamp_delta``,
+also when the batch carries a compaction delete horizon (its base timestamp
+*is* the horizon then, and the deltas were written relative to it, so they
+may be negative). In a LogAppendTime batch every record's timestamp is the
+batch's max timestamp, whatever the deltas say.
 """
 
 from __future__ import annotations
@@ -49,6 +55,7 @@ class Record:
 
 
 def _bytes_field(buf: memoryview, position: int, end: int) -> tuple[bytes | None, int]:
+    """A varint-length-prefixed, nullable byte field that must end by ``end``."""
     length, position = decode_varint(buf, position)
     if length < 0:
         if length != -1:
@@ -60,25 +67,54 @@ def _bytes_field(buf: memoryview, position: int, end: int) -> tuple[bytes | None
 
 
 def records_block(buf: BytesLike, position: int, header: batch.BatchHeader) -> memoryview:
-    """The batch's records as bytes, decompressed when needed."""
+    """The batch's records as bytes, decompressed when needed.
+
+    An empty batch (record count 0) yields an empty block without being
+    decompressed: Kafka writes such batches with no payload at all.
+    """
     view = memoryview(buf)
     raw = view[position + batch.HEADER_SIZE : position + header.size]
     if header.compression == Codec.NONE:
         return raw
+    if header.record_count == 0:
+        return raw[:0]
     return memoryview(decompress(header.compression, raw))
 
 
-def decode_records(buf: BytesLike, position: int = 0) -> list[Record]:
-    """Decode every record of the v2 batch at ``position``.
+def _decode_headers(data: memoryview, pos: int, record_end: int) -> tuple[tuple[Header, ...], int]:
+    count, pos = decode_varint(data, pos)
+    if count < 0:
+        raise CorruptRecordError(f"negative header count {count}")
+    # Each header takes at least two bytes: a bound that stops a forged count early.
+    if count * 2 > record_end - pos:
+        raise CorruptRecordError(f"header count {count} does not fit in the record")
+    headers: list[Header] = []
+    for _ in range(count):
+        hkey, pos = _bytes_field(data, pos, record_end)
+        if hkey is None:
+            raise CorruptRecordError("a record header has a null key")
+        hvalue, pos = _bytes_field(data, pos, record_end)
+        try:
+            headers.append(Header(hkey.decode("utf-8"), hvalue))
+        except UnicodeDecodeError:
+            raise CorruptRecordError("a record header key is not UTF-8") from None
+    return tuple(headers), pos
 
-    Raises CorruptRecordError when the records do not match the header.
+
+def decode_records(buf: BytesLike, position: int = 0, *, check_crc: bool = False) -> list[Record]:
+    """Decode every record of the v2 batch at ``position``, with absolute offsets.
+
+    Raises CorruptRecordError when the records do not match the header (count,
+    lengths, bytes left over) and, with ``check_crc``, when the CRC fails.
+    Storage checks CRCs once when it reads a segment, hence the default.
     """
-    header = batch.read_header(buf, position)
+    header = batch.validate(buf, position) if check_crc else batch.read_header(buf, position)
     data = records_block(buf, position, header)
     base_offset = header.base_offset
-    log_append = header.timestamp_type == batch.LOG_APPEND_TIME
     base_ts = header.base_timestamp
+    log_append_ts = header.max_timestamp if header.timestamp_type == batch.LOG_APPEND_TIME else None
     out: list[Record] = []
+    append = out.append
     pos = 0
     end = len(data)
     for _ in range(header.record_count):
@@ -88,37 +124,42 @@ def decode_records(buf: BytesLike, position: int = 0) -> list[Record]:
             raise CorruptRecordError(
                 f"record of length {length} runs past the batch at offset {base_offset}"
             )
-        pos += 1  # attributes
+        pos += 1  # attributes: no bit is defined for records
         ts_delta, pos = decode_varlong(data, pos)
         offset_delta, pos = decode_varint(data, pos)
         key, pos = _bytes_field(data, pos, record_end)
         value, pos = _bytes_field(data, pos, record_end)
-        count, pos = decode_varint(data, pos)
-        if count < 0:
-            raise CorruptRecordError(f"negative header count {count}")
-        headers: list[Header] = []
-        for _ in range(count):
-            hkey, pos = _bytes_field(data, pos, record_end)
-            if hkey is None:
-                raise CorruptRecordError("a record header has a null key")
-            hvalue, pos = _bytes_field(data, pos, record_end)
-            try:
-                headers.append(Header(hkey.decode("utf-8"), hvalue))
-            except UnicodeDecodeError:
-                raise CorruptRecordError("a record header key is not UTF-8") from None
+        if pos < record_end and data[pos] == 0:
+            headers: tuple[Header, ...] = ()  # the usual case: a header count of zero
+            pos += 1
+        else:
+            headers, pos = _decode_headers(data, pos, record_end)
         if pos != record_end:
             raise CorruptRecordError(
-                f"record at offset {base_offset + offset_delta} has {record_end - pos} "
-                f"bytes beyond its fields"
+                f"record at offset {base_offset + offset_delta} has length {length} "
+                f"but its fields take {length + pos - record_end} bytes"
             )
-        timestamp = header.max_timestamp if log_append else base_ts + ts_delta
-        out.append(Record(base_offset + offset_delta, timestamp, key, value, tuple(headers)))
+        timestamp = base_ts + ts_delta if log_append_ts is None else log_append_ts
+        append(Record(base_offset + offset_delta, timestamp, key, value, headers))
     if pos != end:
         raise CorruptRecordError(
             f"batch at offset {base_offset} has {end - pos} bytes after its "
             f"{header.record_count} records"
         )
     return out
+
+
+def iter_batches(
+    buf: BytesLike, *, check_crc: bool = True
+) -> Iterator[tuple[batch.BatchHeader, list[Record]]]:
+    """(header, records) for each v2 batch in ``buf``, which must hold whole batches.
+
+    Raises CorruptRecordError at the first batch that is truncated, fails its
+    CRC (with ``check_crc``) or does not decode; UnsupportedMagicError at an
+    entry that is not a v2 batch.
+    """
+    for position, header in batch.iter_headers(buf, check_crc=check_crc):
+        yield header, decode_records(buf, position)
 
 
 def first_record_timestamp(buf: BytesLike, position: int = 0) -> tuple[int, int] | None:
@@ -129,14 +170,15 @@ def first_record_timestamp(buf: BytesLike, position: int = 0) -> tuple[int, int]
     header = batch.read_header(buf, position)
     if header.compression != Codec.NONE or header.record_count == 0:
         return None
-    if header.timestamp_type == batch.LOG_APPEND_TIME:
-        return header.base_offset, header.max_timestamp
-    view = memoryview(buf)
+    view = memoryview(buf)[: position + header.size]
     pos = position + batch.HEADER_SIZE
     _, pos = decode_varint(view, pos)
     pos += 1
     ts_delta, pos = decode_varlong(view, pos)
     offset_delta, pos = decode_varint(view, pos)
+    # The first record need not be at the base offset: compaction leaves gaps.
+    if header.timestamp_type == batch.LOG_APPEND_TIME:
+        return header.base_offset + offset_delta, header.max_timestamp
     return header.base_offset + offset_delta, header.base_timestamp + ts_delta
 
 
@@ -150,19 +192,22 @@ def first_at_or_after(
     lookup by time does not build every record of the batch.
     """
     header = batch.read_header(buf, position)
-    if header.timestamp_type == batch.LOG_APPEND_TIME:
-        if header.max_timestamp < timestamp or header.last_offset < min_offset:
-            return None
-        return max(header.base_offset, min_offset), header.max_timestamp
+    log_append_ts = header.max_timestamp if header.timestamp_type == batch.LOG_APPEND_TIME else None
+    if log_append_ts is not None and (log_append_ts < timestamp or header.last_offset < min_offset):
+        return None
     data = records_block(buf, position, header)
     base_offset = header.base_offset
     base_ts = header.base_timestamp
     pos = 0
     for _ in range(header.record_count):
         length, body = decode_varint(data, pos)
+        if length < 0:
+            raise CorruptRecordError(f"negative record length {length}")
         ts_delta, after = decode_varlong(data, body + 1)
         offset_delta, _ = decode_varint(data, after)
-        record_ts = base_ts + ts_delta
+        # LogAppendTime: every record has the batch's time, but compaction may have
+        # left gaps, so the answer is still the first record at or after min_offset.
+        record_ts = base_ts + ts_delta if log_append_ts is None else log_append_ts
         if record_ts >= timestamp and base_offset + offset_delta >= min_offset:
             return base_offset + offset_delta, record_ts
         pos = body + length
@@ -174,15 +219,17 @@ def decode_entry(buf: BytesLike) -> list[Record]:
     magic = batch.peek_magic(buf, 0)
     if magic == batch.CURRENT_MAGIC:
         return decode_records(buf, 0)
+    # Imported here: legacy imports the builder, which imports this module.
     from seglog.records import legacy
 
     return legacy.decode_legacy(memoryview(buf))
 
 
 def decode_entries(buf: BytesLike) -> Iterator[Record]:
-    """Records of every whole entry in ``buf``; a partial entry at the end is ignored.
+    """Records of every whole entry in ``buf``, any magic; a partial entry at the end is ignored.
 
     Fetch responses may end inside a batch, so the tail is expected to be cut.
+    CRCs are not checked here.
     """
     view = memoryview(buf)
     position = 0
