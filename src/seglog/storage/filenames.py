@@ -1,10 +1,15 @@
-"""Every file and directory name of a log directory, in one place.
+"""Every file and directory name of a log directory, in one place, as Kafka spells them.
 
-<topic>-<partition>/                    a partition directory
-<offset:020d>.log|.index|.timeindex     a segment's files
-<offset:020d>.txnindex|.snapshot        aborted transactions, producer state
-<name>.deleted|.cleaned|.swap           transient suffixes while files move
-<topic>-<partition>.<uuid>-delete       a deleted partition awaiting removal
+Grammar::
+
+    partition-dir  := topic "-" partition                  e.g. "orders-3"
+    deleted-dir    := topic "-" partition "." uuid "-delete"   (also "-future", "-stray")
+    segment-file   := offset kind [transient]              e.g. "00000000000000001200.log"
+    offset         := 20 decimal digits, zero-padded       (a base offset, 0 .. 2**63-1)
+    kind           := ".log" | ".index" | ".timeindex" | ".txnindex" | ".snapshot"
+    transient      := ".deleted" | ".cleaned" | ".swap"
+    topic          := 1*249 of [a-zA-Z0-9._-], not "." or ".."
+    partition      := decimal int32 without leading zeros
 """
 
 from __future__ import annotations
@@ -27,75 +32,116 @@ FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 
 MAX_TOPIC_NAME_LENGTH = 249
+_MAX_OFFSET = 2**63 - 1
+_MAX_PARTITION = 2**31 - 1
+
+# Explicit ASCII classes: in a str pattern \d and \w also match other scripts' digits.
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.[a-z]+(?:\.(?:deleted|cleaned|swap))?$")
+_SEGMENT_FILE = re.compile(
+    r"([0-9]{20})(?:\.log|\.index|\.timeindex|\.txnindex|\.snapshot)"
+    r"(?:\.deleted|\.cleaned|\.swap)?"
+)
+_PARTITION_NUMBER = re.compile(r"0|[1-9][0-9]*")
 
 
 def offset_name(offset: int) -> str:
-    """The 20-digit zero-padded name stem of a segment at ``offset``."""
+    """The 20-digit zero-padded stem of the files of the segment at ``offset``."""
     return f"{offset:020d}"
 
 
-def log_path(directory: Path, base: int) -> Path:
-    """``<dir>/<base>.log``."""
-    return directory / f"{offset_name(base)}{LOG_SUFFIX}"
+def log_path(dir: Path, base: int) -> Path:
+    """``<dir>/<base:020d>.log``: the segment's record batches."""
+    return dir / (offset_name(base) + LOG_SUFFIX)
 
 
-def index_path(directory: Path, base: int) -> Path:
-    """``<dir>/<base>.index``."""
-    return directory / f"{offset_name(base)}{INDEX_SUFFIX}"
+def index_path(dir: Path, base: int) -> Path:
+    """``<dir>/<base:020d>.index``: the segment's offset index."""
+    return dir / (offset_name(base) + INDEX_SUFFIX)
 
 
-def time_index_path(directory: Path, base: int) -> Path:
-    """``<dir>/<base>.timeindex``."""
-    return directory / f"{offset_name(base)}{TIME_INDEX_SUFFIX}"
+def time_index_path(dir: Path, base: int) -> Path:
+    """``<dir>/<base:020d>.timeindex``: the segment's time index."""
+    return dir / (offset_name(base) + TIME_INDEX_SUFFIX)
 
 
-def txn_index_path(directory: Path, base: int) -> Path:
-    """``<dir>/<base>.txnindex``."""
-    return directory / f"{offset_name(base)}{TXN_INDEX_SUFFIX}"
+def txn_index_path(dir: Path, base: int) -> Path:
+    """``<dir>/<base:020d>.txnindex``: the segment's aborted-transaction index."""
+    return dir / (offset_name(base) + TXN_INDEX_SUFFIX)
 
 
-def snapshot_path(directory: Path, base: int) -> Path:
-    """``<dir>/<base>.snapshot``."""
-    return directory / f"{offset_name(base)}{SNAPSHOT_SUFFIX}"
+def snapshot_path(dir: Path, base: int) -> Path:
+    """``<dir>/<base:020d>.snapshot``: producer state as of offset ``base``."""
+    return dir / (offset_name(base) + SNAPSHOT_SUFFIX)
 
 
 def parse_base_offset(name: str) -> int | None:
-    """The base offset in a segment file name (transient suffixes allowed), else None."""
-    match = _SEGMENT_FILE.match(name)
-    return int(match.group(1)) if match else None
+    """The offset in a segment or snapshot file name, else None.
+
+    Accepts the five kinds of file, each optionally with a transient suffix
+    (``00000000000000000042.log.swap`` gives 42). Anything else in a partition
+    directory (``partition.metadata``, ``leader-epoch-checkpoint``, ``x.tmp``)
+    gives None.
+    """
+    match = _SEGMENT_FILE.fullmatch(name)
+    if match is None:
+        return None
+    offset = int(match.group(1))
+    return offset if offset <= _MAX_OFFSET else None
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
-    """``<topic>-<partition>``."""
+    """``<topic>-<partition>``, the directory of one partition."""
     return f"{topic}-{partition}"
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
-    """(topic, partition) of a partition directory name, or None for anything else."""
+    """(topic, partition) of a live partition directory's name, else None.
+
+    The topic is everything before the last ``-`` (topics may contain ``-``).
+    Directories being deleted, moved or abandoned (``-delete``, ``-future``,
+    ``-stray``, all of which carry a ``.<uuid>`` after the partition) are not
+    live partitions and give None, as does anything whose topic is not a legal
+    name or whose partition is not written as :func:`partition_dir_name` would
+    write it (so two directories can never claim the same partition).
+    """
     if name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
         return None
     topic, sep, number = name.rpartition("-")
-    if not sep or not topic or not number.isdigit():
+    if not sep or not _PARTITION_NUMBER.fullmatch(number):
         return None
-    if not _LEGAL_TOPIC.fullmatch(topic) or topic in (".", ".."):
+    partition = int(number)
+    if partition > _MAX_PARTITION or not _is_legal_topic(topic):
         return None
-    return topic, int(number)
+    return topic, partition
+
+
+def _is_legal_topic(name: str) -> bool:
+    return (
+        0 < len(name) <= MAX_TOPIC_NAME_LENGTH
+        and name not in (".", "..")
+        and _LEGAL_TOPIC.fullmatch(name) is not None
+    )
 
 
 def validate_topic_name(name: str) -> None:
-    """Raise InvalidTopicError unless Kafka would accept ``name`` as a topic name."""
+    """Raise InvalidTopicError unless Kafka would accept ``name`` as a topic name.
+
+    The rules: not empty, not ``.`` or ``..`` (they would name the log directory
+    or its parent), at most 249 characters (room for ``-<partition>`` and a
+    ``.<uuid>-delete`` suffix within a 255-byte file name), and only ASCII
+    letters, digits, ``.``, ``_`` and ``-``.
+    """
     if not name:
         raise InvalidTopicError("topic name is illegal, it can't be empty")
     if name in (".", ".."):
         raise InvalidTopicError('topic name cannot be "." or ".."')
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         raise InvalidTopicError(
-            f"topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters"
+            f"topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
+            f"characters, topic name: {name}"
         )
-    if not _LEGAL_TOPIC.fullmatch(name):
+    if _LEGAL_TOPIC.fullmatch(name) is None:
         raise InvalidTopicError(
-            f'topic name "{name}" is illegal, it contains a character other than ASCII '
-            f"alphanumerics, '.', '_' and '-'"
+            f'topic name "{name}" is illegal, it contains a character other than '
+            "ASCII alphanumerics, '.', '_' and '-'"
         )

@@ -1,130 +1,172 @@
-"""The offset index (``.index``): sparse map from offsets to ``.log`` positions.
+"""The offset index (``.index``): a sparse map from offsets to byte positions in the ``.log``.
 
-Layout: entries back to back, big-endian, no header::
+Grammar (big-endian, no header, no checksum)::
 
-    OffsetIndex => entry*
-    entry       => relative_offset:int32 position:int32    (offset - base_offset)
+    offset-index := entry* zero-entry*
+    entry        := relative-offset:int32 position:int32
+    zero-entry   := 0x00000000 0x00000000     (preallocated room; trimmed away on close)
 
-Worked example: in the segment with base offset 1000, the batch whose last
-offset is 1005 and which starts at byte 4170 is indexed as the 8 bytes
-``00000005 0000104a``.
+``relative-offset`` is ``offset - base_offset`` (0 .. 2**31-1) and ``position``
+is the byte position in the segment's ``.log`` of the batch whose *last*
+offset is ``offset``. Both strictly increase from entry to entry.
 
-Entries increase in both fields. A lookup finds the greatest entry whose
-offset is at most the target; the caller scans the log forward from there.
+Example: in the segment with base offset 0, the batch whose last offset is 5
+and which starts at byte 100 is the 8 bytes ``00000005 00000064``.
+
+A lookup finds the greatest entry whose offset is at most the target; the
+segment then scans the ``.log`` forward from that position. The index can
+always be rebuilt from the ``.log``, which is why it carries no checksum.
 """
 
 from __future__ import annotations
 
 import struct
 
-from seglog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
-from seglog.storage._index_file import IndexFile
+from seglog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError, StorageError
+from seglog.storage._index_file import DEFAULT_MAX_INDEX_SIZE, IndexFile
 
+__all__ = ["DEFAULT_MAX_INDEX_SIZE", "ENTRY_SIZE", "OffsetIndex"]
+
+ENTRY_SIZE = 8
 _ENTRY = struct.Struct(">ii")
-_MAX_RELATIVE = 2**31 - 1
-# Kafka's "warm section": the last 8 KiB of entries are searched first, so
-# lookups near the end touch only pages that are already hot.
-_WARM_ENTRIES = 8192 // 8
+_INT32 = struct.Struct(">i")
+_POSITION_FIELD = 4
+_MAX_INT32 = 2**31 - 1
 
 
 class OffsetIndex(IndexFile):
-    """Kafka's ``.index`` file of one segment."""
+    """Kafka's ``.index`` file of one segment: (offset → position) entries."""
 
-    entry_size = 8
-    _cached_last: tuple[int, int] | None = None
+    entry_size = ENTRY_SIZE
+    _last_offset: int
 
-    @property
-    def is_full(self) -> bool:
-        """True when no entry can be appended."""
-        return self._entries >= self.max_entries
+    def _entries_changed(self) -> None:
+        # Cached: the append path checks the last offset on every entry.
+        n = self._entries
+        buf = self._mmap
+        if n == 0 or buf is None:
+            self._last_offset = self._base_offset
+        else:
+            self._last_offset = self._base_offset + _INT32.unpack_from(buf, (n - 1) * 8)[0]
 
     @property
     def last_offset(self) -> int:
         """Absolute offset of the last entry, or the base offset when empty."""
-        if self._entries == 0:
-            return self.base_offset
-        # Cached for the append path, which checks it on every entry.
-        if self._cached_last is None or self._cached_last[0] != self._entries:
-            self._cached_last = (self._entries, self.entry(self._entries - 1)[0])
-        return self._cached_last[1]
+        return self._last_offset
 
     def entry(self, n: int) -> tuple[int, int]:
-        """The n-th entry as (absolute offset, position)."""
-        if not 0 <= n < self._entries or self._mmap is None:
-            raise IndexError(f"index entry {n} out of range (entries: {self._entries})")
-        relative, position = _ENTRY.unpack_from(self._mmap, n * 8)
-        return self.base_offset + relative, position
+        """The n-th entry (0-based) as (absolute offset, position)."""
+        self._check_open()
+        buf = self._mmap
+        if not 0 <= n < self._entries or buf is None:
+            raise IndexError(f"entry {n} out of range: {self._path} has {self._entries}")
+        relative, position = _ENTRY.unpack_from(buf, n * 8)
+        return self._base_offset + relative, position
 
     def can_append_offset(self, offset: int) -> bool:
-        """True when ``offset`` fits a 32-bit offset relative to the base."""
-        return 0 <= offset - self.base_offset <= _MAX_RELATIVE
+        """True if ``offset`` can be stored relative to the base (0 <= offset - base < 2**31).
+
+        When it cannot, the segment must roll before taking the batch.
+        """
+        return 0 <= offset - self._base_offset <= _MAX_INT32
 
     def append(self, offset: int, position: int) -> None:
-        """Add (offset → position); offsets must strictly increase."""
-        buf = self._require_writable()
-        if self._entries >= self._length >> 3:
-            raise IndexFullError(f"the offset index {self.path} is full")
-        relative = offset - self.base_offset
-        if not 0 <= relative <= _MAX_RELATIVE:
-            raise InvalidOffsetError(
-                f"offset {offset} cannot be stored relative to base {self.base_offset}"
-            )
-        if self._entries > 0 and offset <= self.last_offset:
-            raise InvalidOffsetError(
-                f"offset {offset} is not above the last indexed offset {self.last_offset} "
-                f"in {self.path}"
-            )
-        _ENTRY.pack_into(buf, self._entries * 8, relative, position)
-        self._entries += 1
-        self._cached_last = (self._entries, offset)
+        """Add the entry (``offset`` → ``position``).
 
-    def _search(self, relative: int) -> int:
-        """Index of the greatest entry with relative offset <= ``relative``, or -1."""
-        buf = self._mmap
+        Raises IndexFullError when there is no free slot, InvalidOffsetError if
+        ``offset`` is not above the last entry's or cannot be stored relative to
+        the base, and StorageError if the index is closed or read-only.
+        """
+        self._check_open()
+        if not self._writable:
+            raise StorageError(f"cannot append to index {self._path}: it is open read-only")
         n = self._entries
-        if buf is None or n == 0:
-            return -1
-        unpack = _ENTRY.unpack_from
-        if unpack(buf, 0)[0] > relative:
-            return -1
-        lo, hi = 0, n - 1
-        warm_start = max(0, n - _WARM_ENTRIES)
-        if unpack(buf, warm_start * 8)[0] <= relative:
-            lo = warm_start
-        else:
-            hi = warm_start
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            if unpack(buf, mid * 8)[0] <= relative:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        if n >= self._length >> 3:
+            raise IndexFullError(f"offset index {self._path} is full ({n} entries)")
+        if n > 0 and offset <= self._last_offset:
+            raise InvalidOffsetError(
+                f"cannot append offset {offset} to slot {n} of {self._path}: it is not "
+                f"above the last offset {self._last_offset}"
+            )
+        relative = offset - self._base_offset
+        if not 0 <= relative <= _MAX_INT32:
+            raise InvalidOffsetError(
+                f"offset {offset} cannot be stored in {self._path} relative to its base "
+                f"offset {self._base_offset}"
+            )
+        if not 0 <= position <= _MAX_INT32:
+            raise ValueError(f"position {position} does not fit an int32")
+        buf = self._writable_map()
+        _ENTRY.pack_into(buf, n * 8, relative, position)
+        self._entries = n + 1
+        self._last_offset = offset
 
     def lookup(self, target: int) -> tuple[int, int]:
-        """(offset, position) of the greatest entry not above ``target``, else (base, 0)."""
-        found = self._search(target - self.base_offset)
-        if found < 0:
-            return self.base_offset, 0
-        return self.entry(found)
+        """(offset, position) of the greatest entry whose offset is <= ``target``.
+
+        ``(base_offset, 0)`` if there is none: the scan then starts at the
+        beginning of the segment.
+        """
+        self._check_open()
+        slot = self._floor_slot(_INT32, 0, target - self._base_offset)
+        buf = self._mmap
+        if slot < 0 or buf is None:
+            return self._base_offset, 0
+        relative, position = _ENTRY.unpack_from(buf, slot * 8)
+        return self._base_offset + relative, position
+
+    def fetch_upper_bound_offset(
+        self, start_position: int, fetch_size: int
+    ) -> tuple[int, int] | None:
+        """The first entry whose position is >= ``start_position + fetch_size``, or None.
+
+        A read of ``fetch_size`` bytes from ``start_position`` cannot reach past
+        that entry's batch, so it bounds how much of the ``.log`` to look at.
+        """
+        self._check_open()
+        target = start_position + fetch_size
+        slot = self._floor_slot(_INT32, _POSITION_FIELD, target - 1) + 1
+        if slot >= self._entries:
+            return None
+        return self.entry(slot)
 
     def truncate_to(self, offset: int) -> None:
-        """Remove every entry whose offset is ``offset`` or more."""
-        found = self._search(offset - self.base_offset)
-        if found < 0:
-            self._truncate_to_entries(0)
-            return
-        entry_offset = self.entry(found)[0]
-        self._truncate_to_entries(found if entry_offset == offset else found + 1)
+        """Remove every entry whose offset is >= ``offset``.
 
-    def sanity_check(self) -> None:
-        """Raise CorruptIndexError if the file cannot be an offset index of this segment."""
-        if self.file_length % 8 != 0:
+        If ``offset`` falls between two entries the lower one stays: it still
+        points at a batch that precedes ``offset``.
+        """
+        self._check_open()
+        keep = self._floor_slot(_INT32, 0, offset - self._base_offset - 1) + 1
+        self._truncate_to_entries(keep)
+
+    def _check_entries(self, full: bool) -> None:
+        n = self._entries
+        if n == 0:
+            return
+        if self._last_offset < self._base_offset:
             raise CorruptIndexError(
-                f"index file {self.path} has length {self.file_length}, not a multiple of 8"
+                f"index {self._path} is corrupt: its last offset {self._last_offset} is "
+                f"below the base offset {self._base_offset}"
             )
-        if self._entries > 0 and self.last_offset < self.base_offset:
-            raise CorruptIndexError(
-                f"corrupt index {self.path}: last offset {self.last_offset} is below the base "
-                f"offset {self.base_offset}"
-            )
+        buf = self._mmap
+        if buf is None or n < 2:
+            return
+        # Entries strictly increase, so two equal last entries mean a zero tail
+        # left by a crash (or stale bytes): the index must be rebuilt.
+        first = n - 2 if not full else 0
+        data = buf[first * 8 : n * 8]
+        previous = -1
+        for slot, (relative, position) in enumerate(_ENTRY.iter_unpack(data), start=first):
+            if relative < 0:
+                raise CorruptIndexError(
+                    f"index {self._path} is corrupt: entry {slot} has a negative relative "
+                    f"offset {relative}"
+                )
+            if relative <= previous:
+                raise CorruptIndexError(
+                    f"index {self._path} is corrupt: entry {slot} (offset "
+                    f"{self._base_offset + relative}, position {position}) is not above "
+                    "the entry before it"
+                )
+            previous = relative

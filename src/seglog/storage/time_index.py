@@ -1,120 +1,172 @@
-"""The time index (``.timeindex``): sparse map from timestamps to offsets.
+"""The time index (``.timeindex``): a sparse map from timestamps to offsets.
 
-Layout: entries back to back, big-endian, no header::
+Grammar (big-endian, no header, no checksum)::
 
-    TimeIndex => entry*
-    entry     => timestamp:int64 relative_offset:int32     (offset - base_offset)
+    time-index := entry* zero-entry*
+    entry      := timestamp:int64 relative-offset:int32
+    zero-entry := 0x0000000000000000 0x00000000   (preallocated room; trimmed away on close)
 
-An entry (T, O) means "the largest timestamp in the segment up to offset O is
-T". Timestamps never decrease; an entry is added only when T grows. One slot
-is kept free for the entry written when the segment is sealed.
+An entry (T, O) means "T is the largest timestamp of any record up to and
+including offset O" (``relative-offset`` is ``O - base_offset``). Timestamps
+strictly increase from entry to entry and offsets never decrease, because an
+entry is added only when the segment's maximum timestamp has grown.
+
+Example: in the segment with base offset 1000, a maximum timestamp of
+1 700 000 000 000 ms first reached at offset 1005 is the 12 bytes
+``0000018bcfe56800 00000005``.
+
+The last slot of the file is kept for the entry written when the segment
+stops being active or is closed, so that the final maximum timestamp is
+always indexed.
 """
 
 from __future__ import annotations
 
 import struct
 
-from seglog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError
-from seglog.storage._index_file import IndexFile
+from seglog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError, StorageError
+from seglog.storage._index_file import DEFAULT_MAX_INDEX_SIZE, IndexFile
 
-_ENTRY = struct.Struct(">qi")
+__all__ = ["DEFAULT_MAX_INDEX_SIZE", "ENTRY_SIZE", "NO_TIMESTAMP", "TimeIndex"]
+
+ENTRY_SIZE = 12
 NO_TIMESTAMP = -1
+_ENTRY = struct.Struct(">qi")
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_OFFSET_FIELD = 8
+_MAX_INT32 = 2**31 - 1
+_MIN_INT64 = -(2**63)
+_MAX_INT64 = 2**63 - 1
 
 
 class TimeIndex(IndexFile):
-    """Kafka's ``.timeindex`` file of one segment."""
+    """Kafka's ``.timeindex`` file of one segment: (timestamp → offset) entries."""
 
-    entry_size = 12
-    _cached_last: tuple[int, tuple[int, int]] | None = None
+    entry_size = ENTRY_SIZE
+    _last_entry: tuple[int, int]
+
+    def _entries_changed(self) -> None:
+        # Cached: the append path compares with the last entry on every call.
+        n = self._entries
+        buf = self._mmap
+        if n == 0 or buf is None:
+            self._last_entry = (NO_TIMESTAMP, self._base_offset)
+        else:
+            timestamp, relative = _ENTRY.unpack_from(buf, (n - 1) * ENTRY_SIZE)
+            self._last_entry = (timestamp, self._base_offset + relative)
 
     @property
     def is_full(self) -> bool:
-        """True when only the reserved final slot is left."""
-        return self._entries >= self.max_entries - 1
-
-    def entry(self, n: int) -> tuple[int, int]:
-        """The n-th entry as (timestamp, absolute offset)."""
-        if not 0 <= n < self._entries or self._mmap is None:
-            raise IndexError(f"time index entry {n} out of range (entries: {self._entries})")
-        timestamp, relative = _ENTRY.unpack_from(self._mmap, n * 12)
-        return timestamp, self.base_offset + relative
+        """True when only the slot reserved for the final entry is left."""
+        return self._entries >= self._length // ENTRY_SIZE - 1
 
     @property
     def last_entry(self) -> tuple[int, int]:
-        """(timestamp, offset) of the last entry, or (-1, base offset) when empty."""
-        if self._entries == 0:
-            return NO_TIMESTAMP, self.base_offset
-        # Cached for the append path, which checks it on every entry.
-        if self._cached_last is None or self._cached_last[0] != self._entries:
-            self._cached_last = (self._entries, self.entry(self._entries - 1))
-        return self._cached_last[1]
+        """(timestamp, absolute offset) of the last entry, or ``(-1, base_offset)`` when empty."""
+        return self._last_entry
+
+    def entry(self, n: int) -> tuple[int, int]:
+        """The n-th entry (0-based) as (timestamp, absolute offset)."""
+        self._check_open()
+        buf = self._mmap
+        if not 0 <= n < self._entries or buf is None:
+            raise IndexError(f"entry {n} out of range: {self._path} has {self._entries}")
+        timestamp, relative = _ENTRY.unpack_from(buf, n * ENTRY_SIZE)
+        return timestamp, self._base_offset + relative
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
-        """Add (timestamp, offset) if the timestamp is larger than the last one."""
-        buf = self._require_writable()
-        last_ts, last_offset = self.last_entry
-        if self._entries > 0 and offset < last_offset:
-            raise InvalidOffsetError(
-                f"offset {offset} is below the last time-indexed offset {last_offset} in "
-                f"{self.path}"
-            )
-        if self._entries > 0 and timestamp <= last_ts:
-            return
-        if not skip_full_check and self.is_full:
-            raise IndexFullError(f"the time index {self.path} is full")
-        if self._entries >= self.max_entries:
-            raise IndexFullError(f"the time index {self.path} has no slot left")
-        _ENTRY.pack_into(buf, self._entries * 12, timestamp, offset - self.base_offset)
-        self._entries += 1
-        self._cached_last = (self._entries, (timestamp, offset))
+        """Add (``timestamp``, ``offset``) if ``timestamp`` is above the last entry's.
 
-    def _search(self, timestamp: int) -> int:
-        buf = self._mmap
+        A timestamp that is not above the last one (for an empty index: not
+        above -1, so records without timestamps add nothing) is ignored, which
+        makes repeating the final entry at roll and at close harmless.
+
+        Raises IndexFullError when the index is full (unless
+        ``skip_full_check``, which only the final entry may use, and which
+        still needs a slot), InvalidOffsetError if ``offset`` is below the last
+        entry's or cannot be stored relative to the base, and StorageError if
+        the index is closed, or read-only and the entry would be written.
+        """
+        self._check_open()
         n = self._entries
-        if buf is None or n == 0:
-            return -1
-        unpack = _ENTRY.unpack_from
-        if unpack(buf, 0)[0] > timestamp:
-            return -1
-        lo, hi = 0, n - 1
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            if unpack(buf, mid * 12)[0] <= timestamp:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        if not skip_full_check and n >= self._length // ENTRY_SIZE - 1:
+            raise IndexFullError(f"time index {self._path} is full ({n} entries)")
+        last_timestamp, last_offset = self._last_entry
+        if n > 0 and offset < last_offset:
+            raise InvalidOffsetError(
+                f"cannot append offset {offset} to slot {n} of {self._path}: it is below "
+                f"the last offset {last_offset}"
+            )
+        if timestamp <= last_timestamp:
+            return
+        relative = offset - self._base_offset
+        if not 0 <= relative <= _MAX_INT32:
+            raise InvalidOffsetError(
+                f"offset {offset} cannot be stored in {self._path} relative to its base "
+                f"offset {self._base_offset}"
+            )
+        if timestamp > _MAX_INT64:
+            raise ValueError(f"timestamp {timestamp} does not fit an int64")
+        if not self._writable:
+            raise StorageError(f"cannot append to time index {self._path}: it is open read-only")
+        if n >= self._length // ENTRY_SIZE:
+            raise IndexFullError(f"time index {self._path} has no slot left ({n} entries)")
+        buf = self._writable_map()
+        _ENTRY.pack_into(buf, n * ENTRY_SIZE, timestamp, relative)
+        self._entries = n + 1
+        self._last_entry = (timestamp, offset)
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
-        """(timestamp, offset) of the greatest entry not above the target, else (-1, base)."""
-        found = self._search(target_timestamp)
-        if found < 0:
-            return NO_TIMESTAMP, self.base_offset
-        return self.entry(found)
+        """(timestamp, offset) of the greatest entry whose timestamp is <= the target.
+
+        ``(-1, base_offset)`` if there is none: the search then starts at the
+        beginning of the segment.
+        """
+        self._check_open()
+        slot = self._floor_slot(_INT64, 0, target_timestamp)
+        buf = self._mmap
+        if slot < 0 or buf is None:
+            return NO_TIMESTAMP, self._base_offset
+        timestamp, relative = _ENTRY.unpack_from(buf, slot * ENTRY_SIZE)
+        return timestamp, self._base_offset + relative
 
     def truncate_to(self, offset: int) -> None:
-        """Remove every entry whose offset is ``offset`` or more."""
-        keep = self._entries
-        while keep > 0 and self.entry(keep - 1)[1] >= offset:
-            keep -= 1
+        """Remove every entry whose offset is >= ``offset``."""
+        self._check_open()
+        keep = self._floor_slot(_INT32, _OFFSET_FIELD, offset - self._base_offset - 1) + 1
         self._truncate_to_entries(keep)
 
-    def sanity_check(self) -> None:
-        """Raise CorruptIndexError if the file cannot be a time index of this segment."""
-        if self.file_length % 12 != 0:
+    def _check_entries(self, full: bool) -> None:
+        n = self._entries
+        buf = self._mmap
+        if n == 0 or buf is None:
+            return
+        first_timestamp = _INT64.unpack_from(buf, 0)[0]
+        last_timestamp, last_offset = self._last_entry
+        if last_timestamp < first_timestamp:
             raise CorruptIndexError(
-                f"time index file {self.path} has length {self.file_length}, not a multiple of 12"
+                f"time index {self._path} is corrupt: its last timestamp {last_timestamp} "
+                f"is below its first {first_timestamp}"
             )
-        if self._entries > 0:
-            first_ts = self.entry(0)[0]
-            last_ts, last_offset = self.last_entry
-            if last_ts < first_ts:
+        if last_offset < self._base_offset:
+            raise CorruptIndexError(
+                f"time index {self._path} is corrupt: its last offset {last_offset} is "
+                f"below the base offset {self._base_offset}"
+            )
+        if n < 2:
+            return
+        # Timestamps strictly increase, so two equal last entries mean a zero
+        # tail left by a crash (or stale bytes): the index must be rebuilt.
+        first = 0 if full else n - 2
+        data = buf[first * ENTRY_SIZE : n * ENTRY_SIZE]
+        previous_timestamp = _MIN_INT64 - 1
+        previous_relative = 0
+        for slot, (timestamp, relative) in enumerate(_ENTRY.iter_unpack(data), start=first):
+            if timestamp <= previous_timestamp or relative < previous_relative:
                 raise CorruptIndexError(
-                    f"corrupt time index {self.path}: last timestamp {last_ts} is below the "
-                    f"first {first_ts}"
+                    f"time index {self._path} is corrupt: entry {slot} (timestamp "
+                    f"{timestamp}, offset {self._base_offset + relative}) does not follow "
+                    "the entry before it"
                 )
-            if last_offset < self.base_offset:
-                raise CorruptIndexError(
-                    f"corrupt time index {self.path}: last offset {last_offset} is below the "
-                    f"base offset {self.base_offset}"
-                )
+            previous_timestamp, previous_relative = timestamp, relative

@@ -1,0 +1,249 @@
+"""The durability seam: ordering of writes, fsyncs and renames, and how failures read."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from seglog.errors import StorageError
+from seglog.storage import io
+
+
+def _os_error(code: int) -> OSError:
+    return OSError(code, os.strerror(code))
+
+
+# ---------------------------------------------------------- atomic_write_text
+
+
+def test_atomic_write_creates_and_replaces(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    io.atomic_write_text(path, "one\n")
+    io.atomic_write_text(path, "two\r\nπ")
+    # Bytes exactly as given: no newline translation, UTF-8.
+    assert path.read_bytes() == "two\r\nπ".encode()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+def test_atomic_write_orders_fsync_rename_fsync_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "f"
+    path.write_text("old")
+    tmp = tmp_path / "f.tmp"
+    calls: list[tuple[str, Any]] = []
+    real_fsync_file, real_rename, real_fsync_dir = io.fsync_file, io.rename, io.fsync_dir
+
+    def fsync_file(target: Any) -> None:
+        # At fsync time the new text is whole in the .tmp and the old file untouched.
+        calls.append(("fsync_file", target.name))
+        real_fsync_file(target)
+        assert tmp.read_text() == "new" and path.read_text() == "old"
+
+    def rename(src: Path, dst: Path) -> None:
+        calls.append(("rename", (src, dst)))
+        real_rename(src, dst)
+
+    def fsync_dir(directory: Path) -> None:
+        calls.append(("fsync_dir", directory))
+        assert path.read_text() == "new" and not tmp.exists()
+        real_fsync_dir(directory)
+
+    monkeypatch.setattr(io, "fsync_file", fsync_file)
+    monkeypatch.setattr(io, "rename", rename)
+    monkeypatch.setattr(io, "fsync_dir", fsync_dir)
+    io.atomic_write_text(path, "new")
+    assert calls == [
+        ("fsync_file", str(tmp)),
+        ("rename", (tmp, path)),
+        ("fsync_dir", tmp_path),
+    ]
+
+
+def test_atomic_write_disk_full_keeps_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "f"
+    path.write_text("old")
+
+    def full(fd: int) -> None:
+        raise _os_error(errno.ENOSPC)
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(StorageError, match="disk is full") as info:
+        io.atomic_write_text(path, "new")
+    assert "f.tmp" in str(info.value)
+    assert path.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
+
+
+def test_atomic_write_rename_failure_removes_tmp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "f"
+
+    def broken(src: Any, dst: Any) -> None:
+        raise _os_error(errno.EIO)
+
+    monkeypatch.setattr(os, "replace", broken)
+    with pytest.raises(StorageError, match="cannot rename"):
+        io.atomic_write_text(path, "new")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_write_into_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="missing"):
+        io.atomic_write_text(tmp_path / "missing" / "f", "x")
+
+
+# ------------------------------------------------------------------- fsyncs
+
+
+def test_fsync_file_accepts_descriptor_and_file_object(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    with open(path, "wb") as handle:
+        handle.write(b"buffered")
+        io.fsync_file(handle)  # flushes Python's buffer first
+        assert path.read_bytes() == b"buffered"
+        io.fsync_file(handle.fileno())
+
+
+def test_fsync_file_error_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(fd: int) -> None:
+        raise _os_error(errno.EIO)
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with open(tmp_path / "named", "wb") as handle, pytest.raises(StorageError, match="named"):
+        io.fsync_file(handle)
+    with pytest.raises(StorageError, match="descriptor 7"):
+        io.fsync_file(7)
+
+
+def test_fsync_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    io.fsync_dir(tmp_path)
+    io.fsync_dir(str(tmp_path))
+    with pytest.raises(StorageError, match="nope"):
+        io.fsync_dir(tmp_path / "nope")
+    # A file system that cannot sync directories is tolerated; a real error is not.
+    for code, tolerated in ((errno.EINVAL, True), (errno.ENOTSUP, True), (errno.EIO, False)):
+
+        def failing(fd: int, code: int = code) -> None:
+            raise _os_error(code)
+
+        monkeypatch.setattr(os, "fsync", failing)
+        if tolerated:
+            io.fsync_dir(tmp_path)
+        else:
+            with pytest.raises(StorageError, match="fsync directory"):
+                io.fsync_dir(tmp_path)
+
+
+def test_fsync_dir_closes_its_descriptor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[int] = []
+    closed: list[int] = []
+    real_open, real_close = os.open, os.close
+
+    def tracking_open(*args: Any, **kwargs: Any) -> int:
+        fd = real_open(*args, **kwargs)
+        opened.append(fd)
+        return fd
+
+    def tracking_close(fd: int) -> None:
+        closed.append(fd)
+        real_close(fd)
+
+    def failing(fd: int) -> None:
+        raise _os_error(errno.EIO)
+
+    monkeypatch.setattr(os, "open", tracking_open)
+    monkeypatch.setattr(os, "close", tracking_close)
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(StorageError):
+        io.fsync_dir(tmp_path)
+    assert opened and opened == closed
+
+
+# ------------------------------------------------------------ rename, unlink
+
+
+def test_rename_replaces(tmp_path: Path) -> None:
+    (tmp_path / "a").write_text("a")
+    (tmp_path / "b").write_text("b")
+    io.rename(tmp_path / "a", tmp_path / "b")
+    assert (tmp_path / "b").read_text() == "a" and not (tmp_path / "a").exists()
+    with pytest.raises(StorageError, match=r"cannot rename .*a to .*b"):
+        io.rename(tmp_path / "a", tmp_path / "b")
+
+
+def test_unlink_if_exists(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_text("x")
+    assert io.unlink_if_exists(path) is True
+    assert io.unlink_if_exists(path) is False
+    assert io.unlink_if_exists(str(path)) is False
+    (tmp_path / "d").mkdir()
+    with pytest.raises(StorageError, match="cannot remove"):
+        io.unlink_if_exists(tmp_path / "d")
+
+
+# ------------------------------------------------------ truncate, preallocate
+
+
+def test_truncate_file_by_path_and_descriptor(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"0123456789")
+    io.truncate_file(path, 4)
+    assert path.read_bytes() == b"0123"
+    fd = os.open(path, os.O_RDWR)
+    try:
+        io.truncate_file(fd, 6)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"0123\0\0"
+    with pytest.raises(StorageError, match="missing"):
+        io.truncate_file(tmp_path / "missing", 0)
+
+
+def test_truncate_disk_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def full(*args: Any) -> None:
+        raise _os_error(errno.ENOSPC)
+
+    monkeypatch.setattr(os, "truncate", full)
+    with pytest.raises(StorageError, match=r"f: the disk is full"):
+        io.truncate_file(tmp_path / "f", 10)
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fallocate"), reason="no posix_fallocate")
+def test_preallocate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "f"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        io.preallocate(fd, 0, 1 << 16)
+        assert os.fstat(fd).st_size == 1 << 16
+        io.preallocate(fd, 0, 0)  # nothing to do
+
+        def fail_with(code: int) -> Any:
+            def fallocate(*args: Any) -> None:
+                raise _os_error(code)
+
+            return fallocate
+
+        # Unsupported: silently skipped. Disk full: a StorageError now, not SIGBUS later.
+        monkeypatch.setattr(os, "posix_fallocate", fail_with(errno.EOPNOTSUPP))
+        io.preallocate(fd, 0, 8)
+        monkeypatch.setattr(os, "posix_fallocate", fail_with(errno.ENOSPC))
+        with pytest.raises(StorageError, match=r"idx: the disk is full"):
+            io.preallocate(fd, 0, 8, name="idx")
+    finally:
+        os.close(fd)
+
+
+def test_storage_error_messages() -> None:
+    assert "disk is full" in str(io.storage_error("write", "p", _os_error(errno.ENOSPC)))
+    assert "read-only" in str(io.storage_error("write", "p", _os_error(errno.EROFS)))
+    message = str(io.storage_error("open", "/x/y", _os_error(errno.EACCES)))
+    assert message == f"cannot open /x/y: {os.strerror(errno.EACCES)}"
