@@ -1,22 +1,35 @@
-"""API keys and the versions seglog serves: the single source of the ApiVersions answer.
+"""API keys, the registry of described APIs, and the versions the broker advertises.
 
-``SUPPORTED`` maps each API to the range the broker advertises. The ranges
-are honest (every version in them is implemented and tested) and reach down
-to the old versions librdkafka probes before it enables features: Produce
-from 0 (older versions carry legacy message sets, converted to v2 on append)
-and Fetch from 4.
+Theory of operation
+-------------------
+:data:`REGISTRY` maps every API key seglog describes to an :class:`ApiInfo`:
+request and response descriptions, the range of versions described (and
+therefore encodable and decodable), and the first flexible version. It is
+built from the tables in :mod:`seglog.protocol.messages` and is the single
+source for version questions: header versions, ``decode_request``'s checks,
+and the ApiVersions answer.
+
+:data:`SUPPORTED` is the subset the broker serves today and advertises in
+ApiVersions: for each API a range inside the described one (a test holds it
+to that). The ranges are honest — every version in them is implemented — and
+reach down to what clients probe before they enable features: Produce from 0
+(librdkafka enables compression only when the advertised Produce range
+reaches v0; v0-2 carry legacy message sets) and Fetch from 4. An API without
+a handler is described but not advertised.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import IntEnum
+from typing import Any, NamedTuple
 
-from seglog.protocol.messages import admin, core, groups
-from seglog.protocol.schema import Api
+from seglog.protocol.messages import ALL
+from seglog.protocol.schema import Api, Message
 
 
 class ApiKey(IntEnum):
-    """Kafka's API keys."""
+    """Kafka's API keys (those seglog describes)."""
 
     PRODUCE = 0
     FETCH = 1
@@ -41,46 +54,37 @@ class ApiKey(IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_HEARTBEAT = 68
 
 
-DESCRIPTIONS: dict[int, Api] = {
-    api.key: api
-    for api in (
-        core.API_VERSIONS,
-        core.METADATA,
-        core.PRODUCE,
-        core.FETCH,
-        core.LIST_OFFSETS,
-        core.INIT_PRODUCER_ID,
-        core.OFFSET_FOR_LEADER_EPOCH,
-        admin.CREATE_TOPICS,
-        admin.DELETE_TOPICS,
-        admin.CREATE_PARTITIONS,
-        admin.DELETE_RECORDS,
-        admin.DESCRIBE_CONFIGS,
-        admin.INCREMENTAL_ALTER_CONFIGS,
-        admin.ALTER_CONFIGS,
-        admin.DESCRIBE_CLUSTER,
-        admin.DESCRIBE_LOG_DIRS,
-        admin.SASL_HANDSHAKE,
-        groups.FIND_COORDINATOR,
-        groups.JOIN_GROUP,
-        groups.SYNC_GROUP,
-        groups.HEARTBEAT,
-        groups.LEAVE_GROUP,
-        groups.OFFSET_COMMIT,
-        groups.OFFSET_FETCH,
-        groups.LIST_GROUPS,
-        groups.DESCRIBE_GROUPS,
-        groups.DELETE_GROUPS,
-        groups.OFFSET_DELETE,
+class ApiInfo(NamedTuple):
+    """What the protocol layer knows of one API."""
+
+    request: Message
+    response: Message
+    min_version: int
+    max_version: int
+    flexible_version: int | None
+    """The first flexible version, or None if no version is flexible."""
+    api: Api
+
+
+REGISTRY: dict[ApiKey, ApiInfo] = {
+    ApiKey(api.key): ApiInfo(
+        api.request, api.response, api.min_version, api.max_version, api.flexible, api
     )
+    for api in ALL
 }
+"""Every described API: the single source for versions and flexibility."""
+
+DESCRIPTIONS: dict[int, Api] = {int(key): info.api for key, info in REGISTRY.items()}
+"""API key → :class:`Api` (the same tables as :data:`REGISTRY`)."""
 
 SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 9),
@@ -98,13 +102,49 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }
+"""API key → (min, max) version the broker serves and advertises; within :data:`REGISTRY`."""
 
 
 def description(api_key: int) -> Api | None:
-    """The message description of ``api_key``, if seglog knows it."""
+    """The description of ``api_key``, if seglog has one."""
     return DESCRIPTIONS.get(api_key)
 
 
 def supported_range(api_key: int) -> tuple[int, int] | None:
     """The versions of ``api_key`` the broker serves, or None."""
     return SUPPORTED.get(api_key)
+
+
+def is_flexible(api_key: int, api_version: int) -> bool:
+    """Whether ``api_version`` of ``api_key`` is flexible (False for unknown APIs)."""
+    api = DESCRIPTIONS.get(api_key)
+    return api is not None and api.is_flexible(api_version)
+
+
+def api_versions_entries(
+    ranges: Mapping[int, tuple[int, int]] | None = None,
+) -> list[dict[str, Any]]:
+    """The ``api_keys`` rows of an ApiVersions response, in key order.
+
+    ``ranges`` defaults to :data:`SUPPORTED`; pass ``{k: (i.min_version,
+    i.max_version) for k, i in REGISTRY.items()}`` to advertise everything
+    described.
+    """
+    table = SUPPORTED if ranges is None else ranges
+    return [
+        {"api_key": int(key), "min_version": low, "max_version": high}
+        for key, (low, high) in sorted(table.items())
+    ]
+
+
+__all__ = [
+    "DESCRIPTIONS",
+    "REGISTRY",
+    "SUPPORTED",
+    "ApiInfo",
+    "ApiKey",
+    "api_versions_entries",
+    "description",
+    "is_flexible",
+    "supported_range",
+]

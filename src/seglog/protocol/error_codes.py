@@ -1,11 +1,20 @@
-"""Kafka's error codes: the numbers clients understand, and which are retriable."""
+"""Kafka's error codes: the numbers clients understand, and which of them are retriable.
+
+The table follows Kafka's ``Errors`` enumeration (the "Error Codes" table of
+the protocol guide), -1 to 127. "Retriable" is Kafka's own classification (the
+Java exception extends ``RetriableException``, which includes
+``InvalidMetadataException``): clients retry such errors, usually after
+refreshing metadata. Other layers name errors by their ``kafka_error``
+attribute (see :mod:`seglog.errors`); :func:`code_for_exception` turns that
+name into the number sent on the wire.
+"""
 
 from __future__ import annotations
 
-from seglog.errors import SeglogError
+from typing import Final
 
 # name: (code, retriable)
-ERRORS: dict[str, tuple[int, bool]] = {
+ERRORS: Final[dict[str, tuple[int, bool]]] = {
     "UNKNOWN_SERVER_ERROR": (-1, False),
     "NONE": (0, False),
     "OFFSET_OUT_OF_RANGE": (1, False),
@@ -68,6 +77,13 @@ ERRORS: dict[str, tuple[int, bool]] = {
     "SASL_AUTHENTICATION_FAILED": (58, False),
     "UNKNOWN_PRODUCER_ID": (59, False),
     "REASSIGNMENT_IN_PROGRESS": (60, False),
+    "DELEGATION_TOKEN_AUTH_DISABLED": (61, False),
+    "DELEGATION_TOKEN_NOT_FOUND": (62, False),
+    "DELEGATION_TOKEN_OWNER_MISMATCH": (63, False),
+    "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED": (64, False),
+    "DELEGATION_TOKEN_AUTHORIZATION_FAILED": (65, False),
+    "DELEGATION_TOKEN_EXPIRED": (66, False),
+    "INVALID_PRINCIPAL_TYPE": (67, False),
     "NON_EMPTY_GROUP": (68, False),
     "GROUP_ID_NOT_FOUND": (69, False),
     "FETCH_SESSION_ID_NOT_FOUND": (70, True),
@@ -83,21 +99,57 @@ ERRORS: dict[str, tuple[int, bool]] = {
     "PREFERRED_LEADER_NOT_AVAILABLE": (80, True),
     "GROUP_MAX_SIZE_REACHED": (81, False),
     "FENCED_INSTANCE_ID": (82, False),
+    "ELIGIBLE_LEADERS_NOT_AVAILABLE": (83, True),
+    "ELECTION_NOT_NEEDED": (84, True),
+    "NO_REASSIGNMENT_IN_PROGRESS": (85, False),
     "GROUP_SUBSCRIBED_TO_TOPIC": (86, False),
     "INVALID_RECORD": (87, False),
     "UNSTABLE_OFFSET_COMMIT": (88, True),
     "THROTTLING_QUOTA_EXCEEDED": (89, True),
     "PRODUCER_FENCED": (90, False),
     "RESOURCE_NOT_FOUND": (91, False),
+    "DUPLICATE_RESOURCE": (92, False),
+    "UNACCEPTABLE_CREDENTIAL": (93, False),
+    "INCONSISTENT_VOTER_SET": (94, False),
+    "INVALID_UPDATE_VERSION": (95, False),
+    "FEATURE_UPDATE_FAILED": (96, False),
+    "PRINCIPAL_DESERIALIZATION_FAILURE": (97, False),
+    "SNAPSHOT_NOT_FOUND": (98, False),
+    "POSITION_OUT_OF_RANGE": (99, False),
     "UNKNOWN_TOPIC_ID": (100, True),
+    "DUPLICATE_BROKER_REGISTRATION": (101, False),
+    "BROKER_ID_NOT_REGISTERED": (102, False),
     "INCONSISTENT_TOPIC_ID": (103, True),
     "INCONSISTENT_CLUSTER_ID": (104, False),
+    "TRANSACTIONAL_ID_NOT_FOUND": (105, False),
+    "FETCH_SESSION_TOPIC_ID_ERROR": (106, True),
+    "INELIGIBLE_REPLICA": (107, False),
+    "NEW_LEADER_ELECTED": (108, False),
+    "OFFSET_MOVED_TO_TIERED_STORAGE": (109, False),
+    "FENCED_MEMBER_EPOCH": (110, False),
+    "UNRELEASED_INSTANCE_ID": (111, False),
+    "UNSUPPORTED_ASSIGNOR": (112, False),
+    "STALE_MEMBER_EPOCH": (113, False),
+    "MISMATCHED_ENDPOINT_TYPE": (114, False),
+    "UNSUPPORTED_ENDPOINT_TYPE": (115, False),
+    "UNKNOWN_CONTROLLER_ID": (116, False),
+    "UNKNOWN_SUBSCRIPTION_ID": (117, False),
+    "TELEMETRY_TOO_LARGE": (118, False),
+    "INVALID_REGISTRATION": (119, False),
+    "TRANSACTION_ABORTABLE": (120, False),
+    "INVALID_RECORD_STATE": (121, False),
+    "SHARE_SESSION_NOT_FOUND": (122, True),
+    "INVALID_SHARE_SESSION_EPOCH": (123, True),
+    "FENCED_STATE_EPOCH": (124, False),
+    "INVALID_VOTER_KEY": (125, False),
+    "DUPLICATE_VOTER": (126, False),
+    "VOTER_NOT_FOUND": (127, False),
 }
 
-_BY_CODE = {code: name for name, (code, _) in ERRORS.items()}
+_BY_CODE: Final[dict[int, str]] = {code: name for name, (code, _) in ERRORS.items()}
 
-NONE = 0
-UNKNOWN_SERVER_ERROR = -1
+UNKNOWN_SERVER_ERROR: Final = -1
+NONE: Final = 0
 
 
 def code_for(name: str) -> int:
@@ -106,7 +158,7 @@ def code_for(name: str) -> int:
 
 
 def name_for(code: int) -> str:
-    """The name of ``code``, or ``UNKNOWN(<code>)``."""
+    """The name of ``code``, or ``UNKNOWN(<code>)`` for a code not in the table."""
     return _BY_CODE.get(code, f"UNKNOWN({code})")
 
 
@@ -117,7 +169,26 @@ def is_retriable(code: int) -> bool:
 
 
 def code_for_exception(exc: BaseException) -> int:
-    """The code a client should get for ``exc`` (UNKNOWN_SERVER_ERROR if it is not ours)."""
-    if isinstance(exc, SeglogError):
-        return ERRORS.get(exc.kafka_error, ERRORS["UNKNOWN_SERVER_ERROR"])[0]
-    return ERRORS["UNKNOWN_SERVER_ERROR"][0]
+    """The code a client should get for ``exc``.
+
+    Taken from the exception's ``kafka_error`` name (every
+    :class:`~seglog.errors.SeglogError` has one); UNKNOWN_SERVER_ERROR for an
+    exception without one or with a name Kafka does not have.
+    """
+    name = getattr(exc, "kafka_error", None)
+    if isinstance(name, str):
+        entry = ERRORS.get(name)
+        if entry is not None:
+            return entry[0]
+    return UNKNOWN_SERVER_ERROR
+
+
+__all__ = [
+    "ERRORS",
+    "NONE",
+    "UNKNOWN_SERVER_ERROR",
+    "code_for",
+    "code_for_exception",
+    "is_retriable",
+    "name_for",
+]

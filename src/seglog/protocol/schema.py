@@ -2,362 +2,315 @@
 
 Theory of operation
 -------------------
-Each API is described once (``messages/``) as an :class:`Api` holding the
-fields of its request and response. A :class:`F` names a field, its type
-(``int8`` … ``int64``, ``uint16``, ``float64``, ``bool``, ``string``,
-``bytes``, ``uuid``, ``records``, ``struct``, or an array ``[]T``), the
-versions that carry it, the versions where it may be null, an optional tag
-(tagged fields live in the struct's trailing tagged section in flexible
-versions) and, for structs, the fields inside.
+Every API is described once, declaratively, in ``messages/``: an :class:`Api`
+holds a request and a response :class:`Message`, each a tuple of
+:class:`Field`\\ s. A field has a name (snake_case, the key of the decoded
+dict), a type, the versions that carry it, the versions where it may be null,
+an optional tag (tagged fields live in the trailing tagged-field section of
+their struct in flexible versions, and are written only when not at their
+default), a default, an ``ignorable`` flag, and for struct types the fields
+inside. Types::
 
-For a given (fields, version, flexible) the description is compiled once into
-a list of reader and writer closures and cached, so decoding a request is one
-pass of closure calls with no per-field lookups of the description.
+    bool int8 int16 uint16 int32 int64 float64 string bytes uuid records
+    struct          one nested struct (``fields=``)
+    []T             an array of any of the above, e.g. ``[]int32``, ``[]struct``
 
-Values are plain dicts keyed by the snake_case field names; nested structs
-are dicts and arrays are lists. Missing fields decode to their defaults and
-are ignored on encode when the version lacks them.
+Nothing interprets this description per message at run time. The first use of
+(message, version) compiles it into a :class:`StructCodec` — a list of small
+closures per struct, cached on the message — so decoding a request is one
+pass of closure calls with no lookups in the description:
 
-``records`` fields decode to a memoryview into the frame (never copied).
-On encode a records value may be bytes-like, or any other object with a
-``__len__``: such an object is not serialised but handed back in the output
-as a separate chunk with its length already written in front of it. The
-broker uses this to ``sendfile`` file regions into a response.
+* consecutive fixed-width fields are merged into one precompiled
+  ``struct.Struct`` (Fetch's partition header ``int32 int16 int64 int64
+  int64`` is one ``unpack_from`` and one ``pack``);
+* strings, bytes and arrays check their length against the bytes that remain
+  before slicing or looping; truncation inside a fixed run surfaces as
+  ``struct.error``/``IndexError`` and is turned into :class:`DecodeError` once,
+  at the top, instead of being checked field by field;
+* the version decides everything statically: absent fields are not read and
+  get their defaults from a prebuilt template, non-flexible versions have no
+  tagged-field code at all, flexible versions use compact lengths.
+
+Values are plain dicts keyed by snake_case names; arrays are lists, nested
+structs dicts. A decoded dict holds *every* field of its struct: those the
+version lacks, and tagged fields that were not sent, hold their defaults
+(fresh lists and dicts, never shared). On encode, missing keys take their
+defaults, fields the version lacks are skipped, unknown keys are ignored (use
+:func:`validate` to be told about them).
+
+Records (zero copy)
+-------------------
+A ``records`` field decodes to a ``memoryview`` into the request frame: the
+record batches are never copied or parsed here.
+
+On encode a records value may be ``None``, bytes-like, or **any other object
+with a** ``__len__`` (the storage layer's ``FileRegion``, or a
+:class:`RecordsRef`). Such an object is not serialised: the encoder writes its
+length prefix and leaves a *hole* of ``len(obj)`` bytes. :func:`encode_chunks`
+therefore returns a list of chunks: bytes-like pieces of the encoded message
+alternating with the very objects that fill the holes, in wire order. The sum
+of ``len(chunk)`` is the message size, so a size prefix can be computed
+before any record byte is read, and a broker can ``sendfile`` each hole
+straight from the page cache. Large bytes-like records (from
+:data:`INLINE_RECORDS_LIMIT` bytes on) are handed back the same way instead of
+being copied into the buffer. :func:`encode` joins the chunks into ``bytes``
+and accepts only bytes-like holes.
 """
 
 from __future__ import annotations
 
 import struct
-import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence, Sized
 from typing import Any
 
-from seglog.protocol import primitives as p
-from seglog.protocol.errors import DecodeError
+from seglog.protocol._codec import StructCodec
+from seglog.protocol._fields import (
+    INLINE_RECORDS_LIMIT,
+    MAX_VERSION,
+    MISSING,
+    NO_VERSIONS,
+    Chunk,
+    F,
+    Field,
+    RecordsRef,
+    Versions,
+    parse_versions,
+)
+from seglog.protocol.errors import DecodeError, EncodeError
 
-Versions = tuple[int, int]
-
-
-@dataclass(frozen=True, slots=True)
-class F:
-    """One field of a message or struct."""
-
-    name: str
-    type: str
-    versions: Versions
-    nullable: Versions | None = None
-    tag: int | None = None
-    tagged: Versions | None = None
-    default: Any = None
-    never_flexible: bool = False
-    fields: tuple[F, ...] | None = None
-
-    def present(self, version: int) -> bool:
-        """True when ``version`` carries this field."""
-        return self.versions[0] <= version <= self.versions[1]
-
-    def is_nullable(self, version: int) -> bool:
-        """True when the field may be null in ``version``."""
-        return self.nullable is not None and self.nullable[0] <= version <= self.nullable[1]
-
-    def tagged_in(self, version: int) -> bool:
-        """True when the field is a tagged field in ``version``."""
-        return (
-            self.tag is not None
-            and self.tagged is not None
-            and self.tagged[0] <= version <= self.tagged[1]
-        )
+# -- messages ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Api:
-    """An API: key, name, supported versions, first flexible version, request and response."""
+class Message:
+    """One direction of an API (its request or its response) across versions."""
 
-    key: int
-    name: str
-    versions: Versions
-    flexible: int | None
-    request: tuple[F, ...]
-    response: tuple[F, ...]
-    _cache: dict[tuple[bool, int], Codec] = field(default_factory=dict, compare=False)
+    __slots__ = ("_codecs", "api_key", "fields", "flexible", "name", "versions")
+
+    def __init__(
+        self,
+        api_key: int,
+        name: str,
+        versions: Versions,
+        flexible: int | None,
+        fields: Sequence[Field],
+    ) -> None:
+        self.api_key = api_key
+        self.name = name
+        self.versions = versions
+        self.flexible = flexible
+        self.fields = tuple(fields)
+        self._codecs: dict[int, StructCodec] = {}
+
+    def __repr__(self) -> str:
+        return f"<Message {self.name} v{self.versions[0]}-{self.versions[1]}>"
 
     def is_flexible(self, version: int) -> bool:
         """True when ``version`` uses compact encodings and tagged fields."""
         return self.flexible is not None and version >= self.flexible
 
     def supports(self, version: int) -> bool:
-        """True when ``version`` is within the supported range."""
+        """True when ``version`` is described."""
         return self.versions[0] <= version <= self.versions[1]
 
-    def codec(self, version: int, response: bool) -> Codec:
-        """The compiled codec of the request or response at ``version``."""
-        key = (response, version)
-        codec = self._cache.get(key)
+    def codec(self, version: int) -> StructCodec:
+        """The compiled codec of ``version`` (compiled on first use, then cached)."""
+        codec = self._codecs.get(version)
         if codec is None:
-            fields = self.response if response else self.request
-            codec = Codec(fields, version, self.is_flexible(version))
-            self._cache[key] = codec
+            if not self.supports(version):
+                low, high = self.versions
+                raise ValueError(f"{self.name} has no version {version} (described: {low}-{high})")
+            codec = StructCodec(self.fields, version, self.is_flexible(version), self.name)
+            self._codecs[version] = codec
         return codec
 
-    def decode_request(self, view: memoryview, version: int) -> dict[str, Any]:
-        """Decode a request body at the start of ``view``.
 
-        Bytes after the last field are ignored, as Kafka's brokers ignore them
-        (a Metadata v12 request from librdkafka was seen here with three more).
-        """
-        return self.codec(version, False).decode_all(view, exact=False)
+class Api:
+    """An API: key, name, described versions, first flexible version, request and response."""
 
-    def decode_response(self, view: memoryview, version: int) -> dict[str, Any]:
-        """Decode a response body that fills ``view`` exactly."""
-        return self.codec(version, True).decode_all(view)
+    __slots__ = ("flexible", "key", "name", "request", "response", "versions")
 
-    def encode_request(self, value: dict[str, Any], version: int) -> list[Any]:
-        """Encode a request body into chunks."""
-        return self.codec(version, False).encode(value)
-
-    def encode_response(self, value: dict[str, Any], version: int) -> list[Any]:
-        """Encode a response body into chunks (bytes, and any external records objects)."""
-        return self.codec(version, True).encode(value)
-
-
-class _Output:
-    """A bytearray plus external chunks (records handed over by reference)."""
-
-    __slots__ = ("buf", "chunks")
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self.chunks: list[Any] = []
-
-    def external(self, obj: Any) -> None:
-        if self.buf:
-            self.chunks.append(bytes(self.buf))
-            self.buf = bytearray()
-        self.chunks.append(obj)
-
-    def finish(self) -> list[Any]:
-        if self.buf or not self.chunks:
-            self.chunks.append(bytes(self.buf))
-        return self.chunks
-
-
-ReadFn = Callable[[memoryview, int], tuple[Any, int]]
-WriteFn = Callable[[_Output, Any], None]
-
-_FIXED: dict[str, tuple[struct.Struct, Any]] = {
-    "int8": (p.INT8, 0),
-    "int16": (p.INT16, 0),
-    "uint16": (p.UINT16, 0),
-    "int32": (p.INT32, 0),
-    "int64": (p.INT64, 0),
-    "float64": (p.FLOAT64, 0.0),
-}
-
-
-def _default(f: F, version: int) -> Any:
-    if f.default is not None:
-        return f.default
-    kind = f.type
-    if kind.startswith("[]"):
-        return None if f.is_nullable(version) else []
-    if kind in _FIXED:
-        return _FIXED[kind][1]
-    if kind == "bool":
-        return False
-    if kind == "uuid":
-        return uuid.UUID(int=0)
-    if kind == "string":
-        return None if f.is_nullable(version) else ""
-    if kind in ("bytes", "records"):
-        return None if f.is_nullable(version) else b""
-    if kind == "struct":
-        return None
-    return None
-
-
-def _scalar(
-    kind: str, flexible: bool, fields: tuple[F, ...] | None, version: int
-) -> tuple[ReadFn, WriteFn]:
-    if kind in _FIXED:
-        fmt = _FIXED[kind][0]
-        size, unpack, pack = fmt.size, fmt.unpack_from, fmt.pack
-
-        def read_fixed(view: memoryview, pos: int) -> tuple[Any, int]:
-            if pos + size > len(view):
-                raise DecodeError(f"truncated {kind} at position {pos}")
-            return unpack(view, pos)[0], pos + size
-
-        def write_fixed(out: _Output, value: Any) -> None:
-            out.buf += pack(value)
-
-        return read_fixed, write_fixed
-    if kind == "bool":
-        return p.read_bool, lambda out, v: p.write_bool(out.buf, v)
-    if kind == "uuid":
-        return p.read_uuid, lambda out, v: p.write_uuid(out.buf, v)
-    if kind == "string":
-        return (
-            lambda view, pos: p.read_string(view, pos, flexible),
-            lambda out, v: p.write_string(out.buf, v, flexible),
-        )
-    if kind == "bytes":
-
-        def read_bytes_copy(view: memoryview, pos: int) -> tuple[Any, int]:
-            value, pos = p.read_bytes(view, pos, flexible)
-            return (None if value is None else bytes(value)), pos
-
-        def write_bytes(out: _Output, value: Any) -> None:
-            if value is None:
-                p.write_length(out.buf, -1, flexible, wide=True)
-            else:
-                p.write_length(out.buf, len(value), flexible, wide=True)
-                out.buf += value
-
-        return read_bytes_copy, write_bytes
-    if kind == "records":
-
-        def write_records(out: _Output, value: Any) -> None:
-            if value is None:
-                p.write_length(out.buf, -1, flexible, wide=True)
-                return
-            p.write_length(out.buf, len(value), flexible, wide=True)
-            if isinstance(value, (bytes, bytearray, memoryview)):
-                out.buf += value
-            else:
-                out.external(value)
-
-        return (lambda view, pos: p.read_bytes(view, pos, flexible)), write_records
-    if kind == "struct":
-        assert fields is not None
-        codec = Codec(fields, version, flexible)
-        return codec.decode, codec.encode_into
-    raise ValueError(f"unknown field type {kind}")
-
-
-def _field_codec(f: F, version: int, flexible: bool) -> tuple[ReadFn, WriteFn]:
-    field_flexible = flexible and not f.never_flexible
-    if f.type.startswith("[]"):
-        read_item, write_item = _scalar(f.type[2:], field_flexible, f.fields, version)
-
-        def read_array(view: memoryview, pos: int) -> tuple[Any, int]:
-            count, pos = p.read_length(view, pos, field_flexible, wide=True)
-            if count < 0:
-                return None, pos
-            if count > len(view) - pos:
-                raise DecodeError(f"array of {count} elements at position {pos} cannot fit")
-            items = []
-            for _ in range(count):
-                item, pos = read_item(view, pos)
-                items.append(item)
-            return items, pos
-
-        def write_array(out: _Output, value: Any) -> None:
-            if value is None:
-                p.write_length(out.buf, -1, field_flexible, wide=True)
-                return
-            p.write_length(out.buf, len(value), field_flexible, wide=True)
-            for item in value:
-                write_item(out, item)
-
-        return read_array, write_array
-    read, write = _scalar(f.type, field_flexible, f.fields, version)
-    if f.type == "struct" and f.is_nullable(version):
-        # Nullable structs carry a presence byte (-1 absent, 1 present).
-        def read_opt(view: memoryview, pos: int) -> tuple[Any, int]:
-            marker, pos = p.read_int8(view, pos)
-            if marker < 0:
-                return None, pos
-            return read(view, pos)
-
-        def write_opt(out: _Output, value: Any) -> None:
-            if value is None:
-                out.buf += b"\xff"
-            else:
-                out.buf += b"\x01"
-                write(out, value)
-
-        return read_opt, write_opt
-    return read, write
-
-
-class Codec:
-    """The compiled reader and writer of one struct (or message body) at one version."""
-
-    def __init__(self, fields: Sequence[F], version: int, flexible: bool) -> None:
-        self.version = version
+    def __init__(
+        self,
+        key: int,
+        name: str,
+        versions: str,
+        *,
+        flexible: int | None,
+        request: Sequence[Field],
+        response: Sequence[Field],
+    ) -> None:
+        self.key = key
+        self.name = name
+        self.versions = parse_versions(versions)
         self.flexible = flexible
-        self.defaults: dict[str, Any] = {}
-        self.positional: list[tuple[str, ReadFn, WriteFn, Any]] = []
-        self.tagged: dict[int, tuple[str, ReadFn, WriteFn, Any]] = {}
-        for f in fields:
-            if not f.present(version):
-                continue
-            default = _default(f, version)
-            read, write = _field_codec(f, version, flexible)
-            if flexible and f.tagged_in(version):
-                assert f.tag is not None
-                self.tagged[f.tag] = (f.name, read, write, default)
-            else:
-                self.positional.append((f.name, read, write, default))
-            self.defaults[f.name] = default
-        self.tag_order = sorted(self.tagged)
+        self.request = Message(key, name + "Request", self.versions, flexible, request)
+        self.response = Message(key, name + "Response", self.versions, flexible, response)
 
-    def decode(self, view: memoryview, pos: int) -> tuple[dict[str, Any], int]:
-        """Decode the struct at ``pos``; returns (value, next position)."""
-        value: dict[str, Any] = {}
-        for name, read, _, _ in self.positional:
-            value[name], pos = read(view, pos)
-        if self.flexible:
-            raw, pos = p.skip_tagged_fields(view, pos)
-            for name, _, _, default in self.tagged.values():
-                value[name] = default
-            for tag, data in raw.items():
-                known = self.tagged.get(tag)
-                if known is not None:
-                    decoded, end = known[1](data, 0)
-                    if end != len(data):
-                        raise DecodeError(f"tagged field {tag} has {len(data) - end} extra bytes")
-                    value[known[0]] = decoded
-        return value, pos
+    def __repr__(self) -> str:
+        return f"<Api {self.key} {self.name} v{self.versions[0]}-{self.versions[1]}>"
 
-    def decode_all(self, view: memoryview, *, exact: bool = True) -> dict[str, Any]:
-        """Decode a body that fills ``view`` (exactly, unless ``exact`` is False)."""
-        try:
-            value, end = self.decode(view, 0)
-        except DecodeError:
-            raise
-        except (struct.error, IndexError, ValueError, UnicodeDecodeError) as exc:
-            raise DecodeError(f"malformed message: {exc}") from exc
-        if exact and end != len(view):
-            raise DecodeError(f"{len(view) - end} unexpected bytes after the message")
-        return value
+    @property
+    def min_version(self) -> int:
+        """The lowest described version."""
+        return self.versions[0]
 
-    def encode_into(self, out: _Output, value: dict[str, Any]) -> None:
-        """Append the encoding of ``value`` to ``out``."""
-        for name, _, write, default in self.positional:
-            write(out, value.get(name, default))
-        if self.flexible:
-            present = []
-            for tag in self.tag_order:
-                name, _, write, default = self.tagged[tag]
-                item = value.get(name, default)
-                if item is not None and item != default and item != []:
-                    present.append((tag, write, item))
-            p.write_uvarint(out.buf, len(present))
-            for tag, write, item in present:
-                inner = _Output()
-                write(inner, item)
-                data = inner.buf
-                p.write_uvarint(out.buf, tag)
-                p.write_uvarint(out.buf, len(data))
-                out.buf += data
+    @property
+    def max_version(self) -> int:
+        """The highest described version."""
+        return self.versions[1]
 
-    def encode(self, value: dict[str, Any]) -> list[Any]:
-        """Encode ``value`` into chunks: bytes, and external records objects."""
-        out = _Output()
-        self.encode_into(out, value)
-        return out.finish()
+    def is_flexible(self, version: int) -> bool:
+        """True when ``version`` uses compact encodings and tagged fields."""
+        return self.flexible is not None and version >= self.flexible
+
+    def supports(self, version: int) -> bool:
+        """True when ``version`` is described."""
+        return self.versions[0] <= version <= self.versions[1]
 
 
-__all__ = ["Api", "Codec", "F"]
+def encode_chunks(
+    message: Message,
+    version: int,
+    value: Mapping[str, Any],
+    *,
+    head: bytearray | None = None,
+) -> list[Chunk]:
+    """Encode ``value`` as ``message`` at ``version`` into chunks (see "Records").
+
+    ``head``, if given, is a bytearray the encoding is appended to (a header
+    written first), so that header and body share one buffer. Without holes
+    the result is one chunk: that bytearray.
+    """
+    codec = message.codec(version)
+    buf = bytearray() if head is None else head
+    holes: list[tuple[int, Sized]] = []
+    try:
+        codec.encode_into(buf, value, holes)
+    except EncodeError:
+        raise
+    except (struct.error, TypeError, AttributeError, ValueError, OverflowError) as exc:
+        raise EncodeError(f"{message.name} v{version}: cannot encode: {exc}") from exc
+    if not holes:
+        return [buf]
+    view = memoryview(buf)
+    chunks: list[Chunk] = []
+    start = 0
+    for offset, obj in holes:
+        if offset > start:
+            chunks.append(view[start:offset])
+        chunks.append(obj)
+        start = offset
+    if start < len(buf):
+        chunks.append(view[start:])
+    return chunks
+
+
+def encode(message: Message, version: int, value: Mapping[str, Any]) -> bytes:
+    """Encode ``value`` into bytes; records holes must be bytes-like here."""
+    chunks = encode_chunks(message, version, value)
+    parts: list[bytes | bytearray | memoryview] = []
+    for chunk in chunks:
+        if not isinstance(chunk, (bytes, bytearray, memoryview)):
+            raise EncodeError(f"{type(chunk).__name__} records cannot be joined into bytes")
+        parts.append(chunk)
+    return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+
+
+def decode(
+    message: Message,
+    version: int,
+    data: bytes | bytearray | memoryview,
+    *,
+    exact: bool = True,
+) -> dict[str, Any]:
+    """Decode a whole ``message`` body at ``version``.
+
+    With ``exact`` (the default) the body must fill ``data``; without it,
+    trailing bytes are ignored (Kafka brokers tolerate them in requests).
+    Raises :class:`DecodeError` for anything malformed, and nothing else.
+    """
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    codec = message.codec(version)
+    try:
+        value, end = codec.decode(view, 0)
+    except DecodeError as exc:
+        raise DecodeError(f"{message.name} v{version}: {exc}") from None
+    except (struct.error, IndexError, ValueError) as exc:
+        raise DecodeError(f"{message.name} v{version}: truncated or malformed: {exc}") from None
+    if exact and end != len(view):
+        raise DecodeError(f"{message.name} v{version}: {len(view) - end} bytes after the message")
+    return value
+
+
+def decode_from(
+    message: Message, version: int, view: memoryview, pos: int
+) -> tuple[dict[str, Any], int]:
+    """Decode ``message`` starting at ``pos``; returns (value, end position)."""
+    try:
+        return message.codec(version).decode(view, pos)
+    except DecodeError as exc:
+        raise DecodeError(f"{message.name} v{version}: {exc}") from None
+    except (struct.error, IndexError, ValueError) as exc:
+        raise DecodeError(f"{message.name} v{version}: truncated or malformed: {exc}") from None
+
+
+# -- validation (slow, for tests and clients) -------------------------------------------------
+
+
+def validate(message: Message, version: int, value: Mapping[str, Any]) -> None:
+    """Raise :class:`EncodeError` for what :func:`encode` would silently accept.
+
+    Checks unknown keys, null in non-nullable fields, and — as Kafka's
+    generated code does — a non-default value in a field that ``version``
+    lacks unless the field is ignorable. Not used on the hot path.
+    """
+    _validate(message.fields, version, value, message.name)
+
+
+def _validate(fields: Sequence[Field], version: int, value: Any, where: str) -> None:
+    if not isinstance(value, Mapping):
+        raise EncodeError(f"{where}: expected a mapping, got {type(value).__name__}")
+    known = {f.name: f for f in fields}
+    for key in value:
+        if key not in known:
+            raise EncodeError(f"{where}: unknown field {key!r}")
+    for f in fields:
+        if f.name not in value:
+            continue
+        item = value[f.name]
+        what = f"{where}.{f.name}"
+        if not f.present(version):
+            if not f.ignorable and item != f.default_value(version):
+                raise EncodeError(f"{what} is not in version {version} and is not ignorable")
+            continue
+        if item is None:
+            if not f.is_nullable(version):
+                raise EncodeError(f"{what} is not nullable in version {version}")
+            continue
+        if f.item_type == "struct":
+            for element in item if f.is_array else [item]:
+                _validate(f.fields, version, element, what)
+
+
+__all__ = [
+    "INLINE_RECORDS_LIMIT",
+    "MAX_VERSION",
+    "MISSING",
+    "NO_VERSIONS",
+    "Api",
+    "Chunk",
+    "F",
+    "Field",
+    "Message",
+    "RecordsRef",
+    "StructCodec",
+    "Versions",
+    "decode",
+    "decode_from",
+    "encode",
+    "encode_chunks",
+    "parse_versions",
+    "validate",
+]
