@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import array
 import bisect
+import errno
+import os
 import random
 import struct
 import sys
@@ -516,3 +518,32 @@ def test_lookups_on_a_full_10_mib_index_are_fast(tmp_path: Path) -> None:
     rate = len(targets) / best
     assert rate > 100_000, f"{rate:,.0f} lookups/s"
     index.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fallocate"), reason="no posix_fallocate")
+def test_disk_full_while_growing_leaves_a_usable_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks are reserved when the file grows; if that fails, the index keeps its old
+    size and entries (a sparse tail would SIGBUS on the first store instead)."""
+    path = tmp_path / "x.index"
+    index = OffsetIndex(path, 0, max_index_size=80)
+    index.append(1, 10)
+    index.trim_to_valid_size()
+
+    def full(*args: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    with pytest.raises(StorageError, match="disk is full"):
+        index.resize(80)
+    assert path.stat().st_size == 8 and index.file_length == 8
+    assert index.lookup(5) == (1, 10) and index.is_full
+    with pytest.raises(StorageError, match="disk is full"):
+        OffsetIndex(tmp_path / "new.index", 0, max_index_size=80)
+    assert (tmp_path / "new.index").stat().st_size == 0  # opened as new next time
+    monkeypatch.undo()
+    index.resize(80)
+    index.append(2, 20)
+    index.close()
+    assert path.read_bytes() == struct.pack(">4i", 1, 10, 2, 20)

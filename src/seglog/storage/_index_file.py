@@ -29,6 +29,7 @@ lookups against remapping (resize, trim, close).
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import struct
@@ -113,11 +114,21 @@ class IndexFile:
             os.close(fd)
 
     def _set_length(self, fd: int, old: int, new: int) -> None:
+        """Make the file ``new`` bytes long, with blocks reserved for any growth.
+
+        On failure the file is put back to ``old`` bytes: a sparse tail left
+        behind would become SIGBUS on the first store into it.
+        """
         if new == old:
             return
         io.truncate_file(fd, new)
         if new > old:
-            io.preallocate(fd, old, new - old, name=self._path)
+            try:
+                io.preallocate(fd, old, new - old, name=self._path)
+            except StorageError:
+                with contextlib.suppress(StorageError):
+                    io.truncate_file(fd, old)
+                raise
 
     def _map(self, fd: int, length: int) -> None:
         self._length = length
@@ -137,15 +148,28 @@ class IndexFile:
             self._mmap = None
 
     def _remap(self, new_length: int) -> None:
-        """Resize the file to ``new_length`` and map it again."""
-        self._unmap()
+        """Resize the file to ``new_length`` and map it again.
+
+        If resizing fails the old mapping is restored; if even that fails the
+        index is closed, so that no lookup can quietly find nothing.
+        """
         try:
             fd = os.open(self._path, os.O_RDWR)
         except OSError as exc:
             raise io.storage_error("open index", self._path, exc) from exc
+        old_length = self._length
         try:
-            self._set_length(fd, self._length, new_length)
+            self._unmap()
+            try:
+                self._set_length(fd, old_length, new_length)
+            except StorageError:
+                self._map(fd, old_length)
+                raise
             self._map(fd, new_length)
+        except BaseException:
+            if self._mmap is None and old_length > 0:
+                self._closed = True
+            raise
         finally:
             os.close(fd)
 
