@@ -99,6 +99,9 @@ def scan(
     header_size = batch.HEADER_SIZE
     crc_start = batch.ATTRIBUTES_OFFSET
     append = entries.append
+    # EntryInfo(...) runs a Python-level __new__; tuple.__new__ builds the same
+    # named tuple in C (it is what EntryInfo._make does).
+    new_entry = tuple.__new__
     try:
         while position < stop:
             if position + header_size <= stop and window[position + 16] == 2:
@@ -115,14 +118,17 @@ def scan(
                     )
                 ):
                     append(
-                        EntryInfo(
-                            position,
-                            size,
-                            2,
-                            fields[0],
-                            fields[0] + fields[6],
-                            fields[8],
-                            fields[12],
+                        new_entry(
+                            EntryInfo,
+                            (
+                                position,
+                                size,
+                                2,
+                                fields[0],
+                                fields[0] + fields[6],
+                                fields[8],
+                                fields[12],
+                            ),
                         )
                     )
                     position += size

@@ -34,8 +34,8 @@ relative to the base.
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
+import struct
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -43,6 +43,7 @@ from pathlib import Path
 
 from seglog.errors import CorruptRecordError, StorageError
 from seglog.records import batch, log_entries
+from seglog.records import record as record_codec
 from seglog.records.log_entries import EntryInfo
 from seglog.storage import filenames, io
 from seglog.storage.offset_index import OffsetIndex
@@ -50,6 +51,11 @@ from seglog.storage.region import FileRegion
 from seglog.storage.time_index import TimeIndex
 
 _SCAN_CHUNK = 8 * 1024
+_HEADER_SIZE = batch.HEADER_SIZE
+# From a v2 header: base offset, batch length, last offset delta (and max timestamp).
+_SPAN = struct.Struct(">qi11xi")
+_SPAN_AND_MAX_TIMESTAMP = struct.Struct(">qi11xi8xq")
+_RECOVERY_CHUNK = 1 << 20
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
@@ -119,6 +125,9 @@ class LogSegment:
         self._closed = False
         self._log_path: Path | None = None
         self._log_path_suffix = suffix
+        # How much a lookup reads at a time while scanning headers: a chunk, or
+        # only a header once the batches seen are larger than a chunk.
+        self._scan_read_size = _SCAN_CHUNK
 
     # ----------------------------------------------------------------- opening
 
@@ -432,10 +441,43 @@ class LogSegment:
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> OffsetPosition | None:
         """The first entry whose last offset is at least ``offset``, or None."""
-        _, indexed_position = self.offset_index.lookup(offset)
-        for entry in self._entries(max(indexed_position, starting_position)):
+        found = self._locate(offset, starting_position)
+        return None if found is None else OffsetPosition(*found)
+
+    def _locate(self, offset: int, starting_position: int = 0) -> tuple[int, int, int] | None:
+        """(base offset, position, size) of :meth:`translate_offset`'s entry, or None.
+
+        The lookup path: :meth:`_entries` inlined for v2 batches, reading only
+        headers while the batches seen are larger than a scan chunk.
+        """
+        _, position = self.offset_index.lookup(offset)
+        if starting_position > position:
+            position = starting_position
+        stop = self._size
+        chunk = b""
+        chunk_start = position
+        read_size = self._scan_read_size
+        unpack = _SPAN.unpack_from
+        while position + batch.LOG_OVERHEAD <= stop:
+            rel = position - chunk_start
+            if rel + _HEADER_SIZE > len(chunk):
+                chunk = self._read_at(position, min(read_size, stop - position))
+                chunk_start, rel = position, 0
+            if rel + _HEADER_SIZE > len(chunk) or chunk[rel + batch.MAGIC_OFFSET] != 2:
+                break  # not a whole v2 header: the general scan takes over from here
+            base, length, last_delta = unpack(chunk, rel)
+            size = length + batch.LOG_OVERHEAD
+            if size < _HEADER_SIZE or position + size > stop:
+                return None
+            if base + last_delta >= offset:
+                return base, position, size
+            read_size = self._scan_read_size = _HEADER_SIZE if size > _SCAN_CHUNK else _SCAN_CHUNK
+            position += size
+        else:
+            return None
+        for entry in self._entries(position):
             if entry.last_offset >= offset:
-                return OffsetPosition(entry.base_offset, entry.position, entry.size)
+                return entry.base_offset, entry.position, entry.size
         return None
 
     def read(
@@ -453,14 +495,15 @@ class LogSegment:
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size}")
         limit = self._size if max_position is None else min(max_position, self._size)
-        found = self.translate_offset(start_offset)
-        if found is None or found.position >= limit:
+        found = self._locate(start_offset)
+        if found is None:
             return None
-        adjusted = max(max_size, found.size) if min_one_message else max_size
-        length = min(limit - found.position, adjusted)
-        return SegmentRead(
-            FileRegion(self._fd, found.position, length, self.log_path), found.offset
-        )
+        first_offset, position, size = found
+        if position >= limit:
+            return None
+        adjusted = max(max_size, size) if min_one_message else max_size
+        length = min(limit - position, adjusted)
+        return SegmentRead(FileRegion(self._fd, position, length, self.log_path), first_offset)
 
     def read_bytes(self, position: int, length: int) -> bytes:
         """A copy of ``length`` bytes at ``position`` (tools and tests; not the fetch path)."""
@@ -470,10 +513,39 @@ class LogSegment:
         self, timestamp: int, starting_offset: int
     ) -> TimestampAndOffset | None:
         """The first record with timestamp ≥ ``timestamp`` and offset ≥ ``starting_offset``."""
-        from seglog.records import record as record_codec
-
         _, indexed_offset = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(indexed_offset, starting_offset))
+        # v2 batches first, from their headers alone (see _locate); the general
+        # scan below takes over at anything else.
+        stop = self._size
+        chunk = b""
+        chunk_start = position
+        read_size = self._scan_read_size
+        unpack = _SPAN_AND_MAX_TIMESTAMP.unpack_from
+        while position + batch.LOG_OVERHEAD <= stop:
+            rel = position - chunk_start
+            if rel + _HEADER_SIZE > len(chunk):
+                chunk = self._read_at(position, min(read_size, stop - position))
+                chunk_start, rel = position, 0
+            if rel + _HEADER_SIZE > len(chunk) or chunk[rel + batch.MAGIC_OFFSET] != 2:
+                break
+            base, length, last_delta, max_timestamp = unpack(chunk, rel)
+            size = length + batch.LOG_OVERHEAD
+            if size < _HEADER_SIZE or position + size > stop:
+                return None
+            if max_timestamp >= timestamp and base + last_delta >= starting_offset:
+                data = (
+                    memoryview(chunk)[rel : rel + size]
+                    if rel + size <= len(chunk)
+                    else self._read_at(position, size)
+                )
+                found = record_codec.first_at_or_after(data, timestamp, starting_offset)
+                if found is not None:
+                    return TimestampAndOffset(found[1], found[0])
+            read_size = self._scan_read_size = _HEADER_SIZE if size > _SCAN_CHUNK else _SCAN_CHUNK
+            position += size
+        else:
+            return None
         for entry in self._entries(position):
             if entry.max_timestamp < timestamp or entry.last_offset < starting_offset:
                 continue
@@ -511,31 +583,7 @@ class LogSegment:
         valid_end = 0
         next_offset = self.base_offset
         if self._size > 0:
-            with mmap.mmap(self._fd, self._size, access=mmap.ACCESS_READ) as mapped:
-                view = memoryview(mapped)
-                try:
-                    result = log_entries.scan(view, check_crc=True)
-                finally:
-                    view.release()
-            for entry in result.entries:
-                # Offsets must stay relative-addressable and increase; anything
-                # else is garbage that happens to have a valid CRC.
-                if not (
-                    self.can_hold_offset(entry.base_offset)
-                    and self.can_hold_offset(entry.last_offset)
-                    and entry.base_offset >= next_offset
-                ):
-                    break
-                if entry.max_timestamp > self._max_timestamp:
-                    self._max_timestamp = entry.max_timestamp
-                    self._offset_of_max_timestamp = entry.last_offset
-                if self._bytes_since_last_index_entry > self.index_interval_bytes:
-                    self.offset_index.append(entry.last_offset, entry.position)
-                    self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-                    self._bytes_since_last_index_entry = 0
-                self._bytes_since_last_index_entry += entry.size
-                valid_end = entry.position + entry.size
-                next_offset = entry.next_offset
+            valid_end, next_offset = self._recover_entries()
         truncated = self._size - valid_end
         if truncated > 0:
             io.truncate_file(self._fd, valid_end)
@@ -546,6 +594,96 @@ class LogSegment:
                 self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
             )
         return truncated
+
+    def _recover_entries(self) -> tuple[int, int]:
+        """Check every entry of the ``.log`` and index it; (valid end, next offset).
+
+        The file is read in chunks into one reused buffer (a copy from the page
+        cache costs less than faulting in a memory map page by page) and each
+        chunk is scanned whole. An entry cut by the end of a chunk is read again
+        from its start with the next chunk; scanning stops at the first entry
+        that is not whole and valid, exactly where a scan of the whole file would.
+        """
+        size = self._size
+        base = self.base_offset
+        highest = base + _MAX_RELATIVE_OFFSET
+        interval = self.index_interval_bytes
+        index_append = self.offset_index.append
+        time_index_append = self.time_index.maybe_append
+        max_ts = self._max_timestamp
+        offset_of_max = self._offset_of_max_timestamp
+        since_index = self._bytes_since_last_index_entry
+        valid_end = 0
+        next_offset = base
+        buffer = bytearray(min(_RECOVERY_CHUNK, size))
+        chunk_start = 0
+        try:
+            while chunk_start < size:
+                wanted = min(len(buffer), size - chunk_start)
+                view = memoryview(buffer)
+                try:
+                    length = self._read_into(view[:wanted], chunk_start)
+                    result = log_entries.scan(view[:length], check_crc=True)
+                finally:
+                    view.release()
+                for position, entry_size, _, first, last, entry_max_ts, _ in result.entries:
+                    # Offsets must stay relative-addressable and increase; anything
+                    # else is garbage that happens to have a valid CRC.
+                    if not (base <= first <= highest and base <= last <= highest) or (
+                        first < next_offset
+                    ):
+                        return valid_end, next_offset
+                    position += chunk_start
+                    if entry_max_ts > max_ts:
+                        max_ts, offset_of_max = entry_max_ts, last
+                    if since_index > interval:
+                        # Written back before the index calls, which may raise.
+                        self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
+                        index_append(last, position)
+                        time_index_append(max_ts, offset_of_max)
+                        since_index = 0
+                    since_index += entry_size
+                    valid_end = position + entry_size
+                    next_offset = last + 1
+                at_end = length < wanted or chunk_start + length >= size
+                if result.error is None:
+                    if at_end:
+                        break
+                    chunk_start += length
+                    continue
+                # The scan stopped at an entry: a bad one, or one the chunk cut.
+                at = result.valid_end
+                if at_end:
+                    break  # what a scan of the whole file would find too
+                if at > 0:
+                    chunk_start += at  # read the cut entry again, whole
+                    continue
+                # The first entry of the chunk: retry only if the buffer was too small.
+                try:
+                    _, needed = batch.peek_offset_and_size(buffer, 0)
+                except CorruptRecordError:
+                    break
+                if needed <= length or chunk_start + needed > size:
+                    break
+                buffer = bytearray(needed)
+        finally:
+            self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
+            self._bytes_since_last_index_entry = since_index
+        return valid_end, next_offset
+
+    def _read_into(self, view: memoryview, position: int) -> int:
+        """Fill ``view`` from ``position``; fewer bytes only at the end of the file."""
+        done = 0
+        total = len(view)
+        try:
+            while done < total:
+                n = os.preadv(self._fd, [view[done:]], position + done)
+                if n <= 0:
+                    break
+                done += n
+        except OSError as exc:
+            raise StorageError(f"cannot read {self.log_path}: {exc.strerror}") from exc
+        return done
 
     def truncate_to(self, offset: int) -> int:
         """Remove every entry at or after ``offset``; returns the bytes removed.
@@ -640,19 +778,27 @@ def _pwritev_all(
     position: int,
     segment: LogSegment,
 ) -> None:
-    pending = [memoryview(c) for c in chunks]
-    first = 0
     written = 0
     try:
-        while first < len(pending):
-            done = os.pwritev(fd, pending[first : first + _IOV_MAX], position + written)
-            written += done
+        if len(chunks) <= _IOV_MAX:
+            # The common case: one call writes everything.
+            written = os.pwritev(fd, chunks, position)
+            if written == total:
+                return
+        pending = [memoryview(c) for c in chunks]
+        first = 0
+        done = written
+        while True:
             # Skip what went out; a short write leaves part of one buffer.
             while first < len(pending) and done >= len(pending[first]):
                 done -= len(pending[first])
                 first += 1
             if first < len(pending) and done:
                 pending[first] = pending[first][done:]
+            if first >= len(pending):
+                break
+            done = os.pwritev(fd, pending[first : first + _IOV_MAX], position + written)
+            written += done
     except OSError as exc:
         # Leave no partial entry behind: the log must end on a batch boundary.
         with contextlib.suppress(OSError):

@@ -26,9 +26,14 @@ from seglog.errors import (
 )
 from seglog.records import batch, legacy
 from seglog.records.compression import Codec
+from seglog.records.crc32c import crc32c
 from seglog.records.log_entries import EntryInfo
 
 _BASE_OFFSET = struct.Struct(">q")
+_HEADER_SIZE = batch.HEADER_SIZE
+_LOG_OVERHEAD = batch.LOG_OVERHEAD
+_CRC_START = batch.ATTRIBUTES_OFFSET
+_CLIENT_FORBIDDEN_ATTRIBUTES = batch.CONTROL_MASK | batch.DELETE_HORIZON_MASK
 
 _CODEC_BY_TOPIC_COMPRESSION = {
     "uncompressed": Codec.NONE,
@@ -79,7 +84,40 @@ def validate_and_assign(
 
     headers: list[tuple[int, batch.BatchHeader]] = []
     position = 0
-    while position < len(view):
+    end = len(view)
+    # The fast path's bounds: a batch inside them breaks no rule checked below.
+    max_size = config.max_message_bytes
+    after = config.message_timestamp_after_max_ms
+    max_timestamp_allowed = LONG_MAX if log_append or after == LONG_MAX else now_ms + after
+    check_before = not log_append and config.message_timestamp_before_max_ms != LONG_MAX
+    compact = config.compact
+    unpack_header = batch.HEADER.unpack_from
+    make_header = batch.BatchHeader._make
+    while position < end:
+        # The common case first: a whole v2 batch with a valid CRC that breaks no
+        # rule. Anything else takes the checks below, which raise the precise error.
+        if end - position >= _HEADER_SIZE and view[position + 16] == 2:
+            fields = unpack_header(view, position)
+            size = fields[1] + _LOG_OVERHEAD
+            count = fields[12]
+            if (
+                _HEADER_SIZE <= size <= max_size
+                and position + size <= end
+                and count > 0
+                and count == fields[6] + 1
+                and not fields[5] & _CLIENT_FORBIDDEN_ATTRIBUTES
+                and fields[8] <= max_timestamp_allowed
+                and crc32c(view[position + _CRC_START : position + size]) == fields[4]
+            ):
+                header = make_header(fields)
+                # The rules that need the records decoded, in the order below.
+                if check_before:
+                    _check_timestamps(view, position, header, config, now_ms)
+                if compact:
+                    _check_keys(view, position, header)
+                headers.append((position, header))
+                position += size
+                continue
         if batch.peek_magic(view, position) != batch.CURRENT_MAGIC:
             raise InvalidRecordError(
                 "an append mixes record batch formats: only magic 2 may follow magic 2"
