@@ -18,9 +18,10 @@ $(STAMP): pyproject.toml
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq kcat; fi; } \
 	  || echo "kcat could not be installed: its tests will be skipped"
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "seglog needs Python 3.11 or newer")'
+	@./tools/ensure-java
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	touch $(STAMP)
 
 run: $(STAMP)

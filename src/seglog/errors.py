@@ -49,6 +49,18 @@ class RecordBatchTooLargeError(SeglogError):
     kafka_error = "RECORD_LIST_TOO_LARGE"
 
 
+class OutOfOrderSequenceError(SeglogError):
+    """An idempotent producer's batch whose sequence number does not follow the last one."""
+
+    kafka_error = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(SeglogError):
+    """A batch from an idempotent producer with an epoch below the partition's known epoch."""
+
+    kafka_error = "INVALID_PRODUCER_EPOCH"
+
+
 class OffsetOutOfRangeError(SeglogError):
     """A read from an offset below the log start or above the log end."""
 

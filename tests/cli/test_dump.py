@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -89,4 +90,29 @@ def test_not_a_segment_file(tmp_path: Path) -> None:
     other.write_text("hi")
     result = CliRunner().invoke(cli, ["dump-log", str(other)])
     assert result.exit_code != 0
-    assert "not a .log, .index or .timeindex file" in result.output
+    assert "not a .log, .index, .timeindex or .snapshot file" in result.output
+
+
+def test_dump_of_a_producer_snapshot(tmp_path: Path) -> None:
+    now = int(time.time() * 1000)
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic("t", 1)
+        logs.append(
+            "t",
+            0,
+            build_batch(
+                [SimpleRecord(value=b"a", timestamp=now)] * 3,
+                producer_id=77,
+                producer_epoch=1,
+                base_sequence=10,
+            ),
+        )
+    snapshot = tmp_path / "t-0" / "00000000000000000003.snapshot"
+    result = CliRunner().invoke(cli, ["dump-log", str(snapshot)])
+    assert result.exit_code == 0, result.output
+    assert "producerId: 77 producerEpoch: 1" in result.output
+    assert "firstSequence: 10 lastSequence: 12 lastOffset: 2 offsetDelta: 2" in result.output
+    snapshot.write_bytes(snapshot.read_bytes()[:-1])
+    result = CliRunner().invoke(cli, ["dump-log", str(snapshot)])
+    assert result.exit_code == 2
+    assert "invalid producer snapshot" in result.output

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import click
 
+from seglog.errors import SeglogError
 from seglog.records import batch, log_entries
 from seglog.records import record as record_codec
 from seglog.records.compression import Codec
-from seglog.storage import filenames
+from seglog.storage import filenames, producer_state
 from seglog.storage.offset_index import OffsetIndex
 from seglog.storage.time_index import TimeIndex
 
@@ -189,6 +190,27 @@ def _dump_time_index(path: Path, verify_only: bool) -> int:
     return problems
 
 
+def _dump_snapshot(path: Path) -> int:
+    click.echo(f"Dumping {path}")
+    try:
+        entries = producer_state.read_snapshot(path)
+    except SeglogError as exc:
+        click.echo(f"  Found invalid producer snapshot: {exc}")
+        return 1
+    for entry in entries:
+        last = entry.batches[-1]
+        txn = entry.current_txn_first_offset
+        click.echo(
+            f"producerId: {entry.producer_id} producerEpoch: {entry.epoch} "
+            f"coordinatorEpoch: {entry.coordinator_epoch} "
+            f"currentTxnFirstOffset: {txn if txn >= 0 else 'None'} "
+            f"lastTimestamp: {last.timestamp} firstSequence: {last.first_sequence} "
+            f"lastSequence: {last.last_sequence} lastOffset: {last.last_offset} "
+            f"offsetDelta: {last.offset_delta} timestamp: {last.timestamp}"
+        )
+    return 0
+
+
 @click.command("dump-log")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--print-data", is_flag=True, help="Also print each record's key, value and headers.")
@@ -206,7 +228,7 @@ def _dump_time_index(path: Path, verify_only: bool) -> int:
 def dump_log(
     files: tuple[Path, ...], print_data: bool, verify_index_only: bool, max_bytes: int | None
 ) -> None:
-    """Print the batches of .log files and the entries of .index / .timeindex files.
+    """Print the batches of .log files and the entries of .index, .timeindex and .snapshot files.
 
     Index files are checked against the .log beside them. Exits with status 2
     when any problem is found.
@@ -222,8 +244,10 @@ def dump_log(
             problems += _dump_index(path, verify_index_only)
         elif name.endswith(filenames.TIME_INDEX_SUFFIX):
             problems += _dump_time_index(path, verify_index_only)
+        elif name.endswith(filenames.SNAPSHOT_SUFFIX):
+            problems += _dump_snapshot(path)
         else:
-            raise click.ClickException(f"{path}: not a .log, .index or .timeindex file")
+            raise click.ClickException(f"{path}: not a .log, .index, .timeindex or .snapshot file")
     if problems:
         click.echo(f"{problems} problem(s) found", err=True)
         raise SystemExit(2)

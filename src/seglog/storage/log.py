@@ -45,6 +45,7 @@ from seglog.errors import (
 )
 from seglog.records import batch
 from seglog.storage import filenames, io
+from seglog.storage.producer_state import ProducerBatch, ProducerStateManager
 from seglog.storage.segment import LogSegment, SegmentRead, TimestampAndOffset
 from seglog.storage.validator import validate_and_assign
 
@@ -74,6 +75,9 @@ class AppendInfo:
     log_start_offset: int
     record_count: int
     size: int
+    #: True if the append repeated an idempotent producer's batch already in
+    #: the log: nothing was written and the offsets are the original ones.
+    duplicate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +113,7 @@ class Log:
         recovery_point: int,
         clock: Clock = time.time,
         delete_scheduler: DeleteScheduler = _delete_now,
+        producer_id_expiration_ms: int = 86_400_000,
     ) -> None:
         if not segments:
             raise ValueError("a log needs at least one segment")
@@ -129,6 +134,10 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms(clock)
         self._closed = False
+        self._producer_state = ProducerStateManager(
+            directory, expiration_ms=producer_id_expiration_ms
+        )
+        self._rebuild_producer_state()
 
     # ------------------------------------------------------------------ open
 
@@ -143,6 +152,7 @@ class Log:
         had_clean_shutdown: bool = False,
         clock: Clock = time.time,
         delete_scheduler: DeleteScheduler = _delete_now,
+        producer_id_expiration_ms: int = 86_400_000,
     ) -> Log:
         """Load (or create) the partition in ``directory``, recovering as Kafka does."""
         parsed = filenames.parse_partition_dir(directory.name)
@@ -169,6 +179,7 @@ class Log:
             recovery_point=clean_recovery_point,
             clock=clock,
             delete_scheduler=delete_scheduler,
+            producer_id_expiration_ms=producer_id_expiration_ms,
         )
         return log
 
@@ -239,6 +250,22 @@ class Log:
             self._check_open()
             config = self._config
             validated = validate_and_assign(records, config, self._log_end_offset, now)
+            producer_batches = validated.producer_batches
+            if producer_batches:
+                duplicate = self._producer_state.check(producer_batches)
+                if duplicate is not None:
+                    log_append = config.message_timestamp_type == "LogAppendTime"
+                    return AppendInfo(
+                        first_offset=duplicate.first_offset,
+                        last_offset=duplicate.last_offset,
+                        max_timestamp=duplicate.timestamp,
+                        offset_of_max_timestamp=duplicate.last_offset,
+                        log_append_time=duplicate.timestamp if log_append else batch.NO_TIMESTAMP,
+                        log_start_offset=self._log_start_offset,
+                        record_count=0,
+                        size=0,
+                        duplicate=True,
+                    )
             size = validated.size
             if size > config.segment_bytes:
                 raise RecordBatchTooLargeError(
@@ -251,6 +278,9 @@ class Log:
             segment.append(validated.chunks, validated.entries, size)
             self._log_end_offset = validated.last_offset + 1
             self._high_watermark = self._log_end_offset
+            if producer_batches:
+                self._producer_state.update(producer_batches)
+            self._producer_state.map_end_offset = self._log_end_offset
             self._unflushed_messages += validated.record_count
             needs_flush = self._unflushed_messages >= config.flush_messages
             info = AppendInfo(
@@ -313,6 +343,10 @@ class Log:
             segments = segments[:-1]
             self._delete_scheduler([active], 0)
         self._set_segments((*segments, new_segment))
+        # Kafka's rule: a producer snapshot named after the new segment, so that
+        # a restart replays at most the active segment.
+        self._producer_state.advance(new_base)
+        self._producer_state.take_snapshot()
         logger.debug("rolled %s to a new segment at offset %d", self.directory.name, new_base)
         return new_segment
 
@@ -485,6 +519,7 @@ class Log:
             self._high_watermark = min(self._high_watermark, self._log_end_offset)
             self._recovery_point = min(self._recovery_point, self._log_end_offset)
             self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+            self._rebuild_producer_state()
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -510,6 +545,8 @@ class Log:
         self._high_watermark = offset
         self._log_start_offset = offset
         self._recovery_point = offset
+        self._producer_state.delete_snapshots_outside(offset, offset)
+        self._producer_state.clear(offset)
 
     def increment_log_start_offset(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to ``offset`` (at most the HW).
@@ -552,6 +589,10 @@ class Log:
                 segment.change_suffix(filenames.DELETED_SUFFIX)
             self._set_segments(remaining)
             self._delete_scheduler(doomed, self._config.file_delete_delay_ms)
+            # Snapshots go with the segments they were taken for.
+            self._producer_state.delete_snapshots_outside(
+                remaining[0].base_offset, self._log_end_offset
+            )
             logger.info(
                 "deleted %d segment(s) of %s (%s); log start offset is now %d",
                 len(doomed),
@@ -590,6 +631,35 @@ class Log:
             self._set_segments([*kept, *new_segments])
             self._delete_scheduler(list(old_segments), self._config.file_delete_delay_ms)
 
+    # -------------------------------------------------------- producer state
+
+    def _rebuild_producer_state(self) -> None:
+        """Load the newest producer snapshot and replay the batch headers after it."""
+        state = self._producer_state
+        end = self._log_end_offset
+        start = state.load_latest_snapshot(self._log_start_offset, end, _now_ms(self._clock))
+        if start < end:
+            for segment in self._segments_overlapping(start, end):
+                state.update(
+                    ProducerBatch.from_header(
+                        header, header.base_offset, header.last_offset, header.max_timestamp
+                    )
+                    for header in segment.batch_headers(start)
+                    if header.producer_id >= 0 and header.last_offset >= start
+                )
+        state.map_end_offset = end
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """The idempotent producers' state of this partition (read it under no lock)."""
+        return self._producer_state
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget producers idle for ``producer.id.expiration.ms``; returns how many."""
+        now = _now_ms(self._clock) if now_ms is None else now_ms
+        with self._lock:
+            return self._producer_state.remove_expired(now)
+
     # ------------------------------------------------------------- lifecycle
 
     def _check_open(self) -> None:
@@ -602,6 +672,8 @@ class Log:
             if self._closed:
                 return
             self.flush()
+            self._producer_state.advance(self._log_end_offset)
+            self._producer_state.take_snapshot(sync=True)
             self._closed = True
             for segment in self._segments:
                 segment.close()

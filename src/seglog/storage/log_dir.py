@@ -77,6 +77,8 @@ class LogDirSettings:
     log_cleaner_io_max_bytes_per_second: float = float("inf")
     num_partitions: int = 1
     node_id: int = 1
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, object]) -> LogDirSettings:
@@ -241,6 +243,7 @@ class LogDir:
                 had_clean_shutdown=self._had_clean_shutdown,
                 clock=self._clock,
                 delete_scheduler=self._schedule_deletion,
+                producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
             )
         # Partitions a topic declares but whose directory is gone are created empty.
         for info in self._topics.values():
@@ -303,6 +306,7 @@ class LogDir:
             had_clean_shutdown=True,
             clock=self._clock,
             delete_scheduler=self._schedule_deletion,
+            producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
         )
         checkpoints.write_partition_metadata(directory, info.topic_id)
         return log
@@ -518,6 +522,10 @@ class LogDir:
             if not log.closed:
                 log.flush_if_due(now)
         self.run_pending_deletions(now)
+        if self._due("producer-expiration", now, settings.producer_id_expiration_check_interval_ms):
+            for log in list(self._logs.values()):
+                if not log.closed:
+                    log.remove_expired_producers(now)
         if self._due("checkpoint", now, settings.log_flush_offset_checkpoint_interval_ms):
             self.checkpoint()
 

@@ -439,6 +439,20 @@ class LogSegment:
                 yield info._replace(position=position)
             position += size
 
+    def batch_headers(self, from_offset: int = 0) -> Iterator[batch.BatchHeader]:
+        """Headers of the v2 batches holding offsets at or after ``from_offset``.
+
+        Rebuilding producer state needs only these; legacy entries carry no
+        producer and are skipped.
+        """
+        found = self._locate(from_offset)
+        if found is None:
+            return
+        for info in self._entries(found[1]):
+            if info.magic == 2:
+                raw = self._read_at(info.position, batch.HEADER_SIZE)
+                yield batch.BatchHeader._make(batch.HEADER.unpack(raw))
+
     def translate_offset(self, offset: int, starting_position: int = 0) -> OffsetPosition | None:
         """The first entry whose last offset is at least ``offset``, or None."""
         found = self._locate(offset, starting_position)

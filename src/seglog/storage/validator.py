@@ -28,6 +28,7 @@ from seglog.records import batch, legacy
 from seglog.records.compression import Codec
 from seglog.records.crc32c import crc32c
 from seglog.records.log_entries import EntryInfo
+from seglog.storage.producer_state import ProducerBatch
 
 _BASE_OFFSET = struct.Struct(">q")
 _HEADER_SIZE = batch.HEADER_SIZE
@@ -57,6 +58,8 @@ class ValidatedAppend:
     offset_of_max_timestamp: int
     record_count: int
     log_append_time: int
+    #: The batches written by idempotent producers, for their sequence checks.
+    producer_batches: list[ProducerBatch]
 
 
 def validate_and_assign(
@@ -164,6 +167,7 @@ def validate_and_assign(
     max_timestamp = batch.NO_TIMESTAMP
     offset_of_max = next_offset
     record_count = 0
+    producer_batches: list[ProducerBatch] = []
     for position, header in headers:
         if rewritten:
             batch.patch_base_offset(view, position, offset)
@@ -177,6 +181,8 @@ def validate_and_assign(
         entries.append(
             EntryInfo(position, header.size, 2, offset, last, batch_max, header.record_count)
         )
+        if header.producer_id >= 0:
+            producer_batches.append(_producer_batch(header, offset, last, batch_max))
         if batch_max > max_timestamp:
             max_timestamp, offset_of_max = batch_max, last
         record_count += header.record_count
@@ -193,7 +199,19 @@ def validate_and_assign(
         offset_of_max_timestamp=offset_of_max,
         record_count=record_count,
         log_append_time=now_ms if log_append else batch.NO_TIMESTAMP,
+        producer_batches=producer_batches,
     )
+
+
+def _producer_batch(
+    header: batch.BatchHeader, first_offset: int, last_offset: int, max_timestamp: int
+) -> ProducerBatch:
+    if header.base_sequence < 0:
+        raise InvalidRecordError(
+            f"a batch of producer {header.producer_id} has the invalid sequence number "
+            f"{header.base_sequence}"
+        )
+    return ProducerBatch.from_header(header, first_offset, last_offset, max_timestamp)
 
 
 def _check_timestamps(

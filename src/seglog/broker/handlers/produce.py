@@ -10,11 +10,26 @@ from seglog.broker.state import BrokerState
 from seglog.errors import SeglogError
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
+from seglog.records import batch
 
 _REQUIRED_ACKS = (0, 1, -1)
 
 
-def _append(state: BrokerState, topic: str, partition: int, records: Any) -> dict[str, Any]:
+def _single_batch_error(records: Any) -> str | None:
+    """Kafka's rule for Produce v3+: exactly one v2 batch per partition."""
+    if batch.peek_magic(records, 0) != batch.CURRENT_MAGIC:
+        return None  # a legacy message set: converted on append
+    _, size = batch.peek_offset_and_size(records, 0)
+    if size < len(records):
+        return (
+            "produce requests of version 3 and later may hold only one record batch per partition"
+        )
+    return None
+
+
+def _append(
+    state: BrokerState, topic: str, partition: int, records: Any, version: int
+) -> dict[str, Any]:
     result: dict[str, Any] = {
         "index": partition,
         "error_code": 0,
@@ -28,6 +43,12 @@ def _append(state: BrokerState, topic: str, partition: int, records: Any) -> dic
         result["error_code"] = error_codes.code_for("INVALID_RECORD")
         result["error_message"] = "the produce request holds no records"
         return result
+    if version >= 3 and len(records) >= batch.HEADER_SIZE:
+        message = _single_batch_error(records)
+        if message is not None:
+            result["error_code"] = error_codes.code_for("INVALID_RECORD")
+            result["error_message"] = message
+            return result
     try:
         log = state.log_dir.log(topic, partition)
         info = log.append(records)
@@ -64,7 +85,9 @@ async def produce(
             elif error and name not in state.log_dir.topics():
                 partitions.append({"index": index, "error_code": error, "base_offset": -1})
             else:
-                partitions.append(_append(state, name, index, partition_data["records"]))
+                partitions.append(
+                    _append(state, name, index, partition_data["records"], header.api_version)
+                )
         responses.append({"name": name, "partition_responses": partitions})
     await state.notify_data()
     if acks == 0:
