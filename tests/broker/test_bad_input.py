@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from seglog.protocol import ApiKey, decode_response, encode_request, error_codes
 from seglog.records.builder import SimpleRecord, build_batch
@@ -140,3 +141,53 @@ def test_client_vanishing_mid_request(broker: BrokerProcess, topic: str) -> None
         sock.sendall(struct.pack(">i", 1000) + b"\x00\x00\x00")
         sock.close()
     still_serving(broker, topic)
+
+
+def test_fetch_out_of_range_answers_with_empty_records(broker: BrokerProcess, topic: str) -> None:
+    sock = connect(broker)
+    assert (
+        _produce(sock, topic, build_batch([SimpleRecord(b"only", timestamp=1)]))["error_code"] == 0
+    )
+    body = {
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [{"partition": 0, "fetch_offset": 99, "partition_max_bytes": 1024}],
+            }
+        ],
+        "forgotten_topics_data": [],
+    }
+    send_frame(sock, encode_request(ApiKey.FETCH, 12, 3, "test", body))
+    _, response = decode_response(ApiKey.FETCH, 12, memoryview(recv_frame(sock)))
+    partition = response["responses"][0]["partitions"][0]
+    assert partition["error_code"] == error_codes.code_for("OFFSET_OUT_OF_RANGE")
+    assert partition["high_watermark"] == 1
+    # Null records make librdkafka fail to parse the response and retry in a loop.
+    assert partition["records"] is not None and len(partition["records"]) == 0
+
+
+def test_a_consumer_past_the_end_resets_to_earliest(broker: BrokerProcess, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, value=b"first")
+    assert producer.flush(10) == 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 42)])
+        message = None
+        deadline = time.monotonic() + 15
+        while message is None and time.monotonic() < deadline:
+            polled = consumer.poll(0.5)
+            if polled is not None and polled.error() is None:
+                message = polled
+        assert message is not None and message.value() == b"first"
+    finally:
+        consumer.close()

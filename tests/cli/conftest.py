@@ -9,6 +9,12 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
+# The real broker of tests/broker (a `python -m seglog serve` subprocess on a free port)
+# for the client commands' tests: `broker` (one per session), `make_broker`, `topic`.
+from tests.broker.conftest import broker, make_broker, topic
+
+__all__ = ["broker", "make_broker", "topic"]
+
 BASE = 1000
 TS = 1_700_000_000_000
 

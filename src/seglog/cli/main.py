@@ -50,15 +50,23 @@ def cli(log_level: str) -> None:
 
 
 def _register() -> None:
+    from seglog.cli.consume import consume
     from seglog.cli.demo import demo
     from seglog.cli.dump import dump_log
+    from seglog.cli.offsets import offsets
+    from seglog.cli.produce import produce
     from seglog.cli.serve import serve
+    from seglog.cli.topics import topics
     from seglog.cli.verify import verify
 
     cli.add_command(dump_log)
     cli.add_command(verify)
     cli.add_command(demo)
     cli.add_command(serve)
+    cli.add_command(topics)
+    cli.add_command(produce)
+    cli.add_command(consume)
+    cli.add_command(offsets)
 
 
 _register()

@@ -33,7 +33,7 @@ def _read_all(
                 "log_start_offset": -1,
                 "aborted_transactions": None,
                 "preferred_read_replica": -1,
-                "records": None,
+                "records": b"",  # Kafka answers errors with empty records, never null
             }
             try:
                 log = state.log_dir.log(name, index)
