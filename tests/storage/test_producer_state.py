@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import tempfile
 import time
 from pathlib import Path
 
@@ -308,3 +309,68 @@ def test_deleted_segments_take_their_snapshots_along(open_log: LogFactory) -> No
     first = log.segments[0].base_offset
     assert all(offset >= first for offset in log.producer_state.snapshot_offsets())
     assert produce(log, 18)[0] == log.log_end_offset - 2
+
+
+def test_starting_over_forgets_every_producer(open_log: LogFactory) -> None:
+    log = open_log(LogConfig(segment_bytes=300))
+    for i in range(9):
+        produce(log, 2 * i)
+    log.truncate_fully_and_start_at(100)
+    assert log.producer_state.snapshot_offsets() == []
+    assert log.producer_state.producers == {}
+    assert produce(log, 40) == (100, 101)
+
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("next"), st.integers(1, 3)),
+        st.tuples(st.just("retry"), st.integers(0, 7)),
+        st.tuples(st.just("gap"), st.integers(2, 5)),
+        st.tuples(st.just("restart"), st.just(0)),
+    ),
+    max_size=30,
+)
+
+
+@given(operations)
+def test_the_log_agrees_with_a_model_of_the_rules(ops: list[tuple[str, int]]) -> None:
+    """Appends, retries, gaps and clean restarts, checked against a list of batches."""
+    with tempfile.TemporaryDirectory() as root:
+        directory = Path(root) / "t-0"
+        log = Log.open(directory, LogConfig(segment_bytes=400))
+        appended: list[tuple[int, int, int]] = []  # (first sequence, count, first offset)
+        remembered = 0  # how many of the newest batches the state still knows
+        try:
+            for op, arg in ops:
+                next_sequence = appended[-1][0] + appended[-1][1] if appended else 0
+                if op == "next":
+                    first, last = produce(log, next_sequence, count=arg)
+                    assert (first, last) == (log.log_end_offset - arg, log.log_end_offset - 1)
+                    appended.append((next_sequence, arg, first))
+                    remembered = min(remembered + 1, 5)
+                elif op == "retry" and arg < len(appended):
+                    sequence, count, offset = appended[-1 - arg]
+                    end = log.log_end_offset
+                    if arg < remembered:
+                        info = log.append(
+                            build_batch(
+                                records(*([b"r"] * count)),
+                                producer_id=PID,
+                                producer_epoch=0,
+                                base_sequence=sequence,
+                            )
+                        )
+                        assert (info.first_offset, info.duplicate) == (offset, True)
+                    else:
+                        with pytest.raises(OutOfOrderSequenceError):
+                            produce(log, sequence, count=count)
+                    assert log.log_end_offset == end
+                elif op == "gap" and appended:
+                    with pytest.raises(OutOfOrderSequenceError):
+                        produce(log, next_sequence + arg - 1)
+                elif op == "restart":
+                    log.close()
+                    log = Log.open(directory, LogConfig(segment_bytes=400), had_clean_shutdown=True)
+                    remembered = min(remembered, 1)
+        finally:
+            log.close()

@@ -545,7 +545,8 @@ class Log:
         self._high_watermark = offset
         self._log_start_offset = offset
         self._recovery_point = offset
-        self._producer_state.delete_snapshots_outside(offset, offset)
+        # Nothing of the old log is left for a snapshot to describe.
+        self._producer_state.delete_snapshots_outside(offset + 1, offset)
         self._producer_state.clear(offset)
 
     def increment_log_start_offset(self, offset: int) -> int:
