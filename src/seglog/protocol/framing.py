@@ -11,6 +11,21 @@ buffer holds exactly one complete frame — the usual case for a large
 Produce request — that buffer is handed over whole, without a copy; frames
 that share the buffer with others are copied out once.
 
+For a reader that can write into memory it is given (asyncio's
+``BufferedProtocol``), :meth:`~FrameBuffer.get_buffer` and
+:meth:`~FrameBuffer.buffer_updated` replace ``receive_data``. Small frames
+then arrive in a scratch area and are appended as above; but once the
+buffer knows a frame's size and more than :data:`DIRECT_MIN` bytes of it
+are missing, it allocates the frame's own memory, moves the part it holds
+there, and ``get_buffer`` hands out the missing part: the socket writes a
+large Produce request where the handler will read it, with no copy in
+between. ``receive_data`` keeps working in that state (it fills the frame
+first). State, per call of ``next_frame``::
+
+    appending   incomplete frame, > DIRECT_MIN missing  -> in place
+    appending   size over the limit                     -> failed (terminal)
+    in place    frame complete                          -> appending, frame out
+
 A size above ``max_frame_size`` (Kafka's ``socket.request.max.bytes``) or a
 negative size is reported once, as :class:`FrameTooLargeError`, before any of
 the body is buffered; the stream cannot be resynchronised afterwards, so the
@@ -30,23 +45,61 @@ from seglog.protocol.schema import Chunk
 
 _SIZE = struct.Struct(">i")
 _MERGE_LIMIT = 16 * 1024
+SCRATCH_SIZE = 64 * 1024
+"""Bytes one :meth:`FrameBuffer.get_buffer` offers while no frame is received in place."""
+DIRECT_MIN = 32 * 1024
+"""A frame with more bytes than this still missing is received in its own memory."""
 
 
 class FrameBuffer:
     """Reassembles size-prefixed frames from a byte stream."""
 
-    __slots__ = ("_buf", "_failed", "_start", "max_frame_size")
+    __slots__ = ("_body", "_buf", "_failed", "_filled", "_scratch", "_start", "max_frame_size")
 
     def __init__(self, max_frame_size: int) -> None:
         self.max_frame_size = max_frame_size
         self._buf = bytearray()
         self._start = 0  # bytes of _buf already handed out
         self._failed = False
+        self._body: bytearray | None = None  # the frame received in place, if any
+        self._filled = 0  # bytes of _body received
+        self._scratch: bytearray | None = None
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Add bytes read from the peer (ignored once the stream has failed)."""
-        if not self._failed:
-            self._buf += data
+        if self._failed:
+            return
+        body = self._body
+        if body is not None:
+            view = memoryview(data).cast("B")
+            take = min(len(view), len(body) - self._filled)
+            body[self._filled : self._filled + take] = view[:take]
+            self._filled += take
+            if take == len(view):
+                return
+            data = view[take:]  # the frame is complete: the rest is what follows it
+        self._buf += data
+
+    def get_buffer(self) -> memoryview:
+        """Where the next bytes read from the peer should be written.
+
+        The missing part of the frame received in place, else a scratch area of
+        :data:`SCRATCH_SIZE` bytes. Report how many bytes were written with
+        :meth:`buffer_updated` before calling anything else.
+        """
+        body = self._body
+        if body is not None:
+            return memoryview(body)[self._filled :]
+        if self._scratch is None:
+            self._scratch = bytearray(SCRATCH_SIZE)
+        return memoryview(self._scratch)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` bytes were written at the start of the last :meth:`get_buffer`."""
+        if self._body is not None:
+            self._filled += nbytes
+        elif self._scratch is not None and not self._failed:
+            self._buf += memoryview(self._scratch)[:nbytes]
 
     def next_frame(self) -> memoryview | None:
         """The next complete frame, or None until more data arrives.
@@ -55,6 +108,13 @@ class FrameBuffer:
         """
         if self._failed:
             return None
+        body = self._body
+        if body is not None:
+            if self._filled < len(body):
+                return None
+            self._body = None
+            self._filled = 0
+            return memoryview(body)
         buf = self._buf
         start = self._start
         if len(buf) - start < _SIZE.size:
@@ -73,6 +133,16 @@ class FrameBuffer:
             )
         end = start + _SIZE.size + size
         if end > len(buf):
+            if end - len(buf) > DIRECT_MIN:
+                # Receive the rest in the frame's own memory; all of buf is its start.
+                body = bytearray(size)
+                have = len(buf) - start - _SIZE.size
+                body[:have] = memoryview(buf)[start + _SIZE.size :]
+                self._body = body
+                self._filled = have
+                self._buf = bytearray()
+                self._start = 0
+                return None
             self._compact()
             return None
         if start == 0 and end == len(buf):
@@ -98,7 +168,7 @@ class FrameBuffer:
     @property
     def buffered(self) -> int:
         """Bytes received but not yet handed out as part of a frame."""
-        return len(self._buf) - self._start
+        return len(self._buf) - self._start + self._filled
 
     @property
     def failed(self) -> bool:
