@@ -22,7 +22,10 @@ Rows:
                timed from the first message to the last, best of --repeat fresh
                consumers; default fetch sizes (1 MiB per partition), a prefetch
                queue large enough for 100 B values. Against loopback TCP (goal
-               >= 70%) and against Tansu.
+               >= 70%) and against Tansu. Then the same read by bench/raw_fetch.py:
+               Fetch requests (8 MiB per partition) on a plain socket, batch
+               headers read, records never decoded: what the broker can serve
+               when the client is not the limit.
   latency      1 KiB values sent at a fixed 10,000 msg/s, each delivery callback
                timed from its produce() call; linger.ms=0 (linger.ms=5 alone
                would put p99 near 5 ms whatever the broker); p50 and p99. os.sync()
@@ -78,6 +81,7 @@ from rich.console import Console
 from rich.table import Table
 
 from profile_broker import print_profile  # bench/ is on sys.path: this script's dir
+from raw_fetch import fetch_raw
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -442,6 +446,20 @@ def consume_throughput(
     return best
 
 
+def raw_consume_throughput(
+    bootstrap: str, topic: str, count: int, value_size: int, repeat: int
+) -> Throughput:
+    """Best of ``repeat`` reads with bench/raw_fetch.py (Fetch on a socket, no decoding)."""
+    best: Throughput | None = None
+    for _ in range(repeat):
+        messages, _, seconds = fetch_raw(bootstrap, topic, count)
+        result = Throughput(messages, messages * value_size, seconds)
+        if best is None or result.rate > best.rate:
+            best = result
+    assert best is not None
+    return best
+
+
 def produce_latency(
     bootstrap: str, topic: str, acks: str, value_size: int, seconds: float
 ) -> Latency:
@@ -582,6 +600,7 @@ class Results:
 
     produce: dict[tuple[int, str], Throughput] = field(default_factory=dict)
     consume: dict[int, Throughput] = field(default_factory=dict)
+    raw_consume: dict[int, Throughput] = field(default_factory=dict)
     latency: dict[str, Latency] = field(default_factory=dict)
     requests: list[tuple[str, str, float, float, float]] = field(default_factory=list)
     cpu: dict[str, float] = field(default_factory=dict)  # load -> broker CPU seconds
@@ -631,6 +650,9 @@ def measure(broker: Broker, plan: Plan, results: Results) -> None:
         topic = f"bench-{size}-acks1"
         results.consume[size] = step(
             f"consume {size} B", consume_throughput, topic, count + 1, size, plan.repeat
+        )
+        results.raw_consume[size] = step(
+            f"consume {size} B raw", raw_consume_throughput, topic, count + 1, size, plan.repeat
         )
     for acks in ("1", "all"):
         topic = f"bench-latency-acks{acks}"
@@ -731,6 +753,18 @@ def build_rows(
                 ratio,
                 ">= 70% of loopback",
                 None if ratio is None else ratio >= 0.7,
+            )
+        )
+        raw = seglog.raw_consume.get(size)
+        raw_ratio = raw.mbps / loopback if raw else None
+        rows.append(
+            Row(
+                f"consume {size:,} B values, raw Fetch client (8 MiB fetches, no decoding)",
+                str(raw) if raw else missing(seglog),
+                f"{loopback:,.0f} MB/s loopback TCP",
+                raw_ratio,
+                ">= 70% of loopback",
+                None if raw_ratio is None else raw_ratio >= 0.7,
             )
         )
         theirs_c = peer.consume.get(size)
