@@ -21,16 +21,24 @@ FETCH_VERSION = 12
 _SIZE = struct.Struct(">i")
 
 
-def _receive_exactly(sock: socket.socket, size: int) -> bytearray:
-    buffer = bytearray(size)
-    view = memoryview(buffer)
-    got = 0
-    while got < size:
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            raise ConnectionError("the broker closed the connection")
-        got += n
-    return buffer
+class _Receiver:
+    """Receives frames into one reused buffer: no fresh (zeroed, faulted) memory per frame."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = bytearray(1 << 20)
+
+    def exactly(self, size: int) -> memoryview:
+        if size > len(self.buffer):
+            self.buffer = bytearray(size)
+        view = memoryview(self.buffer)[:size]
+        got = 0
+        while got < size:
+            n = self.sock.recv_into(view[got:])
+            if n == 0:
+                raise ConnectionError("the broker closed the connection")
+            got += n
+        return view
 
 
 def fetch_raw(
@@ -52,6 +60,7 @@ def fetch_raw(
     correlation = 0
     with socket.create_connection((host, int(port)), timeout=30) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        receive = _Receiver(sock)
         while messages < count:
             correlation += 1
             body = {
@@ -78,9 +87,8 @@ def fetch_raw(
             }
             request = encode_request(ApiKey.FETCH, FETCH_VERSION, correlation, "bench", body)
             sock.sendall(_SIZE.pack(len(request)) + request)
-            (size,) = _SIZE.unpack(_receive_exactly(sock, 4))
-            frame = _receive_exactly(sock, size)
-            _, response = decode_response(ApiKey.FETCH, FETCH_VERSION, memoryview(frame))
+            (size,) = _SIZE.unpack(bytes(receive.exactly(4)))
+            _, response = decode_response(ApiKey.FETCH, FETCH_VERSION, receive.exactly(size))
             partition = response["responses"][0]["partitions"][0]
             if partition["error_code"]:
                 raise RuntimeError(f"Fetch failed with error {partition['error_code']}")
