@@ -43,6 +43,17 @@ FORBIDDEN = {
         "threading",
         "selectors",
     },
+    # The coordinator runs on the broker's loop but takes its clock and timers injected.
+    "coordinator": {
+        "seglog.broker",
+        "seglog.spark",
+        "seglog.cli",
+        "socket",
+        "asyncio",
+        "selectors",
+        "time",
+        "threading",
+    },
     "storage": {
         "seglog.protocol",
         "seglog.broker",
@@ -52,6 +63,13 @@ FORBIDDEN = {
         "socket",
         "asyncio",
         "selectors",
+    },
+    # The Spark data source talks to brokers through a Kafka client, never to seglog's.
+    "spark": {
+        "seglog.broker",
+        "seglog.coordinator",
+        "seglog.protocol",
+        "seglog.cli",
     },
 }
 

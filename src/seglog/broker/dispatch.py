@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from seglog.broker.handlers import admin, fetch, metadata, produce
+from seglog.broker.handlers import admin, fetch, groups, metadata, produce
 from seglog.broker.state import BrokerState
 from seglog.protocol import error_codes
 from seglog.protocol.api_keys import ApiKey
@@ -33,6 +33,17 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_RECORDS: admin.delete_records,
     ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
+    ApiKey.FIND_COORDINATOR: groups.find_coordinator,
+    ApiKey.JOIN_GROUP: groups.join_group,
+    ApiKey.SYNC_GROUP: groups.sync_group,
+    ApiKey.HEARTBEAT: groups.heartbeat,
+    ApiKey.LEAVE_GROUP: groups.leave_group,
+    ApiKey.OFFSET_COMMIT: groups.offset_commit,
+    ApiKey.OFFSET_FETCH: groups.offset_fetch,
+    ApiKey.LIST_GROUPS: groups.list_groups,
+    ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
+    ApiKey.DELETE_GROUPS: groups.delete_groups,
+    ApiKey.OFFSET_DELETE: groups.offset_delete,
 }
 
 

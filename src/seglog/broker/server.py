@@ -15,6 +15,7 @@ import logging
 import signal
 
 from seglog.broker.connection import serve_connection
+from seglog.broker.handlers.groups import load_groups
 from seglog.broker.metrics import metrics_text
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
@@ -33,6 +34,7 @@ class Broker:
         self._servers: list[asyncio.Server] = []
         self._stopped = asyncio.Event()
         self._connections: set[asyncio.Task[None]] = set()
+        self._group_load: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Open storage and start listening."""
@@ -44,6 +46,7 @@ class Broker:
         )
         self.log_dir.start_background()
         self.state = BrokerState(settings, self.log_dir)
+        self._group_load = asyncio.create_task(load_groups(self.state))
         for listener in settings.listeners:
             server = await asyncio.start_server(
                 self._on_connection, listener.host or None, listener.port, reuse_address=True
@@ -124,6 +127,10 @@ class Broker:
             await asyncio.gather(*self._connections, return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()
+        if self.state is not None:
+            if self._group_load is not None:
+                await self._group_load  # its thread reads the log directory
+            self.state.coordinator.shutdown()
         if self.log_dir is not None:
             self.log_dir.close()
         logger.info("stopped cleanly")

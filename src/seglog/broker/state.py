@@ -17,6 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from seglog.broker.settings import BrokerSettings
+from seglog.coordinator.group_coordinator import create_coordinator
 from seglog.storage.log_dir import LogDir
 
 
@@ -59,6 +60,15 @@ class BrokerState:
         # (the clock in ms leaves room for a million producers per ms).
         self._producer_ids = itertools.count(int(time.time() * 1000) * 1000)
         self._data_arrived = asyncio.Condition()
+        # Consumer groups; timers run on the event loop that serves the requests.
+        self.coordinator = create_coordinator(
+            log_dir,
+            settings.properties,
+            clock=time.time,
+            call_later=lambda delay, callback: asyncio.get_running_loop().call_later(
+                delay, callback
+            ),
+        )
 
     def next_producer_id(self) -> int:
         """A fresh producer id for InitProducerId."""

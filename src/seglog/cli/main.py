@@ -53,6 +53,7 @@ def _register() -> None:
     from seglog.cli.consume import consume
     from seglog.cli.demo import demo
     from seglog.cli.dump import dump_log
+    from seglog.cli.groups import groups
     from seglog.cli.offsets import offsets
     from seglog.cli.produce import produce
     from seglog.cli.serve import serve
@@ -67,6 +68,7 @@ def _register() -> None:
     cli.add_command(produce)
     cli.add_command(consume)
     cli.add_command(offsets)
+    cli.add_command(groups)
 
 
 _register()

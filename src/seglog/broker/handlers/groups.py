@@ -1,0 +1,407 @@
+"""FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+ListGroups, DescribeGroups, DeleteGroups and OffsetDelete.
+
+Each handler turns the request dict of its version into a call of
+:class:`~seglog.coordinator.group_coordinator.GroupCoordinator` and its result
+back into the response dict of that version; the coordinator holds all the
+logic. JoinGroup and SyncGroup may be held for a whole rebalance: they wait on
+a future that the coordinator resolves. An OffsetCommit is answered only after
+the ``__consumer_offsets`` partition it went to has been fsynced (in a worker
+thread), so an acknowledged commit survives a crash of the machine.
+
+This broker is the coordinator of every group; a client's host is not known
+to the handlers and is reported as ``unknown``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from seglog.broker.state import BrokerState
+from seglog.coordinator.group_coordinator import (
+    GroupCoordinator,
+    JoinRequest,
+    JoinResult,
+    OffsetCommitEntry,
+    SyncResult,
+)
+from seglog.protocol import error_codes
+from seglog.protocol.headers import RequestHeader
+
+logger = logging.getLogger(__name__)
+
+GROUP_KEY = 0
+"""FindCoordinator key types: 0 a group, 1 a transactional id."""
+
+CLIENT_HOST = "unknown"
+_NO_OPERATIONS = -(2**31)
+
+R = TypeVar("R")
+
+
+def _code(name: str) -> int:
+    return error_codes.code_for(name)
+
+
+async def _wait(register: Callable[[Callable[[R], None]], None]) -> R:
+    """Call ``register(respond)`` and wait until the coordinator calls ``respond``."""
+    future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+
+    def respond(result: R) -> None:
+        if not future.done():  # the connection may be gone (the task cancelled)
+            future.set_result(result)
+
+    register(respond)
+    return await future
+
+
+async def load_groups(state: BrokerState) -> None:
+    """Read ``__consumer_offsets`` off the event loop, then let the coordinator serve."""
+    coordinator = state.coordinator
+    try:
+        loaded = await asyncio.to_thread(coordinator.load)
+    except Exception:
+        # Serving without the stored offsets would rewind every group: stay "loading".
+        logger.exception("cannot load __consumer_offsets; group requests will be refused")
+        return
+    coordinator.finish_loading(loaded)
+
+
+# ------------------------------------------------------------ FindCoordinator
+
+
+async def find_coordinator(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """FindCoordinator: this broker, for every group; transactions are not supported."""
+    version = header.api_version
+    key_type = body.get("key_type", GROUP_KEY)
+    keys = body["coordinator_keys"] if version >= 4 else [body["key"]]
+    listener = state.settings.advertised
+    error, message = 0, None
+    if key_type != GROUP_KEY:
+        error = _code("COORDINATOR_NOT_AVAILABLE")
+        message = "seglog does not support transactions"
+    else:
+        try:
+            state.coordinator.store.ensure_topic()
+        except Exception as exc:
+            logger.exception("cannot create __consumer_offsets")
+            error, message = _code("COORDINATOR_NOT_AVAILABLE"), str(exc)
+    node = state.settings.node_id if error == 0 else -1
+    host = listener.host if error == 0 else ""
+    port = listener.port if error == 0 else -1
+    if version >= 4:
+        return {
+            "throttle_time_ms": 0,
+            "coordinators": [
+                {
+                    "key": key,
+                    "node_id": node,
+                    "host": host,
+                    "port": port,
+                    "error_code": error,
+                    "error_message": message,
+                }
+                for key in keys
+            ],
+        }
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "error_message": message,
+        "node_id": node,
+        "host": host,
+        "port": port,
+    }
+
+
+# ------------------------------------------------------- membership requests
+
+
+def _join_response(version: int, result: JoinResult) -> dict[str, Any]:
+    protocol_name = result.protocol_name
+    if protocol_name is None and version < 7:
+        protocol_name = ""  # nullable only from v7
+    return {
+        "throttle_time_ms": 0,
+        "error_code": _code(result.error),
+        "generation_id": result.generation_id,
+        "protocol_type": result.protocol_type,
+        "protocol_name": protocol_name,
+        "leader": result.leader_id,
+        "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id,
+        "members": [
+            {"member_id": member_id, "group_instance_id": instance, "metadata": metadata}
+            for member_id, instance, metadata in result.members
+        ],
+    }
+
+
+async def join_group(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """JoinGroup: held until the join round of the group ends."""
+    version = header.api_version
+    request = JoinRequest(
+        group_id=body["group_id"],
+        member_id=body["member_id"],
+        group_instance_id=body.get("group_instance_id"),
+        client_id=header.client_id or "",
+        client_host=CLIENT_HOST,
+        session_timeout_ms=body["session_timeout_ms"],
+        rebalance_timeout_ms=body["rebalance_timeout_ms"] if version >= 1 else -1,
+        protocol_type=body["protocol_type"],
+        protocols=[(p["name"], bytes(p["metadata"])) for p in body["protocols"]],
+        require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9,
+    )
+    coordinator = state.coordinator
+    result: JoinResult = await _wait(lambda respond: coordinator.join_group(request, respond))
+    return _join_response(version, result)
+
+
+async def sync_group(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """SyncGroup: held until the leader brings the assignment."""
+    coordinator = state.coordinator
+    assignments = {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]}
+    result: SyncResult = await _wait(
+        lambda respond: coordinator.sync_group(
+            body["group_id"],
+            body["generation_id"],
+            body["member_id"],
+            body.get("group_instance_id"),
+            assignments,
+            respond,
+            protocol_type=body.get("protocol_type"),
+            protocol_name=body.get("protocol_name"),
+        )
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": _code(result.error),
+        "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol_name,
+        "assignment": result.assignment,
+    }
+
+
+async def heartbeat(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Heartbeat."""
+    error = state.coordinator.heartbeat(
+        body["group_id"], body["generation_id"], body["member_id"], body.get("group_instance_id")
+    )
+    return {"throttle_time_ms": 0, "error_code": _code(error)}
+
+
+async def leave_group(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """LeaveGroup: one member (v0-2) or a batch of members (v3+)."""
+    leaving: list[tuple[str, str | None]]
+    if header.api_version < 3:
+        leaving = [(body["member_id"], None)]
+    else:
+        leaving = [(m["member_id"], m.get("group_instance_id")) for m in body["members"]]
+    error, errors = state.coordinator.leave_group(body["group_id"], leaving)
+    if header.api_version < 3:
+        top = error if error != "NONE" else errors[0]
+        return {"throttle_time_ms": 0, "error_code": _code(top)}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": _code(error),
+        "members": [
+            {"member_id": member_id, "group_instance_id": instance, "error_code": _code(e)}
+            for (member_id, instance), e in zip(leaving, errors, strict=True)
+        ],
+    }
+
+
+# -------------------------------------------------------------------- offsets
+
+
+async def offset_commit(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """OffsetCommit: validated by the coordinator, fsynced before the answer."""
+    coordinator = state.coordinator
+    entries = [
+        OffsetCommitEntry(
+            topic["name"],
+            p["partition_index"],
+            p["committed_offset"],
+            p.get("committed_leader_epoch", -1),
+            p.get("committed_metadata"),
+        )
+        for topic in body["topics"]
+        for p in topic["partitions"]
+    ]
+    retention = body.get("retention_time_ms", -1) if header.api_version <= 4 else -1
+    outcome = coordinator.commit_offsets(
+        body["group_id"],
+        body.get("generation_id_or_member_epoch", -1),
+        body.get("member_id", ""),
+        body.get("group_instance_id"),
+        entries,
+        retention_ms=retention,
+    )
+    if outcome.flush is not None:
+        await asyncio.to_thread(coordinator.store.flush, *outcome.flush)
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": topic["name"],
+                "partitions": [
+                    {
+                        "partition_index": p["partition_index"],
+                        "error_code": _code(outcome.errors[(topic["name"], p["partition_index"])]),
+                    }
+                    for p in topic["partitions"]
+                ],
+            }
+            for topic in body["topics"]
+        ],
+    }
+
+
+def _fetch_group(
+    coordinator: GroupCoordinator, group_id: str, topics: list[dict[str, Any]] | None
+) -> tuple[str, list[dict[str, Any]]]:
+    """One group's OffsetFetch answer: (group error, topics with their partitions)."""
+    wanted = (
+        None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"]]
+    )
+    error, found = coordinator.fetch_offsets(group_id, wanted)
+    partition_error = _code(error) if error != "NONE" else 0
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for topic, partition, committed in found:
+        by_topic.setdefault(topic, []).append(
+            {
+                "partition_index": partition,
+                "committed_offset": committed.offset if committed else -1,
+                "committed_leader_epoch": committed.leader_epoch if committed else -1,
+                "metadata": committed.metadata if committed else "",
+                "error_code": partition_error,
+            }
+        )
+    return error, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+async def offset_fetch(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """OffsetFetch: -1 for partitions without a committed offset."""
+    coordinator = state.coordinator
+    if header.api_version >= 8:
+        groups = []
+        for group in body["groups"]:
+            error, topics = _fetch_group(coordinator, group["group_id"], group["topics"])
+            groups.append(
+                {"group_id": group["group_id"], "topics": topics, "error_code": _code(error)}
+            )
+        return {"throttle_time_ms": 0, "groups": groups}
+    error, topics = _fetch_group(coordinator, body["group_id"], body["topics"])
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": _code(error)}
+
+
+# ------------------------------------------------------------- administration
+
+
+async def list_groups(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """ListGroups, with the state (v4) and type (v5) filters."""
+    error, groups = state.coordinator.list_groups(
+        body.get("states_filter"), body.get("types_filter")
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": _code(error),
+        "groups": [
+            {
+                "group_id": group_id,
+                "protocol_type": protocol_type,
+                "group_state": group_state,
+                "group_type": "classic",
+            }
+            for group_id, protocol_type, group_state in groups
+        ],
+    }
+
+
+async def describe_groups(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """DescribeGroups: members' subscriptions and assignments while the group is stable."""
+    described = []
+    for group_id in body["groups"]:
+        d = state.coordinator.describe_group(group_id)
+        described.append(
+            {
+                "error_code": _code(d.error),
+                "group_id": d.group_id,
+                "group_state": d.state,
+                "protocol_type": d.protocol_type,
+                "protocol_data": d.protocol_data,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata,
+                        "member_assignment": m.assignment,
+                    }
+                    for m in d.members
+                ],
+                "authorized_operations": _NO_OPERATIONS,
+            }
+        )
+    return {"throttle_time_ms": 0, "groups": described}
+
+
+async def delete_groups(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """DeleteGroups: only empty groups can be deleted."""
+    results = state.coordinator.delete_groups(list(body["groups_names"]))
+    return {
+        "throttle_time_ms": 0,
+        "results": [
+            {"group_id": group_id, "error_code": _code(error)}
+            for group_id, error in results.items()
+        ],
+    }
+
+
+async def offset_delete(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """OffsetDelete: not for topics the group's members subscribe to."""
+    wanted = [(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
+    error, errors = state.coordinator.delete_offsets(body["group_id"], wanted)
+    topics = []
+    if error == "NONE":
+        for t in body["topics"]:
+            topics.append(
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {
+                            "partition_index": p["partition_index"],
+                            "error_code": _code(errors[(t["name"], p["partition_index"])]),
+                        }
+                        for p in t["partitions"]
+                    ],
+                }
+            )
+    return {"throttle_time_ms": 0, "error_code": _code(error), "topics": topics}

@@ -1,0 +1,165 @@
+"""The coordinator's configuration, and the requests and answers it deals in.
+
+Plain values: the broker's handlers build the requests from wire messages and
+turn the answers back into wire messages; errors are Kafka's error names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
+
+from seglog.errors import InvalidConfigError
+
+NONE = "NONE"
+"""The error name of success."""
+
+
+class Cancellable(Protocol):
+    """A timer handle."""
+
+    def cancel(self) -> None: ...
+
+
+CallLater = Callable[[float, Callable[[], None]], Cancellable]
+
+
+@dataclass(frozen=True)
+class CoordinatorConfig:
+    """The broker settings of the coordinator, under Kafka's names and defaults."""
+
+    initial_rebalance_delay_ms: int = 3_000
+    min_session_timeout_ms: int = 6_000
+    max_session_timeout_ms: int = 1_800_000
+    max_group_size: int = 2**31 - 1
+    offsets_retention_ms: int = 10_080 * 60_000
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4_096
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_segment_bytes: int = 104_857_600
+
+    _NAMES: ClassVar[dict[str, str]] = {
+        "group.initial.rebalance.delay.ms": "initial_rebalance_delay_ms",
+        "group.min.session.timeout.ms": "min_session_timeout_ms",
+        "group.max.session.timeout.ms": "max_session_timeout_ms",
+        "group.max.size": "max_group_size",
+        "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
+        "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+        "offsets.topic.num.partitions": "offsets_topic_num_partitions",
+        "offsets.topic.segment.bytes": "offsets_topic_segment_bytes",
+    }
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> CoordinatorConfig:
+        """Read the settings above from broker properties (``offsets.retention.minutes`` too)."""
+        values: dict[str, int] = {}
+        for name, attribute in cls._NAMES.items():
+            if name in properties:
+                values[attribute] = _integer(properties, name)
+        if "offsets.retention.minutes" in properties:
+            values["offsets_retention_ms"] = (
+                _integer(properties, "offsets.retention.minutes") * 60_000
+            )
+        config = cls(**values)
+        if config.offsets_topic_num_partitions < 1:
+            raise InvalidConfigError("offsets.topic.num.partitions must be at least 1")
+        return config
+
+
+def _integer(properties: Mapping[str, str], name: str) -> int:
+    try:
+        return int(str(properties[name]).strip())
+    except ValueError:
+        raise InvalidConfigError(f"invalid value for {name}: {properties[name]!r}") from None
+
+
+# ------------------------------------------------------------ requests, results
+
+
+@dataclass(frozen=True)
+class JoinRequest:
+    """What the coordinator needs of a JoinGroup request."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    require_known_member_id: bool = True
+    """JoinGroup v4+: a new member first gets MEMBER_ID_REQUIRED and its id."""
+    supports_skip_assignment: bool = False
+    """JoinGroup v9+: a static leader that rejoins is told not to reassign."""
+
+
+@dataclass
+class JoinResult:
+    """A JoinGroup answer."""
+
+    error: str = NONE
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    member_id: str = ""
+    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+    """(member id, group instance id, subscription) — for the leader only."""
+    skip_assignment: bool = False
+
+
+@dataclass
+class SyncResult:
+    """A SyncGroup answer."""
+
+    error: str = NONE
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True)
+class OffsetCommitEntry:
+    """One partition of an OffsetCommit."""
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+@dataclass
+class CommitOutcome:
+    """Per-partition errors of an OffsetCommit, and what to fsync before answering."""
+
+    errors: dict[tuple[str, int], str]
+    flush: tuple[int, int] | None = None
+    """(``__consumer_offsets`` partition, offset to flush up to), if anything was written."""
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    """One member in a DescribeGroups answer."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    """A DescribeGroups answer for one group."""
+
+    group_id: str
+    error: str
+    state: str
+    protocol_type: str
+    protocol_data: str
+    members: list[MemberDescription]

@@ -1,0 +1,138 @@
+"""``__consumer_offsets`` records: Kafka's byte layouts, partitioning, load, compaction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from seglog.coordinator.offset_store import (
+    TOPIC,
+    CommittedOffset,
+    GroupRecord,
+    MemberRecord,
+    OffsetStore,
+    group_key,
+    group_value,
+    java_string_hash,
+    offset_key,
+    offset_value,
+    parse_group_value,
+    parse_key,
+    parse_offset_value,
+    partition_for,
+)
+from seglog.errors import CorruptRecordError
+from seglog.storage.cleaner import LogCleaner
+from seglog.storage.log_dir import LogDir, LogDirSettings
+
+TS = 1_700_000_000_000
+
+
+def test_offset_record_golden_bytes() -> None:
+    # The worked example of the module documentation.
+    assert offset_key("g", "t", 0) == bytes.fromhex("0001 0001 67 0001 74 00000000")
+    value = offset_value(CommittedOffset(42, "", TS))
+    assert value == bytes.fromhex("0003 000000000000002a ffffffff 0000 0000018bcfe56800")
+    assert parse_offset_value(value) == CommittedOffset(42, "", TS)
+    assert parse_key(offset_key("g", "t", 7)) == ("g", "t", 7)
+
+
+def test_offset_value_with_an_expiry_is_version_1() -> None:
+    committed = CommittedOffset(5, "meta", TS, -1, TS + 1000)
+    value = offset_value(committed)
+    assert value[:2] == b"\x00\x01"
+    assert parse_offset_value(value) == committed
+
+
+def test_older_offset_value_versions() -> None:
+    v0 = bytes.fromhex("0000 0000000000000009 0002 6869") + (TS).to_bytes(8, "big")
+    assert parse_offset_value(v0) == CommittedOffset(9, "hi", TS)
+    with pytest.raises(CorruptRecordError):
+        parse_offset_value(b"\x00\x04" + v0[2:])
+    with pytest.raises(CorruptRecordError):
+        parse_offset_value(v0[:-1])
+
+
+def test_group_record_round_trip() -> None:
+    record = GroupRecord(
+        "consumer",
+        7,
+        "range",
+        "m-1",
+        TS,
+        (
+            MemberRecord("m-1", None, "c1", "/127.0.0.1", 30_000, 10_000, b"sub", b"asg"),
+            MemberRecord("m-2", "static-2", "c2", "/127.0.0.2", 60_000, 45_000, b"", b""),
+        ),
+    )
+    value = group_value(record)
+    assert value[:2] == b"\x00\x03"
+    assert parse_group_value(value) == record
+    assert group_key("g") == bytes.fromhex("0002 0001 67")
+    assert parse_key(group_key("g")) == "g"
+    assert parse_key(b"\x00\x05\x00\x01x") is None  # a transaction-log key: not ours
+
+
+def test_group_value_version_0() -> None:
+    member = b"\x00\x02m1" + b"\x00\x02c1" + b"\x00\x01h" + (10_000).to_bytes(4, "big")
+    member += b"\x00\x00\x00\x01s" + b"\x00\x00\x00\x01a"
+    value = b"\x00\x00" + b"\x00\x08consumer" + (3).to_bytes(4, "big") + b"\x00\x05range"
+    value += b"\x00\x02m1" + (1).to_bytes(4, "big") + member
+    parsed = parse_group_value(value)
+    assert parsed.generation == 3
+    assert parsed.members == (MemberRecord("m1", None, "c1", "h", 10_000, 10_000, b"s", b"a"),)
+
+
+def test_partitioning_follows_java_string_hash_code() -> None:
+    assert java_string_hash("") == 0
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("polygenelubricants") == -(2**31)  # Integer.MIN_VALUE
+    assert partition_for("polygenelubricants", 50) == 0
+    # A surrogate pair counts as two UTF-16 code units: 0xD83D * 31 + 0xDE00.
+    assert java_string_hash("\U0001f600") == 0xD83D * 31 + 0xDE00
+    assert all(0 <= partition_for(f"group-{i}", 50) < 50 for i in range(200))
+
+
+def test_store_load_last_record_wins_and_tombstones(tmp_path: Path) -> None:
+    with LogDir.open(tmp_path) as log_dir:
+        store = OffsetStore(log_dir, partitions=4)
+        assert not store.exists and store.load() == {}
+        store.append("g", [(offset_key("g", "t", 0), offset_value(CommittedOffset(1, "", TS)))], TS)
+        store.append("g", [(offset_key("g", "t", 0), offset_value(CommittedOffset(5, "", TS)))], TS)
+        store.append("g", [(offset_key("g", "t", 1), offset_value(CommittedOffset(3, "", TS)))], TS)
+        store.append("g", [(offset_key("g", "t", 1), None)], TS)
+        store.append(
+            "gone", [(offset_key("gone", "t", 0), offset_value(CommittedOffset(1, "", TS)))], TS
+        )
+        store.append("gone", [(offset_key("gone", "t", 0), None), (group_key("gone"), None)], TS)
+        loaded = store.load()
+        assert set(loaded) == {"g"}
+        assert loaded["g"].offsets == {("t", 0): CommittedOffset(5, "", TS)}
+        assert log_dir.topic_config(TOPIC).compact
+
+
+def test_an_existing_topic_keeps_its_partition_count(tmp_path: Path) -> None:
+    with LogDir.open(tmp_path) as log_dir:
+        OffsetStore(log_dir, partitions=5).ensure_topic()
+        assert OffsetStore(log_dir, partitions=50).partitions == 5
+
+
+def test_compaction_keeps_the_last_commit_of_each_partition(tmp_path: Path) -> None:
+    settings = LogDirSettings(log_cleaner_enable=False)
+    with LogDir.open(tmp_path, settings=settings, clock=lambda: TS / 1000) as log_dir:
+        store = OffsetStore(log_dir, partitions=1, segment_bytes=2048)
+        for i in range(300):
+            value = offset_value(CommittedOffset(i, "", TS))
+            store.append("g", [(offset_key("g", "t", i % 3), value)], TS)
+        log = log_dir.log(TOPIC, 0)
+        before = log.size
+        assert len(log.segments) > 3
+        LogCleaner(log_dir, clock=lambda: TS / 1000).clean_once()
+        assert log.size < before / 3
+        loaded = store.load()["g"].offsets
+        assert {k: c.offset for k, c in loaded.items()} == {
+            ("t", 0): 297,
+            ("t", 1): 298,
+            ("t", 2): 299,
+        }
