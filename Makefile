@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DATA ?= ./data
 
-.PHONY: run demo test lint typecheck unit bench bench-quick bench-broker bench-broker-quick clean install
+.PHONY: run demo test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-spark clean install
 
 install: $(STAMP)
 
@@ -55,6 +55,10 @@ bench-broker: $(STAMP)
 
 bench-broker-quick: $(STAMP)
 	$(BIN)/python bench/broker_bench.py --quick
+
+# Rows per second into Spark: network and files mode beside the bare client.
+bench-spark: $(STAMP)
+	$(BIN)/python bench/spark_bench.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,200 @@
+"""The seam between Spark's readers and where records come from: a broker or a log directory.
+
+A :class:`Transport` answers four questions, the ones Spark's Kafka source
+asks a cluster: which partitions a subscription covers, the earliest and
+latest offset of each, the first offset at or after a timestamp, and the
+records of one offset range (as Arrow batches). :mod:`seglog.spark.network`
+answers them through a Kafka client, :mod:`seglog.spark.files` from segment
+files. Readers resolve ``startingOffsets``/``endingOffsets`` specs into
+numbers with :func:`resolve_offsets`, the same way for both.
+
+Transports are opened where they are used (on the driver to plan, in each
+task to read) from the picklable :class:`~seglog.spark.options.SourceOptions`;
+a transport itself never crosses a process boundary.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping
+from types import TracebackType
+from typing import Self
+
+import pyarrow as pa  # type: ignore[import-untyped]
+
+from seglog.errors import SeglogError
+from seglog.spark.offsets import EARLIEST, LATEST, OffsetRange, PartitionOffsets, TopicPartition
+from seglog.spark.options import (
+    Earliest,
+    GlobalTimestamp,
+    Latest,
+    OffsetSpec,
+    SourceOptions,
+    SpecificOffsets,
+    SpecificTimestamps,
+    Strategy,
+)
+
+__all__ = [
+    "BATCH_ROWS",
+    "DataLossError",
+    "Transport",
+    "data_loss",
+    "open_transport",
+    "resolve_offsets",
+]
+
+BATCH_ROWS = 65_536
+"""Rows per Arrow batch handed to Spark (whole source batches are never split)."""
+
+INSTRUCTION_FAIL_TRUE = (
+    "Some data may have been lost because they are not available in Kafka any more; either the "
+    "data was aged out by Kafka or the topic may have been deleted before all the data in the "
+    "topic was processed. If you don't want your streaming query to fail on such cases, set the "
+    'source option "failOnDataLoss" to "false".'
+)
+INSTRUCTION_FAIL_FALSE = (
+    "Some data may have been lost because they are not available in Kafka any more; either the "
+    "data was aged out by Kafka or the topic may have been deleted before all the data in the "
+    "topic was processed. If you want your streaming query to fail on such cases, set the "
+    'source option "failOnDataLoss" to "true".'
+)
+
+
+class DataLossError(SeglogError):
+    """Offsets a query needs are gone (retention, truncation, a deleted topic or partition)."""
+
+    kafka_error = "OFFSET_OUT_OF_RANGE"
+
+
+def data_loss(message: str, fail_on_data_loss: bool) -> None:
+    """Raise :class:`DataLossError` with Spark's advice, or return when data loss is tolerated."""
+    if fail_on_data_loss:
+        raise DataLossError(f"{message}. {INSTRUCTION_FAIL_TRUE}")
+
+
+class Transport(ABC):
+    """Offsets and records of topic-partitions; see the module docstring."""
+
+    @abstractmethod
+    def partitions(self, strategy: Strategy) -> list[TopicPartition]:
+        """The partitions ``strategy`` covers now, sorted."""
+
+    @abstractmethod
+    def earliest_offsets(self, tps: Iterable[TopicPartition]) -> PartitionOffsets:
+        """The log start offset of each partition."""
+
+    @abstractmethod
+    def latest_offsets(self, tps: Iterable[TopicPartition]) -> PartitionOffsets:
+        """The log end offset (high watermark) of each partition."""
+
+    @abstractmethod
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
+        """The first offset whose record timestamp is at or after the given one (ms), or None."""
+
+    @abstractmethod
+    def read(
+        self, rng: OffsetRange, include_headers: bool, fail_on_data_loss: bool
+    ) -> Iterator[pa.RecordBatch]:
+        """The records of ``rng`` in offset order, as batches of the Spark Kafka schema."""
+
+    def commit(self, group: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Commit ``offsets`` (next offsets to read) to the consumer group ``group``."""
+        raise NotImplementedError(f"{type(self).__name__} cannot commit offsets to a group")
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release clients and files."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def open_transport(options: SourceOptions) -> Transport:
+    """The transport ``options`` ask for: files mode with a ``path``, else the network."""
+    if options.path is not None:
+        from seglog.spark.files import FilesTransport
+
+        return FilesTransport(options.path)
+    from seglog.spark.network import NetworkTransport
+
+    return NetworkTransport(options)
+
+
+def _check_partitions(
+    tps: list[TopicPartition], given: Mapping[TopicPartition, int], option: str
+) -> None:
+    if set(tps) != set(given):
+        raise ValueError(
+            f"If {option} contains specific offsets, you must specify all TopicPartitions.\n"
+            "Use -1 for latest, -2 for earliest.\n"
+            f"Specified: {sorted(map(str, given))} Assigned: {sorted(map(str, tps))}"
+        )
+
+
+def resolve_offsets(
+    transport: Transport,
+    spec: OffsetSpec,
+    tps: list[TopicPartition],
+    *,
+    starting: bool,
+    no_match_strategy: str = "error",
+) -> PartitionOffsets:
+    """Offsets for ``tps`` from an unresolved spec, as Spark's ``KafkaOffsetReader`` does.
+
+    Sentinels in JSON become real offsets; a timestamp with no record at or
+    after it gives the latest offset for an ending bound, and for a starting
+    bound an error or the latest offset by ``startingOffsetsByTimestampStrategy``.
+    """
+    if isinstance(spec, Earliest):
+        return transport.earliest_offsets(tps)
+    if isinstance(spec, Latest):
+        return transport.latest_offsets(tps)
+    option = "startingOffsets" if starting else "endingOffsets"
+    if isinstance(spec, SpecificOffsets):
+        _check_partitions(tps, spec.offsets, option)
+        out = dict(spec.offsets)
+        earliest = [tp for tp, off in out.items() if off == EARLIEST]
+        latest = [tp for tp, off in out.items() if off == LATEST]
+        if earliest:
+            out.update(transport.earliest_offsets(earliest))
+        if latest:
+            out.update(transport.latest_offsets(latest))
+        return out
+    if isinstance(spec, GlobalTimestamp):
+        wanted = dict.fromkeys(tps, spec.timestamp)
+    else:
+        assert isinstance(spec, SpecificTimestamps)
+        _check_partitions(tps, spec.timestamps, option + "ByTimestamp")
+        wanted = dict(spec.timestamps)
+    found = transport.offsets_for_times(wanted)
+    missing = [tp for tp in tps if found.get(tp) is None]
+    if missing and starting and no_match_strategy == "error":
+        tp = missing[0]
+        raise ValueError(
+            f"No offset matched from request of topic-partition {tp} and timestamp {wanted[tp]}."
+        )
+    latest_for_missing = transport.latest_offsets(missing) if missing else {}
+    out = {}
+    for tp in tps:
+        offset = found.get(tp)
+        out[tp] = latest_for_missing[tp] if offset is None else offset
+    return out
+
+
+def plan_inputs(
+    start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]
+) -> list[OffsetRange]:
+    """One unsplit range per partition present at both ends, in partition order."""
+    return [
+        OffsetRange(tp.topic, tp.partition, start[tp], end[tp]) for tp in sorted(end) if tp in start
+    ]
