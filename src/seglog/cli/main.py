@@ -34,15 +34,18 @@ class _Group(click.Group):
 @click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    default="WARNING",
-    show_default=True,
-    help="Verbosity of the log messages written to stderr.",
+    default=None,
+    help="Verbosity of the log messages written to stderr "
+    "[default: INFO for serve, as Kafka's broker logs; WARNING for the tools].",
 )
-def cli(log_level: str) -> None:
+@click.pass_context
+def cli(ctx: click.Context, log_level: str | None) -> None:
     """seglog: a Kafka-compatible append-only log.
 
     Data is stored in Apache Kafka's own segment format.
     """
+    if log_level is None:
+        log_level = "INFO" if ctx.invoked_subcommand == "serve" else "WARNING"
     logging.basicConfig(
         level=getattr(logging, log_level.upper()),
         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
