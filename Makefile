@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DATA ?= ./data
 
-.PHONY: run demo test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-spark clean install
+.PHONY: run demo pipeline test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-spark clean install
 
 install: $(STAMP)
 
@@ -26,6 +26,10 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	$(BIN)/seglog serve --override log.dirs=$(DATA)
+
+# The Spark example against the broker of `make run` (start that first).
+pipeline: $(STAMP)
+	$(BIN)/python examples/spark_pipeline.py
 
 demo: $(STAMP)
 	$(BIN)/seglog demo --data $(DATA)
