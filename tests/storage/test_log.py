@@ -331,3 +331,36 @@ def test_reopen_after_clean_close(open_log: LogFactory) -> None:
     assert again.find_offset_by_timestamp(BASE_TS + 5).offset == 9  # type: ignore[union-attr]
     info = again.append(make_batch([b"more"]))
     assert info.first_offset == 40
+
+
+def test_flush_syncs_the_directory_only_for_new_segments(
+    open_log: LogFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from seglog.storage import io as storage_io
+
+    synced: list[object] = []
+    real = storage_io.fsync_dir
+    monkeypatch.setattr(storage_io, "fsync_dir", lambda path: (synced.append(path), real(path))[1])
+    log = open_log()
+    log.append(make_batch([b"a"]))
+    log.flush()
+    assert len(synced) == 1  # the first segment's name
+    log.append(make_batch([b"b"]))
+    log.flush()
+    assert len(synced) == 1  # nothing new in the directory
+    log.roll()
+    log.append(make_batch([b"c"]))
+    log.flush()
+    assert len(synced) == 2
+
+
+def test_an_index_flush_with_nothing_new_writes_nothing_back(open_log: LogFactory) -> None:
+    log = open_log(LogConfig(index_interval_bytes=1))
+    log.append(make_batch([b"a"]))
+    log.append(make_batch([b"b"]))  # more than 1 byte since the last entry: indexed
+    index = log.active_segment.offset_index
+    assert index.entries > 0 and index._dirty
+    log.flush()
+    assert not index._dirty
+    log.append(make_batch([b"c"]))
+    assert index._dirty

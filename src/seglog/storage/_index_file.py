@@ -71,6 +71,9 @@ class IndexFile:
         self._length = 0
         self._entries = 0
         self._closed = False
+        # Set by every store into the map and cleared by flush: a flush with
+        # nothing new skips the msync (most flushes add no index entry).
+        self._dirty = False
         if writable:
             self._open_writable()
         else:
@@ -235,6 +238,7 @@ class IndexFile:
         if self._mmap is None:
             # Only a zero-length file has no map, and it is full.
             raise StorageError(f"index {self._path} has no room for an entry")
+        self._dirty = True
         return self._mmap
 
     # ----------------------------------------------------------------- search
@@ -283,6 +287,7 @@ class IndexFile:
             start = entries * self.entry_size
             end = self._entries * self.entry_size
             buf[start:end] = bytes(end - start)
+            self._dirty = True
         self._entries = entries
         self._entries_changed()
 
@@ -309,6 +314,7 @@ class IndexFile:
         rounded = max(new_size - new_size % self.entry_size, self.size_in_bytes)
         if rounded != self._length:
             self._remap(rounded)
+            self._dirty = True
 
     def sanity_check(self, full: bool = False) -> None:
         """Raise CorruptIndexError if the file cannot be a valid index of this segment.
@@ -338,11 +344,12 @@ class IndexFile:
     def flush(self) -> None:
         """Write the mapped pages back to the file (msync)."""
         self._check_open()
-        if self._writable and self._mmap is not None:
+        if self._writable and self._mmap is not None and self._dirty:
             try:
                 self._mmap.flush()
             except OSError as exc:
                 raise io.storage_error("flush index", self._path, exc) from exc
+            self._dirty = False
 
     def close(self) -> None:
         """Trim the file to its entries (when writable) and unmap it. Idempotent."""

@@ -367,9 +367,13 @@ class Log:
             if target <= self._recovery_point:
                 return
             end = self._log_end_offset
-            for segment in self._segments_overlapping(self._recovery_point, target):
+            flushed = self._segments_overlapping(self._recovery_point, target)
+            for segment in flushed:
                 segment.flush()
-            io.fsync_dir(self.directory)
+            # Kafka's rule: the directory is synced only when a segment created
+            # since the last flush is among them (its name must be durable too).
+            if any(s.base_offset >= self._recovery_point for s in flushed):
+                io.fsync_dir(self.directory)
             with self._lock:
                 self._recovery_point = max(self._recovery_point, min(end, target))
                 if self._recovery_point >= self._log_end_offset:
