@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DATA ?= ./data
 
-.PHONY: run demo pipeline test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-spark clean install
+.PHONY: run demo pipeline test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-groups bench-spark clean install
 
 install: $(STAMP)
 
@@ -59,6 +59,11 @@ bench-broker: $(STAMP)
 
 bench-broker-quick: $(STAMP)
 	$(BIN)/python bench/broker_bench.py --quick
+
+# Consumer groups: rebalance times (10 member processes) and OffsetCommit rates beside
+# the machine's fsync rate.
+bench-groups: $(STAMP)
+	$(BIN)/python bench/group_bench.py
 
 # Rows per second into Spark: network and files mode beside the bare client.
 bench-spark: $(STAMP)
