@@ -204,3 +204,34 @@ def test_three_members_share_six_partitions_through_a_leave_and_a_kill(
             with contextlib.suppress(RuntimeError):  # closed already
                 member.consumer.close()
     assert broker.stop() == 0  # a clean stop with groups alive
+
+
+def test_describe_shows_each_members_client_and_host(
+    make_broker: Callable[..., BrokerProcess],
+) -> None:
+    broker = make_broker(**{"group.initial.rebalance.delay.ms": "0"})
+    create_topic(broker.bootstrap, "described", 2)
+    assigned = threading.Event()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "described-group",
+            "client.id": "the-client",
+            **MEMBER_CONFIG,
+        }
+    )
+    try:
+        consumer.subscribe(["described"], on_assign=lambda c, p: assigned.set())
+        deadline = time.monotonic() + 20
+        while not assigned.is_set() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        assert assigned.is_set()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        description = admin.describe_consumer_groups(["described-group"])["described-group"].result(
+            timeout=20
+        )
+        (member,) = description.members
+        assert member.client_id == "the-client"
+        assert member.host == "/127.0.0.1"
+    finally:
+        consumer.close()

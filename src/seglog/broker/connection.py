@@ -46,7 +46,7 @@ from collections import deque
 from typing import Any
 
 from seglog.broker.dispatch import CloseConnection, handle_frame
-from seglog.broker.state import BrokerState
+from seglog.broker.state import CLIENT_HOST, BrokerState
 from seglog.protocol.errors import FrameTooLargeError
 from seglog.protocol.framing import FrameBuffer, frame
 from seglog.storage.region import FileRegion
@@ -222,6 +222,8 @@ async def serve_connection(
 ) -> None:
     """Serve one client until it disconnects or sends something unanswerable."""
     peer = writer.get_extra_info("peername")
+    if isinstance(peer, tuple) and peer:
+        CLIENT_HOST.set(f"/{peer[0]}")
     transport = writer.transport
     assert isinstance(transport, asyncio.Transport)
     state.metrics.connections += 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import time
 import uuid
@@ -19,6 +20,13 @@ from dataclasses import dataclass, field
 from seglog.broker.settings import BrokerSettings
 from seglog.coordinator.group_coordinator import create_coordinator
 from seglog.storage.log_dir import LogDir
+
+CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="unknown")
+"""The address of the client whose request is being handled, as Kafka shows it ("/10.0.0.7").
+
+Each connection is served by its own asyncio task, which sets this once; the
+handlers of that connection's requests read it (DescribeGroups shows it).
+"""
 
 
 @dataclass

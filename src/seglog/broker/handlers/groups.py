@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from seglog.broker.state import BrokerState
+from seglog.broker.state import CLIENT_HOST, BrokerState
 from seglog.coordinator.group_coordinator import (
     GroupCoordinator,
     JoinRequest,
@@ -36,7 +36,6 @@ logger = logging.getLogger(__name__)
 GROUP_KEY = 0
 """FindCoordinator key types: 0 a group, 1 a transactional id."""
 
-CLIENT_HOST = "unknown"
 _NO_OPERATIONS = -(2**31)
 
 R = TypeVar("R")
@@ -152,7 +151,7 @@ async def join_group(
         member_id=body["member_id"],
         group_instance_id=body.get("group_instance_id"),
         client_id=header.client_id or "",
-        client_host=CLIENT_HOST,
+        client_host=CLIENT_HOST.get(),
         session_timeout_ms=body["session_timeout_ms"],
         rebalance_timeout_ms=body["rebalance_timeout_ms"] if version >= 1 else -1,
         protocol_type=body["protocol_type"],
