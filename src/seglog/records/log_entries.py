@@ -10,6 +10,7 @@ gives that without decoding records of v2 batches.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from seglog._typing import BytesLike
@@ -76,6 +77,45 @@ class ScanResult(NamedTuple):
     entries: list[EntryInfo]
     valid_end: int
     error: CorruptRecordError | None
+
+
+def walk(
+    read: Callable[[int, int], bytes], start: int, stop: int, chunk_size: int
+) -> Iterator[EntryInfo]:
+    """The whole entries of a file from ``start`` (an entry boundary) to ``stop``.
+
+    ``read(position, length)`` reads from the file (a ``pread``); this module
+    does no I/O itself. Headers only, no CRC check: a v2 batch is described by
+    its 61-byte header, read ``chunk_size`` bytes at a time, so the bodies of
+    large batches are skipped unread; a legacy entry is read whole. The walk
+    ends at the first entry that does not fit before ``stop``.
+    """
+    position = start
+    chunk = b""
+    chunk_start = position
+    header_size = batch.HEADER_SIZE
+    unpack = batch.HEADER.unpack_from
+    while position + batch.LOG_OVERHEAD <= stop:
+        rel = position - chunk_start
+        if rel < 0 or rel + header_size > len(chunk):
+            chunk = read(position, min(chunk_size, stop - position))
+            chunk_start, rel = position, 0
+        if rel + header_size <= len(chunk) and chunk[rel + batch.MAGIC_OFFSET] == 2:
+            fields = unpack(chunk, rel)
+            size = fields[1] + batch.LOG_OVERHEAD
+            if size < header_size or position + size > stop:
+                return
+            yield EntryInfo(
+                position, size, 2, fields[0], fields[0] + fields[6], fields[8], fields[12]
+            )
+        else:
+            # A legacy message (or a batch shorter than a v2 header at the very
+            # end): it needs its whole bytes to be described.
+            _, size = batch.peek_offset_and_size(read(position, batch.LOG_OVERHEAD + 5), 0)
+            if size < batch.LOG_OVERHEAD or position + size > stop:
+                return
+            yield read_entry(read(position, size), 0, check_crc=False)._replace(position=position)
+        position += size
 
 
 def scan(

@@ -40,7 +40,7 @@ from pathlib import Path
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from seglog.errors import CorruptRecordError
-from seglog.records import batch
+from seglog.records import batch, log_entries
 from seglog.records import record as record_codec
 from seglog.spark.arrow import NO_TIMESTAMP_TYPE, ColumnBuilder
 from seglog.spark.offsets import OffsetRange, PartitionOffsets, TopicPartition
@@ -126,45 +126,9 @@ class SegmentFile:
 
     # ------------------------------------------------------------- entries
 
-    def entries(self, start: int = 0) -> Iterator[tuple[int, int, int, int, int, int]]:
-        """(position, size, magic, base offset, last offset, max timestamp) of each whole entry.
-
-        Headers only: v2 batches are described by their 61-byte headers, read
-        in chunks; a legacy entry is read whole to be described.
-        """
-        stop = self.size
-        position = start
-        chunk = b""
-        chunk_start = 0
-        unpack = batch.HEADER.unpack_from
-        header_size = batch.HEADER_SIZE
-        while position + batch.LOG_OVERHEAD <= stop:
-            rel = position - chunk_start
-            if rel < 0 or rel + header_size > len(chunk):
-                chunk = self.pread(position, min(_HEADER_CHUNK, stop - position))
-                chunk_start, rel = position, 0
-            if rel + header_size <= len(chunk) and chunk[rel + batch.MAGIC_OFFSET] == 2:
-                fields = unpack(chunk, rel)
-                size = fields[1] + batch.LOG_OVERHEAD
-                if size < header_size or position + size > stop:
-                    return
-                yield position, size, 2, fields[0], fields[0] + fields[6], fields[8]
-            else:
-                _, size = batch.peek_offset_and_size(self.pread(position, batch.LOG_OVERHEAD), 0)
-                if size < batch.LOG_OVERHEAD or position + size > stop:
-                    return
-                from seglog.records import log_entries
-
-                info = log_entries.read_entry(self.pread(position, size), 0, check_crc=False)
-                yield (
-                    position,
-                    size,
-                    info.magic,
-                    info.base_offset,
-                    info.last_offset,
-                    (info.max_timestamp),
-                )
-            position += size
+    def entries(self, start: int = 0) -> Iterator[log_entries.EntryInfo]:
+        """Each whole entry from ``start``: headers only (see :func:`log_entries.walk`)."""
+        return log_entries.walk(self.pread, start, self.size, _HEADER_CHUNK)
 
     def next_offset(self) -> int:
         """The offset after the last whole entry, or the base offset when there is none."""
@@ -172,7 +136,7 @@ class SegmentFile:
         start = positions[-1] if len(positions) and 0 <= positions[-1] < self.size else 0
         next_offset = self.base_offset
         for entry in self.entries(start):
-            next_offset = entry[4] + 1
+            next_offset = entry.last_offset + 1
         if next_offset == self.base_offset and start > 0:
             next_offset = self.base_offset + offsets[-1] + 1
         return next_offset
@@ -185,7 +149,7 @@ class SegmentFile:
         start = self.position_for(entries[-1][1]) if entries else 0
         largest = entries[-1][0] if entries else batch.NO_TIMESTAMP
         for entry in self.entries(start):
-            largest = max(largest, entry[5])
+            largest = max(largest, entry.max_timestamp)
         return largest
 
     def find_offset_by_timestamp(self, timestamp: int) -> int | None:
@@ -193,7 +157,7 @@ class SegmentFile:
         entries = self.time_entries()
         slot = bisect.bisect_right([e[0] for e in entries], timestamp) - 1
         start = self.position_for(entries[slot][1]) if slot >= 0 else 0
-        for position, size, magic, _, _, max_ts in self.entries(start):
+        for position, size, magic, _, _, max_ts, _ in self.entries(start):
             if max_ts < timestamp:
                 continue
             data = self.pread(position, size)

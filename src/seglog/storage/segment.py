@@ -404,40 +404,10 @@ class LogSegment:
     def _entries(self, start: int = 0, end: int | None = None) -> Iterator[EntryInfo]:
         """Entries from ``start`` (a batch boundary) to ``end``, positions absolute.
 
-        Headers only, no CRC check: this serves lookups, not validation. A v2
-        batch is described by its 61-byte header alone, so the scan reads
-        small chunks and skips over batch bodies without reading them.
+        Headers only, no CRC check: this serves lookups, not validation.
         """
         stop = self._size if end is None else min(end, self._size)
-        position = start
-        chunk = b""
-        chunk_start = position
-        header_size = batch.HEADER_SIZE
-        unpack = batch.HEADER.unpack_from
-        while position + batch.LOG_OVERHEAD <= stop:
-            rel = position - chunk_start
-            if rel < 0 or rel + header_size > len(chunk):
-                chunk = self._read_at(position, min(_SCAN_CHUNK, stop - position))
-                chunk_start, rel = position, 0
-            if rel + header_size <= len(chunk) and chunk[rel + batch.MAGIC_OFFSET] == 2:
-                fields = unpack(chunk, rel)
-                size = fields[1] + batch.LOG_OVERHEAD
-                if size < header_size or position + size > stop:
-                    return
-                yield EntryInfo(
-                    position, size, 2, fields[0], fields[0] + fields[6], fields[8], fields[12]
-                )
-            else:
-                # A legacy message (or a batch shorter than a v2 header at the very
-                # end): it needs its whole bytes to be described.
-                _, size = batch.peek_offset_and_size(
-                    self._read_at(position, batch.LOG_OVERHEAD + 5), 0
-                )
-                if position + size > stop:
-                    return
-                info = log_entries.read_entry(self._read_at(position, size), 0, check_crc=False)
-                yield info._replace(position=position)
-            position += size
+        return log_entries.walk(self._read_at, start, stop, _SCAN_CHUNK)
 
     def batch_headers(self, from_offset: int = 0) -> Iterator[batch.BatchHeader]:
         """Headers of the v2 batches holding offsets at or after ``from_offset``.
