@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from seglog.broker.state import BrokerState, Metrics
 
 
@@ -28,10 +30,11 @@ def metrics_text(state: BrokerState) -> str:
         "# TYPE seglog_request_seconds histogram",
     ]
     for api, buckets in sorted(m.latency_buckets.items()):
-        for bound, count in zip((*Metrics.BUCKETS, "+Inf"), buckets, strict=True):
+        cumulative = list(itertools.accumulate(buckets))
+        for bound, count in zip((*Metrics.BUCKETS, "+Inf"), cumulative, strict=True):
             lines.append(f'seglog_request_seconds_bucket{{api="{api}",le="{bound}"}} {count}')
         lines.append(f'seglog_request_seconds_sum{{api="{api}"}} {m.latency_sum[api]}')
-        lines.append(f'seglog_request_seconds_count{{api="{api}"}} {buckets[-1]}')
+        lines.append(f'seglog_request_seconds_count{{api="{api}"}} {cumulative[-1]}')
     lines += [
         "# HELP seglog_log_size_bytes Bytes on disk of each partition.",
         "# TYPE seglog_log_size_bytes gauge",

@@ -9,6 +9,7 @@ and short (a write to the page cache), except fsyncs forced by
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import contextvars
 import itertools
@@ -36,6 +37,8 @@ class Metrics:
     bytes_in: int = 0
     bytes_out: int = 0
     requests: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    #: Per API, how many requests fell in each bucket (not cumulative; the
+    #: /metrics page adds them up, as Prometheus histograms are).
     latency_buckets: dict[str, list[int]] = field(default_factory=dict)
     latency_sum: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     connections: int = 0
@@ -45,11 +48,10 @@ class Metrics:
     def observe(self, api: str, error: str, seconds: float) -> None:
         """Count a request and its latency."""
         self.requests[(api, error)] += 1
-        buckets = self.latency_buckets.setdefault(api, [0] * (len(self.BUCKETS) + 1))
-        for i, bound in enumerate(self.BUCKETS):
-            if seconds <= bound:
-                buckets[i] += 1
-        buckets[-1] += 1
+        buckets = self.latency_buckets.get(api)
+        if buckets is None:
+            buckets = self.latency_buckets[api] = [0] * (len(self.BUCKETS) + 1)
+        buckets[bisect.bisect_left(self.BUCKETS, seconds)] += 1
         self.latency_sum[api] += seconds
 
 
@@ -68,6 +70,7 @@ class BrokerState:
         # (the clock in ms leaves room for a million producers per ms).
         self._producer_ids = itertools.count(int(time.time() * 1000) * 1000)
         self._data_arrived = asyncio.Condition()
+        self._data_waiters = 0
         # Consumer groups; timers run on the event loop that serves the requests.
         self.coordinator = create_coordinator(
             log_dir,
@@ -89,6 +92,8 @@ class BrokerState:
 
     async def notify_data(self) -> None:
         """Wake fetches waiting for data (called after every append)."""
+        if not self._data_waiters:
+            return  # the common case under produce load: nobody to wake
         async with self._data_arrived:
             self._data_arrived.notify_all()
 
@@ -96,6 +101,10 @@ class BrokerState:
         """Wait until an append happens or ``timeout`` seconds pass."""
         if timeout <= 0:
             return
-        async with self._data_arrived:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._data_arrived.wait(), timeout)
+        self._data_waiters += 1
+        try:
+            async with self._data_arrived:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._data_arrived.wait(), timeout)
+        finally:
+            self._data_waiters -= 1
