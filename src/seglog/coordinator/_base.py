@@ -1,0 +1,133 @@
+"""What every part of the group coordinator shares: state, clock, timers, metadata writes.
+
+:class:`CoordinatorBase` owns the group table, the injected clock and
+``call_later`` (wrapped so that a timer does nothing once the coordinator has
+shut down and a failing callback is logged, not raised into the loop), the
+"is the coordinator serving?" check, and the appends to ``__consumer_offsets``
+through :class:`~seglog.coordinator.offset_store.OffsetStore` that store a
+group's metadata. The membership protocol (:mod:`._membership`) and committed
+offsets (:mod:`._offsets`) build on it; :mod:`.group_coordinator` puts them
+together as :class:`~seglog.coordinator.group_coordinator.GroupCoordinator`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from seglog.coordinator.group import Group
+from seglog.coordinator.offset_store import (
+    GroupRecord,
+    MemberRecord,
+    OffsetStore,
+    group_key,
+    group_value,
+)
+from seglog.coordinator.requests import NONE, CallLater, Cancellable, CoordinatorConfig
+from seglog.errors import SeglogError
+
+# One logger for the whole coordinator, under the name it has always had, so
+# that logging configuration aimed at the coordinator keeps applying.
+logger = logging.getLogger("seglog.coordinator.group_coordinator")
+
+
+class CoordinatorBase:
+    """The shared state and plumbing of the group coordinator."""
+
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        store: OffsetStore,
+        *,
+        clock: Callable[[], float],
+        call_later: CallLater,
+        partition_exists: Callable[[str, int], bool] = lambda topic, partition: True,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self._clock = clock
+        self._call_later = call_later
+        self._partition_exists = partition_exists
+        self.groups: dict[str, Group] = {}
+        self.loading = True
+        self._retention_timer: Cancellable | None = None
+        self._active = True
+
+    # ------------------------------------------------------------ plumbing
+
+    def now_ms(self) -> int:
+        """The clock in milliseconds."""
+        return int(self._clock() * 1000)
+
+    def _later(self, delay_ms: int, callback: Callable[[], None]) -> Cancellable:
+        def run() -> None:
+            if not self._active:
+                return
+            try:
+                callback()
+            except Exception:
+                logger.exception("a group coordinator timer failed")
+
+        return self._call_later(max(delay_ms, 0) / 1000, run)
+
+    @staticmethod
+    def _cancel(timer: Cancellable | None) -> None:
+        if timer is not None:
+            timer.cancel()
+
+    def _unavailable(self) -> str | None:
+        if not self._active:
+            return "COORDINATOR_NOT_AVAILABLE"
+        if self.loading:
+            return "COORDINATOR_LOAD_IN_PROGRESS"
+        return None
+
+    def _current(self, group: Group) -> bool:
+        """Whether ``group`` is still the registered group of its id (timers check this)."""
+        return self.groups.get(group.group_id) is group
+
+    # -------------------------------------------------------------- storage
+
+    def _store_group(self, group: Group) -> None:
+        """Write the group's metadata (generation, members, assignments)."""
+        protocol = group.protocol_name
+        record = GroupRecord(
+            group.protocol_type or "",
+            group.generation_id,
+            protocol,
+            group.leader_id if group.members else None,
+            group.state_timestamp_ms,
+            tuple(
+                MemberRecord(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata(protocol),
+                    m.assignment,
+                )
+                for m in group.members.values()
+            ),
+        )
+        self._append(group.group_id, [(group_key(group.group_id), group_value(record))])
+
+    def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
+        return self.store.append(group_id, records, self.now_ms())
+
+    def _store_safely(self, group: Group) -> str:
+        try:
+            self._store_group(group)
+        except SeglogError as exc:
+            logger.error("cannot store group %s: %s", group.group_id, exc)
+            return "COORDINATOR_NOT_AVAILABLE"
+        return NONE
+
+    # ------------------------------------------------------- static members
+
+    def _fenced(self, group: Group, member_id: str, instance: str | None) -> bool:
+        if instance is None:
+            return False
+        known = group.static_members.get(instance)
+        return known is not None and known != member_id
