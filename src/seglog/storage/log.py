@@ -346,7 +346,7 @@ class Log:
         # Kafka's rule: a producer snapshot named after the new segment, so that
         # a restart replays at most the active segment.
         self._producer_state.advance(new_base)
-        self._producer_state.take_snapshot()
+        self._producer_state.take_snapshot(sync=True)
         logger.debug("rolled %s to a new segment at offset %d", self.directory.name, new_base)
         return new_segment
 
