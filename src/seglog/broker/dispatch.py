@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from seglog.broker.handlers import admin, fetch, groups, metadata, produce
+from seglog.broker.handlers import admin, consumer_groups, fetch, groups, metadata, produce
 from seglog.broker.state import BrokerState
 from seglog.protocol import error_codes
 from seglog.protocol.api_keys import ApiKey
@@ -44,6 +44,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_GROUPS: groups.describe_groups,
     ApiKey.DELETE_GROUPS: groups.delete_groups,
     ApiKey.OFFSET_DELETE: groups.offset_delete,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.consumer_group_describe,
 }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from seglog.coordinator._base import CoordinatorBase, logger
 from seglog.coordinator.group import (
@@ -31,6 +32,11 @@ from seglog.coordinator.requests import NONE, JoinRequest, JoinResult, SyncResul
 
 class GroupMembership(CoordinatorBase):
     """Who is in each group, and the rounds that agree on their assignments."""
+
+    if TYPE_CHECKING:
+        # Provided by ConsumerGroupProtocol, which GroupCoordinator also derives from.
+        def _consumer_group_in_use(self, group_id: str) -> bool: ...
+        def _release_empty_consumer_group(self, group_id: str) -> None: ...
 
     # ------------------------------------------------------------ sessions
 
@@ -229,9 +235,12 @@ class GroupMembership(CoordinatorBase):
             <= self.config.max_session_timeout_ms
         ):
             error = "INVALID_SESSION_TIMEOUT"
+        if error is None and self._consumer_group_in_use(request.group_id):
+            error = "INCONSISTENT_GROUP_PROTOCOL"  # a KIP-848 group with members
         if error is not None:
             respond(JoinResult(error=error, member_id=request.member_id))
             return
+        self._release_empty_consumer_group(request.group_id)
         group = self.groups.get(request.group_id)
         created = False
         if group is None:

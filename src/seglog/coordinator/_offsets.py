@@ -14,7 +14,7 @@ membership part (:mod:`._membership`) for the member's session.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from seglog.coordinator._base import CoordinatorBase, logger
 from seglog.coordinator.group import (
@@ -43,6 +43,14 @@ class GroupOffsets(CoordinatorBase):
     if TYPE_CHECKING:
         # Provided by GroupMembership, which GroupCoordinator also derives from.
         def _touch(self, group: Group, member: Member) -> None: ...
+
+        # Provided by ConsumerGroupProtocol (KIP-848 groups).
+        consumer_groups: dict[str, Any]
+
+        def _consumer_group_in_use(self, group_id: str) -> bool: ...
+        def _validate_consumer_commit(
+            self, group_id: str, member_id: str, member_epoch: int
+        ) -> str | None: ...
 
     # ------------------------------------------------------------- loading
 
@@ -102,7 +110,10 @@ class GroupOffsets(CoordinatorBase):
         """OffsetCommit: validate the committer, then store every acceptable partition."""
         error = self._unavailable() or ("INVALID_GROUP_ID" if not group_id else None)
         group = self.groups.get(group_id)
-        if error is None:
+        if error is None and group_id in self.consumer_groups:
+            # A KIP-848 group: generation_id is the member epoch.
+            error = self._validate_consumer_commit(group_id, member_id, generation_id)
+        elif error is None:
             if group is None:
                 if generation_id >= 0:
                     error = "ILLEGAL_GENERATION"  # from a generation this broker does not know
@@ -191,6 +202,11 @@ class GroupOffsets(CoordinatorBase):
             if error is None:
                 if not group_id:
                     error = "INVALID_GROUP_ID"
+                elif self._consumer_group_in_use(group_id):
+                    error = "NON_EMPTY_GROUP"
+                elif group is None and group_id in self.consumer_groups:
+                    del self.consumer_groups[group_id]  # empty, without offsets
+                    error = NONE
                 elif group is None or group.is_in(DEAD):
                     error = "GROUP_ID_NOT_FOUND"
                 elif not group.is_in(EMPTY):
@@ -198,6 +214,8 @@ class GroupOffsets(CoordinatorBase):
             if error is None:
                 assert group is not None
                 error = self._delete_group(group)
+                if error == NONE:
+                    self.consumer_groups.pop(group_id, None)
             results[group_id] = error
         return results
 
@@ -273,6 +291,8 @@ class GroupOffsets(CoordinatorBase):
         retention = self.config.offsets_retention_ms
         removed = 0
         for group in list(self.groups.values()):
+            if self._consumer_group_in_use(group.group_id):
+                continue  # offsets of a KIP-848 group in use do not expire
             subscribed = group.subscribed_topics() if group.is_in(STABLE) else None
             expired = []
             for (topic, partition), committed in group.offsets.items():

@@ -60,7 +60,10 @@ the broker calls. The rest of the class is assembled from:
 * :mod:`seglog.coordinator._membership` — JoinGroup, SyncGroup, Heartbeat,
   LeaveGroup and the session, pending-member, join and sync timers;
 * :mod:`seglog.coordinator._offsets` — OffsetCommit, OffsetFetch,
-  DeleteGroups, OffsetDelete, the retention timer, and loading.
+  DeleteGroups, OffsetDelete, the retention timer, and loading;
+* :mod:`seglog.coordinator.consumer_group` — the KIP-848 consumer protocol
+  (ConsumerGroupHeartbeat, server-side assignment), whose groups share the
+  group ids and committed offsets of the classic ones.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ from collections.abc import Callable, Mapping
 
 from seglog.coordinator._membership import GroupMembership
 from seglog.coordinator._offsets import GroupOffsets
+from seglog.coordinator.consumer_group import ConsumerGroupProtocol
 from seglog.coordinator.group import DEAD, STABLE
 from seglog.coordinator.offset_store import OffsetStore
 from seglog.coordinator.requests import (
@@ -90,7 +94,7 @@ from seglog.storage.log_dir import LogDir
 # ------------------------------------------------------------ the coordinator
 
 
-class GroupCoordinator(GroupMembership, GroupOffsets):
+class GroupCoordinator(GroupMembership, GroupOffsets, ConsumerGroupProtocol):
     """Every group of this broker; see the module documentation.
 
     The state and plumbing are in :mod:`._base`, the membership protocol in
@@ -102,6 +106,7 @@ class GroupCoordinator(GroupMembership, GroupOffsets):
         """Stop every timer; later requests are answered COORDINATOR_NOT_AVAILABLE."""
         self._active = False
         self._cancel(self._retention_timer)
+        self._stop_consumer_timers()
         for group in self.groups.values():
             self._cancel(group.join_timer)
             self._cancel(group.sync_timer)
@@ -121,22 +126,31 @@ class GroupCoordinator(GroupMembership, GroupOffsets):
             return error, []
         wanted_states = {s.lower() for s in states or []}
         wanted_types = {t.lower() for t in types or []}
-        if wanted_types and "classic" not in wanted_types:
-            return NONE, []
         listed = []
+        if not wanted_types or "consumer" in wanted_types:
+            for group_id, state in self.consumer_group_summary():
+                if not wanted_states or state.lower() in wanted_states:
+                    listed.append((group_id, "consumer", state))
+        if wanted_types and "classic" not in wanted_types:
+            return NONE, sorted(listed)
         for group in self.groups.values():
-            if group.is_in(DEAD):
+            if group.is_in(DEAD) or group.group_id in self.consumer_groups:
                 continue
             if wanted_states and group.state.value.lower() not in wanted_states:
                 continue
             listed.append((group.group_id, group.protocol_type or "", group.state.value))
         return NONE, sorted(listed)
 
+    def group_type(self, group_id: str) -> str:
+        """ListGroups v5's type of a group: ``consumer`` (KIP-848) or ``classic``."""
+        return "consumer" if group_id in self.consumer_groups else "classic"
+
     def describe_group(self, group_id: str) -> GroupDescription:
         """DescribeGroups for one group; an unknown group is reported Dead, as Kafka does."""
         error = self._unavailable()
         group = self.groups.get(group_id)
-        if error is not None or group is None:
+        if error is not None or group is None or group_id in self.consumer_groups:
+            # A KIP-848 group is not a classic one: Dead here, as Kafka (before v6) does.
             return GroupDescription(group_id, error or NONE, DEAD.value, "", "", [])
         stable = group.is_in(STABLE)
         members = [
@@ -175,6 +189,10 @@ def create_coordinator(
         segment_bytes=config.offsets_topic_segment_bytes,
     )
 
+    def topic_partitions(topic: str) -> int:
+        info = log_dir.topics().get(topic)
+        return info.partitions if info is not None else 0
+
     def partition_exists(topic: str, partition: int) -> bool:
         try:
             log_dir.log(topic, partition)
@@ -183,7 +201,13 @@ def create_coordinator(
         return True
 
     return GroupCoordinator(
-        config, store, clock=clock, call_later=call_later, partition_exists=partition_exists
+        config,
+        store,
+        clock=clock,
+        call_later=call_later,
+        partition_exists=partition_exists,
+        topic_partitions=topic_partitions,
+        topic_names=lambda: list(log_dir.topics()),
     )
 
 

@@ -38,6 +38,10 @@ class CoordinatorConfig:
     offset_metadata_max_bytes: int = 4_096
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104_857_600
+    consumer_session_timeout_ms: int = 45_000
+    """KIP-848 groups: a member's session, set by the broker (not the client)."""
+    consumer_heartbeat_interval_ms: int = 5_000
+    """KIP-848 groups: how often members are told to heartbeat."""
 
     _NAMES: ClassVar[dict[str, str]] = {
         "group.initial.rebalance.delay.ms": "initial_rebalance_delay_ms",
@@ -48,6 +52,8 @@ class CoordinatorConfig:
         "offset.metadata.max.bytes": "offset_metadata_max_bytes",
         "offsets.topic.num.partitions": "offsets_topic_num_partitions",
         "offsets.topic.segment.bytes": "offsets_topic_segment_bytes",
+        "group.consumer.session.timeout.ms": "consumer_session_timeout_ms",
+        "group.consumer.heartbeat.interval.ms": "consumer_heartbeat_interval_ms",
     }
 
     @classmethod

@@ -61,6 +61,7 @@ class ApiKey(IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
 
 
 class ApiInfo(NamedTuple):
@@ -116,6 +117,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
+    # KIP-848 consumer protocol (group.protocol=consumer): server-side assignment.
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
 }
 """API key → (min, max) version the broker serves and advertises; within :data:`REGISTRY`."""
 

@@ -303,6 +303,15 @@ async def offset_fetch(
     if header.api_version >= 8:
         groups = []
         for group in body["groups"]:
+            # v9+: a KIP-848 member's fetch is checked against its member epoch.
+            stale = coordinator.validate_consumer_fetch(
+                group["group_id"], group.get("member_id"), group.get("member_epoch", -1)
+            )
+            if stale is not None:
+                groups.append(
+                    {"group_id": group["group_id"], "topics": [], "error_code": _code(stale)}
+                )
+                continue
             error, topics = _fetch_group(coordinator, group["group_id"], group["topics"])
             groups.append(
                 {"group_id": group["group_id"], "topics": topics, "error_code": _code(error)}
@@ -330,7 +339,7 @@ async def list_groups(
                 "group_id": group_id,
                 "protocol_type": protocol_type,
                 "group_state": group_state,
-                "group_type": "classic",
+                "group_type": state.coordinator.group_type(group_id),
             }
             for group_id, protocol_type, group_state in groups
         ],

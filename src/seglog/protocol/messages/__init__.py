@@ -55,6 +55,7 @@ ALL: tuple[Api, ...] = (
     groups.OFFSET_DELETE,
     admin.DESCRIBE_CLUSTER,
     groups.CONSUMER_GROUP_HEARTBEAT,
+    groups.CONSUMER_GROUP_DESCRIBE,
 )
 """Every described API, in API key order."""
 

@@ -2,7 +2,8 @@
 
 FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete and the
-KIP-848 ConsumerGroupHeartbeat (v0 only; v1 is not yet stable in Kafka).
+KIP-848 ConsumerGroupHeartbeat (v0-1; v1 adds the regex subscription, and
+librdkafka 2.10+ needs it) and ConsumerGroupDescribe (v0).
 ``bytes`` fields (protocol metadata, assignments) decode to ``bytes``: they are
 small and the coordinator keeps them beyond the request.
 
@@ -453,7 +454,7 @@ OFFSET_DELETE = Api(
 CONSUMER_GROUP_HEARTBEAT = Api(
     68,
     "ConsumerGroupHeartbeat",
-    "0",
+    "0-1",
     flexible=0,
     request=(
         F("group_id", "string"),
@@ -463,6 +464,7 @@ CONSUMER_GROUP_HEARTBEAT = Api(
         F("rack_id", "string", nullable="0+", default=None),
         F("rebalance_timeout_ms", "int32", default=-1),
         F("subscribed_topic_names", "[]string", nullable="0+", default=None),
+        F("subscribed_topic_regex", "string", "1+", nullable="1+", default=None),
         F("server_assignor", "string", nullable="0+", default=None),
         F(
             "topic_partitions",
@@ -496,6 +498,63 @@ CONSUMER_GROUP_HEARTBEAT = Api(
                         F("partitions", "[]int32"),
                     ),
                 ),
+            ),
+        ),
+    ),
+)
+
+
+_DESCRIBED_ASSIGNMENT = (
+    F(
+        "topic_partitions",
+        "[]struct",
+        fields=(
+            F("topic_id", "uuid"),
+            F("topic_name", "string"),
+            F("partitions", "[]int32"),
+        ),
+    ),
+)
+
+CONSUMER_GROUP_DESCRIBE = Api(
+    69,
+    "ConsumerGroupDescribe",
+    "0",
+    flexible=0,
+    request=(
+        F("group_ids", "[]string"),
+        F("include_authorized_operations", "bool"),
+    ),
+    response=(
+        F("throttle_time_ms", "int32"),
+        F(
+            "groups",
+            "[]struct",
+            fields=(
+                F("error_code", "int16"),
+                F("error_message", "string", nullable="0+", default=None),
+                F("group_id", "string"),
+                F("group_state", "string"),
+                F("group_epoch", "int32"),
+                F("assignment_epoch", "int32"),
+                F("assignor_name", "string"),
+                F(
+                    "members",
+                    "[]struct",
+                    fields=(
+                        F("member_id", "string"),
+                        F("instance_id", "string", nullable="0+", default=None),
+                        F("rack_id", "string", nullable="0+", default=None),
+                        F("member_epoch", "int32"),
+                        F("client_id", "string"),
+                        F("client_host", "string"),
+                        F("subscribed_topic_names", "[]string"),
+                        F("subscribed_topic_regex", "string", nullable="0+", default=None),
+                        F("assignment", "struct", fields=_DESCRIBED_ASSIGNMENT),
+                        F("target_assignment", "struct", fields=_DESCRIBED_ASSIGNMENT),
+                    ),
+                ),
+                F("authorized_operations", "int32", default=-(2**31)),
             ),
         ),
     ),
