@@ -54,8 +54,6 @@ import os
 import platform
 import queue
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -74,6 +72,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from rich.console import Console
 from rich.table import Table
 
+from broker_bench import SeglogBroker  # bench/ is on sys.path: this script's dir
+
 PARTITIONS = 10
 MEMBERS = 10
 HEARTBEATS = (3000, 300)  # librdkafka's default heartbeat.interval.ms, then a short one
@@ -89,53 +89,11 @@ err = Console(stderr=True)
 # ---------------------------------------------------------------- broker
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+class GroupBroker(SeglogBroker):
+    """bench/broker_bench.py's broker, with no initial rebalance delay."""
 
-
-class SeglogBroker:
-    """``python -m seglog serve`` on a free port; stopped with SIGTERM."""
-
-    def __init__(self, root: Path) -> None:
-        self.port = free_port()
-        self.data = root / "seglog-data"
-        self.log = root / "broker.log"
-        self.metrics_port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "seglog",
-            "serve",
-            "--override",
-            f"log.dirs={self.data}",
-            "--override",
-            f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
-            "--override",
-            "group.initial.rebalance.delay.ms=0",
-            "--override",
-            f"metrics.port={self.metrics_port}",
-        ]
-        with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"broker exited: {self.log.read_text(errors='replace')[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("broker did not start listening")
+    def command(self) -> list[str]:
+        return [*super().command(), "--override", "group.initial.rebalance.delay.ms=0"]
 
     def handled(self, api: str) -> tuple[float, float]:
         """(requests, seconds of handling) of ``api`` so far, from the /metrics page."""
@@ -149,17 +107,6 @@ class SeglogBroker:
             elif line.startswith(f'seglog_request_seconds_sum{{api="{api}"}} '):
                 seconds = float(line.split()[-1])
         return count, seconds
-
-    def stop(self) -> None:
-        if self.process is None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.process = None
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -684,7 +631,7 @@ def main() -> None:
 
     root = Path(tempfile.mkdtemp(prefix=".group-bench-", dir=args.dir))
     began = time.perf_counter()
-    broker = SeglogBroker(root)
+    broker = GroupBroker(root)
     try:
         info = machine_info(root)
         err.print(info)

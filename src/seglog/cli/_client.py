@@ -193,3 +193,23 @@ def topic_partitions(
             f"(partitions 0-{len(partitions) - 1})"
         )
     return sorted(set(wanted)) if wanted else partitions
+
+
+def text_table(rows: list[list[str]]) -> list[str]:
+    """Left-aligned columns two spaces apart, like ``kafka-consumer-groups.sh``'s tables."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+
+
+def partitions_option(help_text: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """The repeatable ``--partition N`` option, passed on as ``partitions``."""
+    return click.option(
+        "--partition",
+        "partitions",
+        type=click.IntRange(min=0),
+        multiple=True,
+        help=help_text,
+    )

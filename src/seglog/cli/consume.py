@@ -34,6 +34,7 @@ from seglog.cli._client import (
     ClientError,
     ClientSettings,
     client_options,
+    partitions_option,
     reporting,
     topic_partitions,
 )
@@ -133,13 +134,7 @@ def _start_offsets(
 
 @click.command("consume")
 @click.argument("topic")
-@click.option(
-    "--partition",
-    "partitions",
-    type=click.IntRange(min=0),
-    multiple=True,
-    help="Read only this partition (repeatable)  [default: all]",
-)
+@partitions_option("Read only this partition (repeatable)  [default: all]")
 @click.option("--from-beginning", is_flag=True, help="Start at the earliest offset.")
 @click.option(
     "--offset",

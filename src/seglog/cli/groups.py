@@ -23,10 +23,11 @@ from seglog.cli._client import (
     client_options,
     error_name,
     error_text,
+    partitions_option,
     reporting,
+    text_table,
     topic_partitions,
 )
-from seglog.cli.offsets import _table
 
 
 def _admin(client: ClientSettings) -> AdminClient:
@@ -101,7 +102,7 @@ def list_(show_state: bool, client: ClientSettings) -> None:
         raise ClientError(f"cannot list the groups of {client.bootstrap}: {reason}")
     found = sorted((g.group_id, _state(g.state)) for g in listed.valid)
     if show_state:
-        for line in _table([["GROUP", "STATE"], *[[g, s] for g, s in found]]):
+        for line in text_table([["GROUP", "STATE"], *[[g, s] for g, s in found]]):
             click.echo(line)
     else:
         for group_id, _ in found:
@@ -156,7 +157,7 @@ def describe(group_ids: tuple[str, ...], client: ClientSettings) -> None:
             click.echo()
         click.echo(f"Group {group} is {state} with {len(description.members)} member(s).")
         if rows:
-            for line in _table([header, *rows]):
+            for line in text_table([header, *rows]):
                 click.echo(line)
 
 
@@ -176,13 +177,7 @@ def delete(group_ids: tuple[str, ...], client: ClientSettings) -> None:
 @groups.command("reset-offsets")
 @click.argument("group")
 @click.option("--topic", required=True, help="The topic whose offsets to reset.")
-@click.option(
-    "--partition",
-    "partitions",
-    type=click.IntRange(min=0),
-    multiple=True,
-    help="Only this partition (repeatable)  [default: all]",
-)
+@partitions_option("Only this partition (repeatable)  [default: all]")
 @click.option("--to-earliest", is_flag=True, help="To the first offset of each partition.")
 @click.option("--to-latest", is_flag=True, help="To the log end of each partition.")
 @click.option("--to-offset", type=click.IntRange(min=0), default=None, help="To this offset.")
@@ -276,7 +271,7 @@ def reset_offsets(
             if tp.error is not None:
                 raise ClientError(f"{topic!r} partition {tp.partition}: {tp.error.str()}")
     rows = [[group, topic, str(p), str(o)] for p, o in sorted(new.items())]
-    for line in _table([["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], *rows]):
+    for line in text_table([["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], *rows]):
         click.echo(line)
     if not execute:
         click.echo("(not applied: add --execute to reset the offsets)")

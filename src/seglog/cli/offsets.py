@@ -13,29 +13,16 @@ from seglog.cli._client import (
     ClientError,
     ClientSettings,
     client_options,
+    partitions_option,
     reporting,
+    text_table,
     topic_partitions,
 )
 
 
-def _table(rows: list[list[str]]) -> list[str]:
-    """Left-aligned columns two spaces apart, like ``kafka-consumer-groups.sh``'s tables."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
-
-
 @click.command("offsets")
 @click.argument("topic")
-@click.option(
-    "--partition",
-    "partitions",
-    type=click.IntRange(min=0),
-    multiple=True,
-    help="Only this partition (repeatable)  [default: all]",
-)
+@partitions_option("Only this partition (repeatable)  [default: all]")
 @click.option(
     "--timestamp",
     type=int,
@@ -80,5 +67,5 @@ def offsets(
                 row.append(str(tp.offset) if tp.offset >= 0 else "-")
     finally:
         consumer.close()
-    for line in _table([header, *rows]):
+    for line in text_table([header, *rows]):
         click.echo(line)
