@@ -280,7 +280,6 @@ class Log:
             self._high_watermark = self._log_end_offset
             if producer_batches:
                 self._producer_state.update(producer_batches)
-            self._producer_state.map_end_offset = self._log_end_offset
             self._unflushed_messages += validated.record_count
             needs_flush = self._unflushed_messages >= config.flush_messages
             info = AppendInfo(
@@ -345,8 +344,7 @@ class Log:
         self._set_segments((*segments, new_segment))
         # Kafka's rule: a producer snapshot named after the new segment, so that
         # a restart replays at most the active segment.
-        self._producer_state.advance(new_base)
-        self._producer_state.take_snapshot(sync=True)
+        self._producer_state.take_snapshot(new_base, sync=True)
         logger.debug("rolled %s to a new segment at offset %d", self.directory.name, new_base)
         return new_segment
 
@@ -551,7 +549,7 @@ class Log:
         self._recovery_point = offset
         # Nothing of the old log is left for a snapshot to describe.
         self._producer_state.delete_snapshots_outside(offset + 1, offset)
-        self._producer_state.clear(offset)
+        self._producer_state.clear()
 
     def increment_log_start_offset(self, offset: int) -> int:
         """DeleteRecords: move the log start offset up to ``offset`` (at most the HW).
@@ -652,7 +650,6 @@ class Log:
                     for header in segment.batch_headers(start)
                     if header.producer_id >= 0 and header.last_offset >= start
                 )
-        state.map_end_offset = end
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -677,8 +674,7 @@ class Log:
             if self._closed:
                 return
             self.flush()
-            self._producer_state.advance(self._log_end_offset)
-            self._producer_state.take_snapshot(sync=True)
+            self._producer_state.take_snapshot(self._log_end_offset, sync=True)
             self._closed = True
             for segment in self._segments:
                 segment.close()

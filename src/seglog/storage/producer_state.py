@@ -198,8 +198,6 @@ class ProducerStateManager:
         self.directory = directory
         self.expiration_ms = expiration_ms
         self._producers: dict[int, ProducerEntry] = {}
-        #: The offset up to which the state reflects the log.
-        self.map_end_offset = 0
         self._last_snapshot_offset = -1
 
     # ------------------------------------------------------------ state
@@ -257,13 +255,6 @@ class ProducerStateManager:
             if entry is None:
                 entry = producers[batch.producer_id] = ProducerEntry(batch.producer_id, batch.epoch)
             entry.add(batch)
-            if batch.last_offset >= self.map_end_offset:
-                self.map_end_offset = batch.last_offset + 1
-
-    def advance(self, offset: int) -> None:
-        """Note that the log now ends at ``offset`` (appends without producers)."""
-        if offset > self.map_end_offset:
-            self.map_end_offset = offset
 
     def remove_expired(self, now_ms: int) -> int:
         """Forget producers idle for ``producer.id.expiration.ms``; returns how many."""
@@ -277,10 +268,9 @@ class ProducerStateManager:
             del self._producers[pid]
         return len(expired)
 
-    def clear(self, offset: int) -> None:
-        """Forget every producer; the state now reflects the log up to ``offset``."""
+    def clear(self) -> None:
+        """Forget every producer."""
         self._producers.clear()
-        self.map_end_offset = offset
 
     # -------------------------------------------------------- snapshots
 
@@ -298,9 +288,9 @@ class ProducerStateManager:
                     offsets.append(base)
         return sorted(offsets)
 
-    def take_snapshot(self, *, sync: bool = False) -> Path | None:
-        """Write the state as ``<map end offset>.snapshot``; None if already written."""
-        offset = self.map_end_offset
+    def take_snapshot(self, offset: int, *, sync: bool = False) -> Path | None:
+        """Write the state, which reflects the log up to ``offset`` (its end), as
+        ``<offset>.snapshot``; None if that snapshot was already written."""
         if offset == self._last_snapshot_offset:
             return None
         path = filenames.snapshot_path(self.directory, offset)
@@ -338,10 +328,8 @@ class ProducerStateManager:
             for entry in entries:
                 if now_ms - entry.last_timestamp < self.expiration_ms:
                     self._producers[entry.producer_id] = entry
-            self.map_end_offset = offset
             self._last_snapshot_offset = offset
             return offset
-        self.map_end_offset = log_start_offset
         return log_start_offset
 
 
