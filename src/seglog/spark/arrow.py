@@ -18,6 +18,7 @@ from seglog._typing import BytesLike
 from seglog.errors import CorruptRecordError
 from seglog.records import batch
 from seglog.records.record import Record, records_block
+from seglog.records.varint import decode_varlong
 from seglog.spark.schema import ARROW_HEADERS_TYPE, ARROW_TIMESTAMP, arrow_schema
 
 __all__ = ["NO_TIMESTAMP_TYPE", "ColumnBuilder"]
@@ -27,21 +28,6 @@ NO_TIMESTAMP_TYPE = -1
 
 _MS = pa.timestamp("ms", tz="UTC")
 HeaderList = list[tuple[str, bytes | None]] | None
-
-
-def _varint(data: BytesLike, pos: int) -> tuple[int, int]:
-    """A zigzag varint/varlong at ``pos`` of ``data``: (value, next position)."""
-    result = 0
-    shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes")
 
 
 class ColumnBuilder:
@@ -119,12 +105,12 @@ class ColumnBuilder:
         want_headers = self.include_headers
         keys, values, offsets = self.keys, self.values, self.offsets
         timestamps, headers_col = self.timestamps, self.headers
-        varint = _varint
+        varint = decode_varlong
         pos = 0
         end = len(data)
         added = 0
         # Varints of one or two bytes (lengths and deltas of ordinary records) are
-        # decoded inline; anything longer goes through _varint.
+        # decoded inline; anything longer goes through decode_varlong.
         try:
             for _ in range(header.record_count):
                 b = data[pos]
@@ -231,19 +217,19 @@ class ColumnBuilder:
 
 
 def _headers(data: BytesLike, pos: int, end: int) -> HeaderList:
-    count, pos = _varint(data, pos)
+    count, pos = decode_varlong(data, pos)
     if count == 0:
         return None
     if count < 0 or count * 2 > end - pos:
         raise CorruptRecordError(f"header count {count} does not fit in the record")
     out: list[tuple[str, bytes | None]] = []
     for _ in range(count):
-        klen, pos = _varint(data, pos)
+        klen, pos = decode_varlong(data, pos)
         if klen < 0:
             raise CorruptRecordError("a record header has a null key")
         hkey = bytes(data[pos : pos + klen]).decode("utf-8", errors="replace")
         pos += klen
-        vlen, pos = _varint(data, pos)
+        vlen, pos = decode_varlong(data, pos)
         hvalue = None if vlen < 0 else bytes(data[pos : pos + vlen])
         pos += max(vlen, 0)
         out.append((hkey, hvalue))
