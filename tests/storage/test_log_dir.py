@@ -120,3 +120,12 @@ def test_maintenance_runs_retention_and_deletions(tmp_path: Path) -> None:
         logs.run_maintenance()
         assert not any(p.name.endswith(".deleted") for p in (tmp_path / "t-0").iterdir())
         assert logs.log("t", 0).log_start_offset == 10
+
+
+def test_has_topic_follows_creation_and_deletion(tmp_path: Path) -> None:
+    with LogDir.open(tmp_path) as logs:
+        assert not logs.has_topic("t")
+        logs.create_topic("t", 1)
+        assert logs.has_topic("t")
+        logs.delete_topic("t")
+        assert not logs.has_topic("t")

@@ -298,6 +298,10 @@ class LogDir:
                 for name, i in self._topics.items()
             }
 
+    def has_topic(self, name: str) -> bool:
+        """Whether ``name`` exists: the produce path's check, without copying :meth:`topics`."""
+        return name in self._topics
+
     def _create_log(self, info: TopicInfo, partition: int) -> Log:
         directory = self.path / filenames.partition_dir_name(info.name, partition)
         log = Log.open(

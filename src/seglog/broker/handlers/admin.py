@@ -44,7 +44,7 @@ async def create_topics(
                 result["error_code"] = error_codes.code_for("INVALID_REQUEST")
                 result["error_message"] = "manual replica assignment is not supported"
             elif body.get("validate_only"):
-                if name in state.log_dir.topics():
+                if state.log_dir.has_topic(name):
                     result["error_code"] = error_codes.code_for("TOPIC_ALREADY_EXISTS")
                     result["error_message"] = f"topic '{name}' already exists"
                 LogConfig.from_properties(configs, state.log_dir.defaults)
@@ -187,7 +187,7 @@ async def describe_configs(
         }
         keys = resource.get("configuration_keys")
         if kind == TOPIC_RESOURCE:
-            if name not in state.log_dir.topics():
+            if not state.log_dir.has_topic(name):
                 result["error_code"] = error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
                 result["error_message"] = f"topic '{name}' does not exist"
             else:

@@ -70,7 +70,7 @@ def _topic_metadata(state: BrokerState, name: str, error: int = 0) -> dict[str, 
 
 def maybe_auto_create(state: BrokerState, name: str) -> int:
     """Create ``name`` if auto-creation is on; returns the error code for it."""
-    if name in state.log_dir.topics():
+    if state.log_dir.has_topic(name):
         return 0
     if not state.settings.auto_create_topics_enable:
         return error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
@@ -111,7 +111,7 @@ async def metadata(
                     )
                     continue
                 name = found[0]
-            if name in state.log_dir.topics():
+            if state.log_dir.has_topic(name):
                 topics.append(_topic_metadata(state, name))
             elif allow:
                 error = maybe_auto_create(state, name)

@@ -73,7 +73,7 @@ async def produce(
     responses = []
     for topic_data in body["topic_data"]:
         name = topic_data["name"]
-        known = name in state.log_dir.topics()
+        known = state.log_dir.has_topic(name)
         error = 0 if known else maybe_auto_create(state, name)
         partitions = []
         for partition_data in topic_data["partition_data"]:
@@ -82,7 +82,7 @@ async def produce(
                 partitions.append(
                     {"index": index, "error_code": error_codes.code_for("INVALID_REQUIRED_ACKS")}
                 )
-            elif error and name not in state.log_dir.topics():
+            elif error and not state.log_dir.has_topic(name):
                 partitions.append({"index": index, "error_code": error, "base_offset": -1})
             else:
                 partitions.append(
