@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from seglog.coordinator.offset_store import (
     partition_for,
 )
 from seglog.errors import CorruptRecordError
+from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage.cleaner import LogCleaner
 from seglog.storage.log_dir import LogDir, LogDirSettings
 
@@ -71,7 +73,8 @@ def test_group_record_round_trip() -> None:
     assert parse_group_value(value) == record
     assert group_key("g") == bytes.fromhex("0002 0001 67")
     assert parse_key(group_key("g")) == "g"
-    assert parse_key(b"\x00\x05\x00\x01x") is None  # a transaction-log key: not ours
+    with pytest.raises(CorruptRecordError, match="key version 5"):
+        parse_key(b"\x00\x05\x00\x01x")  # a KIP-848 record: not one seglog reads
 
 
 def test_group_value_version_0() -> None:
@@ -110,6 +113,43 @@ def test_store_load_last_record_wins_and_tombstones(tmp_path: Path) -> None:
         assert set(loaded) == {"g"}
         assert loaded["g"].offsets == {("t", 0): CommittedOffset(5, "", TS)}
         assert log_dir.topic_config(TOPIC).compact
+
+
+_GOOD_VALUE = offset_value(CommittedOffset(3, "", TS))
+# (key, value) pairs the loader cannot read, each with why.
+_UNREADABLE = {
+    "empty key": (b"", _GOOD_VALUE),
+    "unknown key version": (b"\x00\x07" + offset_key("g", "t", 0)[2:], _GOOD_VALUE),
+    "key cut short": (offset_key("g", "t", 0)[:-1], _GOOD_VALUE),
+    "key not UTF-8": (b"\x00\x01\x00\x02\xff\xfe\x00\x01t\x00\x00\x00\x00", _GOOD_VALUE),
+    "value cut short": (offset_key("g", "t", 0), _GOOD_VALUE[:-3]),
+    "unknown value version": (offset_key("g", "t", 0), b"\x00\x09" + _GOOD_VALUE[2:]),
+    "empty value": (offset_key("g", "t", 0), b""),
+    "group value cut short": (group_key("g"), b"\x00\x03\x00\x08consu"),
+    "group value version 4": (group_key("g"), b"\x00\x04\x00"),
+}
+
+
+@pytest.mark.parametrize("why", sorted(_UNREADABLE))
+def test_an_unreadable_record_is_skipped_with_a_warning(
+    tmp_path: Path, why: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    key, value = _UNREADABLE[why]
+    with LogDir.open(tmp_path) as log_dir:
+        store = OffsetStore(log_dir, partitions=1)
+        store.append("g", [(offset_key("g", "t", 0), offset_value(CommittedOffset(1, "", TS)))], TS)
+        store.append("h", [(offset_key("h", "t", 0), offset_value(CommittedOffset(2, "", TS)))], TS)
+        # Written through storage, as the broker refuses client appends to the topic.
+        log_dir.log(TOPIC, 0).append(build_batch([SimpleRecord(value, key, TS)]))
+        store.append("h", [(offset_key("h", "t", 1), offset_value(CommittedOffset(4, "", TS)))], TS)
+        with caplog.at_level(logging.WARNING, logger="seglog.coordinator.offset_store"):
+            loaded = store.load()
+    assert {g: found.offsets for g, found in loaded.items()} == {
+        "g": {("t", 0): CommittedOffset(1, "", TS)},
+        "h": {("t", 0): CommittedOffset(2, "", TS), ("t", 1): CommittedOffset(4, "", TS)},
+    }
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(f"offset 2 of {TOPIC}-0" in message for message in warnings), warnings
 
 
 def test_an_existing_topic_keeps_its_partition_count(tmp_path: Path) -> None:

@@ -27,8 +27,11 @@ compaction drops the key once ``delete.retention.ms`` has passed.
 
 seglog writes offset keys v1, offset values v3 (v1 when the commit carries an
 explicit expiry, as Kafka does), group keys v2 and group values v3; it reads
-every version above. Flexible versions (offset value v4, group value v4) are
-refused as corrupt rather than guessed at.
+every version above. Flexible versions (offset value v4, group value v4) and
+other key versions (KIP-848 and share-group records) are refused as corrupt
+rather than guessed at; the loader skips such a record with a warning naming
+its partition and offset, so that one unreadable record (a disk error, a log
+directory from a newer Kafka) cannot keep every group from loading.
 
 Worked example: group ``g`` commits offset 42 of ``t`` partition 0 at
 1700000000000 without metadata or leader epoch::
@@ -163,7 +166,13 @@ class _Reader:
 
     def nstring(self) -> str | None:
         size = self.int16()
-        return None if size == -1 else bytes(self._take(size)).decode()
+        if size == -1:
+            return None
+        data = self._take(size)
+        try:
+            return bytes(data).decode()
+        except UnicodeDecodeError as exc:
+            raise CorruptRecordError(f"{TOPIC} record has a string that is not UTF-8") from exc
 
     def string(self) -> str:
         value = self.nstring()
@@ -195,15 +204,21 @@ def group_key(group: str) -> bytes:
     return bytes(out)
 
 
-def parse_key(data: bytes) -> tuple[str, str, int] | str | None:
-    """(group, topic, partition) of an offset key, the group of a group key, None otherwise."""
+def parse_key(data: bytes) -> tuple[str, str, int] | str:
+    """(group, topic, partition) of an offset key, or the group of a group key.
+
+    Any other key version (KIP-848 or share-group records, which seglog does
+    not write) is a CorruptRecordError, as is a key cut short.
+    """
     reader = _Reader(data)
     version = reader.int16()
     if version in (0, 1):
-        return reader.string(), reader.string(), reader.int32()
-    if version == GROUP_KEY_VERSION:
-        return reader.string()
-    return None  # transaction or share-group records: not ours
+        parsed: tuple[str, str, int] | str = (reader.string(), reader.string(), reader.int32())
+    elif version == GROUP_KEY_VERSION:
+        parsed = reader.string()
+    else:
+        raise CorruptRecordError(f"unknown {TOPIC} key version {version}")
+    return parsed
 
 
 def offset_value(committed: CommittedOffset) -> bytes:
@@ -376,31 +391,47 @@ class OffsetStore:
         self.log_dir.log(TOPIC, partition).flush(offset)
 
     def load(self) -> dict[str, LoadedGroup]:
-        """Every group's last metadata and offsets, from the whole topic (blocking)."""
+        """Every group's last metadata and offsets, from the whole topic (blocking).
+
+        A record that cannot be read (no key, an unknown key or value version,
+        a key or value cut short, text that is not UTF-8) is skipped with a warning
+        naming its partition and offset: one bad record must not keep every
+        group from loading. Kafka's loader likewise ignores record types it
+        does not know.
+        """
         groups: dict[str, LoadedGroup] = {}
         if not self.exists:
             return groups
+        skipped = 0
         for partition in range(self.partitions):
-            for key, value in self._records(partition):
+            for offset, key, value in self._records(partition):
                 try:
                     self._apply(groups, key, value)
                 except CorruptRecordError as exc:
-                    logger.warning("skipping a record of %s-%d: %s", TOPIC, partition, exc)
+                    skipped += 1
+                    logger.warning(
+                        "skipping the unreadable record at offset %d of %s-%d: %s",
+                        offset,
+                        TOPIC,
+                        partition,
+                        exc,
+                    )
+        if skipped:
+            logger.warning("skipped %d unreadable records of %s", skipped, TOPIC)
         return {name: found for name, found in groups.items() if found.metadata or found.offsets}
 
-    def _records(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
+    def _records(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
         log = self.log_dir.log(TOPIC, partition)
         for record in self.log_dir.read_records(
             TOPIC, partition, log.log_start_offset, max_bytes=1 << 62
         ):
-            if record.key is not None:
-                yield record.key, record.value
+            yield record.offset, record.key, record.value
 
     @staticmethod
-    def _apply(groups: dict[str, LoadedGroup], key: bytes, value: bytes | None) -> None:
+    def _apply(groups: dict[str, LoadedGroup], key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            raise CorruptRecordError("a record without a key")
         parsed = parse_key(key)
-        if parsed is None:
-            return
         if isinstance(parsed, str):
             loaded = groups.setdefault(parsed, LoadedGroup())
             loaded.metadata = None if value is None else parse_group_value(value)

@@ -14,6 +14,12 @@ from seglog.records import batch
 
 _REQUIRED_ACKS = (0, 1, -1)
 
+# Kafka's Topic.INTERNAL_TOPICS: written only by the broker's own coordinators.
+# A client's record there could make the coordinator misread its state, so a
+# Produce to one is refused whoever sends it (Kafka lets the client id
+# ``__admin_client`` through; seglog has no tool that needs that door).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
 
 def _single_batch_error(records: Any) -> str | None:
     """Kafka's rule for Produce v3+: exactly one v2 batch per partition."""
@@ -74,13 +80,29 @@ async def produce(
     for topic_data in body["topic_data"]:
         name = topic_data["name"]
         known = state.log_dir.has_topic(name)
-        error = 0 if known else maybe_auto_create(state, name)
+        internal = name in INTERNAL_TOPICS
+        if internal:
+            # Never auto-created by a client's Produce: an absent one is unknown, as in Kafka.
+            error = 0 if known else error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
+        else:
+            error = 0 if known else maybe_auto_create(state, name)
         partitions = []
         for partition_data in topic_data["partition_data"]:
             index = partition_data["index"]
             if acks not in _REQUIRED_ACKS:
                 partitions.append(
                     {"index": index, "error_code": error_codes.code_for("INVALID_REQUIRED_ACKS")}
+                )
+            elif internal and not error:
+                # Kafka's ReplicaManager.appendToLocalLog with internalTopicsAllowed=false.
+                # Kafka leaves the message out of the answer; it is given here to say why.
+                partitions.append(
+                    {
+                        "index": index,
+                        "error_code": error_codes.code_for("INVALID_TOPIC_EXCEPTION"),
+                        "error_message": f"Cannot append to internal topic {name}",
+                        "base_offset": -1,
+                    }
                 )
             elif error and not state.log_dir.has_topic(name):
                 partitions.append({"index": index, "error_code": error, "base_offset": -1})
