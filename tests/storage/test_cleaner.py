@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
+import pytest
+
 from seglog.config import LogConfig
 from seglog.storage.cleaner import Cleaner, cleanable_range
 from tests.storage.conftest import BASE_TS, LogFactory, make_batch
@@ -121,4 +126,41 @@ def test_cleaner_checkpoint_and_dirtiest_log(tmp_path) -> None:  # type: ignore[
         offsets = checkpoints.read_offset_checkpoint(tmp_path / "cleaner-offset-checkpoint")
         assert offsets[("c", 0)] == stats.end_offset
         # Nothing dirty is left until more is written.
+        assert cleaner.clean_once() is None
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\xff\xfe\x00 not text",
+        b"7\n1\nc 0 12\n",  # an unknown version
+        b"0\n5\nc 0 12\n",  # a count that does not match
+        b"0\n1\nc zero twelve\n",
+        b"0\n1\n",  # cut short after the count
+    ],
+)
+def test_an_unreadable_checkpoint_counts_as_empty(
+    tmp_path: Path, garbage: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    from seglog.storage import checkpoints
+    from seglog.storage.cleaner import LogCleaner
+    from seglog.storage.log_dir import LogDir, LogDirSettings
+
+    path = tmp_path / checkpoints.CLEANER_OFFSET_CHECKPOINT
+    with LogDir.open(tmp_path, settings=LogDirSettings(log_cleaner_enable=False)) as logs:
+        logs.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "700"})
+        for i in range(40):
+            logs.append("c", 0, make_batch([b"v" * 40], keys=[b"k%d" % (i % 4)]))
+        before = logs.log("c", 0).size
+        path.write_bytes(garbage)
+        cleaner = LogCleaner(logs)
+        with caplog.at_level(logging.WARNING, logger="seglog.storage.cleaner"):
+            assert cleaner.grab_filthiest_log(BASE_TS) is not None
+            stats = cleaner.clean_once()
+        assert stats is not None and stats.start_offset == 0
+        assert logs.log("c", 0).size < before
+        # The file is rewritten valid, and the warning was given once.
+        assert checkpoints.read_offset_checkpoint(path) == {("c", 0): stats.end_offset}
+        warned = [r for r in caplog.records if "cannot be read" in r.getMessage()]
+        assert len(warned) == 1 and str(path) in warned[0].getMessage()
         assert cleaner.clean_once() is None

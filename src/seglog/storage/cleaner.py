@@ -354,6 +354,7 @@ class LogCleaner:
         self._cleaner = Cleaner(log_dir.settings.log_cleaner_dedupe_buffer_size, clock)
         self._uncleanable: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
+        self._checkpoint_unreadable = False  # warned about already
         self.history: list[CleanerStats] = []
 
     @property
@@ -362,7 +363,27 @@ class LogCleaner:
         return self.log_dir.path / checkpoints.CLEANER_OFFSET_CHECKPOINT
 
     def _read_checkpoint(self) -> dict[tuple[str, int], int]:
-        return checkpoints.read_offset_checkpoint(self.checkpoint_path)
+        """The checkpoint's offsets; a file that cannot be read counts as empty.
+
+        As Kafka's ``LogCleanerManager.allCleanerCheckpoints`` does: without
+        the checkpoint each log is cleaned again from its start, which costs
+        work but loses nothing, whereas refusing it would stop compaction for
+        good. The next cleaning rewrites the file whole. The warning is given
+        once, not at every back-off, until the file reads again.
+        """
+        try:
+            offsets = checkpoints.read_offset_checkpoint(self.checkpoint_path)
+        except StorageError as exc:  # CorruptCheckpointError, or the read failed
+            if not self._checkpoint_unreadable:
+                logger.warning(
+                    "%s cannot be read; cleaning as if it were empty: %s",
+                    self.checkpoint_path,
+                    exc,
+                )
+                self._checkpoint_unreadable = True
+            return {}
+        self._checkpoint_unreadable = False
+        return offsets
 
     def grab_filthiest_log(self, now_ms: int) -> CleanableLog | None:
         """The compacted log most in need of cleaning, or None."""
