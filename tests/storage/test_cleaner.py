@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from seglog.config import LogConfig
+from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage.cleaner import Cleaner, cleanable_range
 from tests.storage.conftest import BASE_TS, LogFactory, make_batch
 from tests.storage.test_log import read_all
@@ -164,3 +165,60 @@ def test_an_unreadable_checkpoint_counts_as_empty(
         warned = [r for r in caplog.records if "cannot be read" in r.getMessage()]
         assert len(warned) == 1 and str(path) in warned[0].getMessage()
         assert cleaner.clean_once() is None
+
+
+def _idempotent_batch(pid: int, sequence: int, key: bytes) -> bytes:
+    return build_batch(
+        [SimpleRecord(b"v" * 40, key, BASE_TS), SimpleRecord(b"w" * 40, key, BASE_TS)],
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=sequence,
+    )
+
+
+def _batches_by_producer(log) -> dict[int, list[tuple[int, int]]]:  # type: ignore[no-untyped-def]
+    """{producer id: [(last offset, record count)]} over every segment, in log order."""
+    found: dict[int, list[tuple[int, int]]] = {}
+    for segment in log.segments:
+        for header in segment.batch_headers(0):
+            if header.producer_id >= 0:
+                found.setdefault(header.producer_id, []).append(
+                    (header.last_offset, header.record_count)
+                )
+    return found
+
+
+@pytest.mark.parametrize("keep_snapshots", [True, False])
+def test_only_each_producers_last_batch_is_kept_empty(
+    open_log: LogFactory, keep_snapshots: bool
+) -> None:
+    clock = lambda: BASE_TS / 1000  # noqa: E731  (producers expire a day after their last write)
+    log = open_log(COMPACT, clock=clock)
+    # Producer 1 writes keys a..c, producer 2 overwrites them all, then
+    # producer 3 goes on overwriting them, with its last batch in the active segment.
+    for pid, batches in ((1, 30), (2, 30), (3, 40)):
+        for i in range(batches):
+            log.append(_idempotent_batch(pid, 2 * i, b"abc"[i % 3 : i % 3 + 1]))
+    last_offsets = {pid: entry.last_offset for pid, entry in log.producer_state.producers.items()}
+    assert log.active_segment.base_offset > last_offsets[2]
+    _clean(log)
+    _clean(log)  # a second pass merges what the first emptied
+    by_producer = _batches_by_producer(log)
+    # Producers 1 and 2 lost every record: one empty batch each, their last.
+    assert by_producer[1] == [(last_offsets[1], 0)]
+    assert by_producer[2] == [(last_offsets[2], 0)]
+    # Producer 3 has no empty batch: its last batch is in the active segment.
+    assert all(count > 0 for _, count in by_producer[3])
+    assert by_producer[3][-1][0] == last_offsets[3]
+    directory = log.directory
+    log.close()
+    if not keep_snapshots:  # rebuilt from the batches alone
+        for snapshot in directory.glob("*.snapshot"):
+            snapshot.unlink()
+    reopened = open_log(COMPACT, name=directory.name, clock=clock)
+    producers = reopened.producer_state.producers
+    assert {pid: producers[pid].last_sequence for pid in (1, 2, 3)} == {1: 59, 2: 59, 3: 79}
+    assert {pid: producers[pid].last_offset for pid in (1, 2, 3)} == last_offsets
+    # A retry of producer 1's last batch is still recognised as a duplicate.
+    retry = reopened.append(_idempotent_batch(1, 58, b"b"))
+    assert retry.duplicate and retry.last_offset == last_offsets[1]

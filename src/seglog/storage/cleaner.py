@@ -29,6 +29,16 @@ Cleaning one log, in two passes:
    byte for byte; otherwise it is rebuilt with the survivors, keeping its base
    offset, last offset, producer fields and codec.
 
+Empty batches. A batch left with no records is dropped, except an idempotent
+producer's *last* batch in the log (its last offset is the one the producer
+state holds), which is kept as an empty header: its producer id, epoch and
+sequences are what rebuilding the producer state from the log needs to go on
+detecting that producer's duplicates. This is Kafka's ``RETAIN_EMPTY`` rule
+(``LogCleaner``'s ``isBatchLastRecordOfProducer``). Keeping every empty batch
+would leave segments of nothing but headers, and a Fetch answer holding no
+record at all makes librdkafka report MSG_SIZE_TOO_LARGE. Transaction markers
+(control batches, which seglog never writes) are kept as before.
+
 Tombstones. The first cleaning that meets a batch holding tombstones stamps it
 with a delete horizon (``now + delete.retention.ms``, attribute bit 6 and the
 base timestamp, as Kafka's v2 format does); a later cleaning after the horizon
@@ -218,6 +228,15 @@ def _group_segments(
     return groups
 
 
+def _retain_empty(header: batch.BatchHeader | None, last_offsets: dict[int, int]) -> bool:
+    """Whether a batch the cleaning emptied stays as an empty header (see the module doc)."""
+    if header is None or header.producer_id < 0:
+        return False
+    if header.is_control:
+        return True
+    return last_offsets.get(header.producer_id) == header.last_offset
+
+
 class Cleaner:
     """Cleans one log at a time; see the module docstring."""
 
@@ -234,6 +253,13 @@ class Cleaner:
         end, records_read = build_offset_map(
             log, target.first_dirty_offset, target.first_uncleanable_offset, offset_map
         )
+        # Each producer's last batch: the only one kept if the cleaning empties it.
+        # A copy taken without the log's lock (one C-level copy under the GIL);
+        # an append racing with it only makes an older batch look last, which
+        # keeps one empty batch more, never one fewer than needed.
+        last_offsets = {
+            pid: entry.last_offset for pid, entry in log.producer_state.producers.copy().items()
+        }
         segments = log.segments
         chosen: list[LogSegment] = []
         uppers: list[int] = []
@@ -258,7 +284,7 @@ class Cleaner:
             try:
                 for segment in group:
                     read, written, count = self._copy_segment(
-                        segment, cleaned, offset_map, now_ms, horizon
+                        segment, cleaned, offset_map, now_ms, horizon, last_offsets
                     )
                     stats_read += read
                     stats_written += written
@@ -289,6 +315,7 @@ class Cleaner:
         offset_map: OffsetMap,
         now_ms: int,
         horizon: int,
+        last_offsets: dict[int, int],
     ) -> tuple[int, int, int]:
         data = _segment_bytes(source)
         view = memoryview(data)
@@ -324,7 +351,7 @@ class Cleaner:
             needs_horizon = has_tombstone and existing_horizon is None
             if len(keep) == len(records) and not needs_horizon and header is not None:
                 new_bytes: bytes | memoryview = chunk
-            elif not keep and (header is None or header.producer_id < 0):
+            elif not keep and not _retain_empty(header, last_offsets):
                 continue
             else:
                 new_bytes = batch_builder.rebuild_batch(
