@@ -20,10 +20,16 @@ from seglog.protocol import error_codes
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage.log_dir import LogDir
 from tests.broker.conftest import BrokerProcess
-from tests.broker.test_bad_input import _produce, connect
+from tests.broker.test_bad_input import _produce as _produce_on
 
 TS = 1_700_000_000_000
 INVALID_TOPIC = error_codes.code_for("INVALID_TOPIC_EXCEPTION")
+
+
+def _produce(broker: BrokerProcess, topic: str, records: bytes) -> dict[str, Any]:
+    """A raw Produce v9 of ``records`` to partition 0; its partition answer."""
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        return _produce_on(sock, topic, records)
 
 
 def _consumer(broker: BrokerProcess, group: str) -> Any:
@@ -38,7 +44,7 @@ def _consumer(broker: BrokerProcess, group: str) -> Any:
 
 def _commit(broker: BrokerProcess, group: str, topic: str, offset: int) -> None:
     # The topic must exist for a commit to be accepted.
-    assert _produce(connect(broker), topic, build_batch([SimpleRecord(b"x")]))["error_code"] == 0
+    assert _produce(broker, topic, build_batch([SimpleRecord(b"x")]))["error_code"] == 0
     consumer = _consumer(broker, group)
     try:
         consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
@@ -58,14 +64,13 @@ def _committed(broker: BrokerProcess, group: str, topic: str) -> int:
 
 def test_a_client_cannot_produce_to_consumer_offsets(make_broker: Any, topic: str) -> None:
     broker: BrokerProcess = make_broker()
-    sock = connect(broker)
     record = build_batch([SimpleRecord(b"value", b"\x00\x07not a key", TS)])
     # Before any group exists the topic is absent, and a Produce does not create it.
-    assert _produce(sock, TOPIC, record)["error_code"] == error_codes.code_for(
+    assert _produce(broker, TOPIC, record)["error_code"] == error_codes.code_for(
         "UNKNOWN_TOPIC_OR_PARTITION"
     )
     _commit(broker, "g", topic, 5)  # the coordinator creates the topic
-    result = _produce(sock, TOPIC, record)
+    result = _produce(broker, TOPIC, record)
     assert result["error_code"] == INVALID_TOPIC
     assert result["error_message"] == f"Cannot append to internal topic {TOPIC}"
     assert result["base_offset"] == -1
@@ -125,10 +130,9 @@ def test_unreadable_records_do_not_stop_the_groups_from_loading(
 
 def test_raw_produce_to_every_internal_topic_name_is_refused(make_broker: Any) -> None:
     broker: BrokerProcess = make_broker()
-    sock: socket.socket = connect(broker)
     record = build_batch([SimpleRecord(b"v", b"k", TS)])
     for name in ("__transaction_state", "__share_group_state"):
-        assert _produce(sock, name, record)["error_code"] == error_codes.code_for(
+        assert _produce(broker, name, record)["error_code"] == error_codes.code_for(
             "UNKNOWN_TOPIC_OR_PARTITION"
         )
     assert not list(broker.data.glob("__*")), "a Produce created an internal topic"

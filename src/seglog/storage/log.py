@@ -78,6 +78,9 @@ class AppendInfo:
     #: True if the append repeated an idempotent producer's batch already in
     #: the log: nothing was written and the offsets are the original ones.
     duplicate: bool = False
+    #: True if the append reached ``flush.messages`` and was asked to leave the
+    #: fsync to its caller (``defer_flush``), which must ``flush(last_offset + 1)``.
+    flush_needed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,12 +241,19 @@ class Log:
     # ---------------------------------------------------------------- append
 
     def append(
-        self, records: bytes | bytearray | memoryview, *, now_ms: int | None = None
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        now_ms: int | None = None,
+        defer_flush: bool = False,
     ) -> AppendInfo:
         """Validate ``records`` (v2 batches, or a legacy message set), assign offsets, write.
 
         Raises a :class:`~seglog.errors.SeglogError` with Kafka's error name if
-        the append breaks a rule; nothing is written then.
+        the append breaks a rule; nothing is written then. An append that
+        reaches ``flush.messages`` fsyncs before returning, unless
+        ``defer_flush``: then it says so in :attr:`AppendInfo.flush_needed`
+        and the caller flushes (the broker does, off its event loop).
         """
         now = _now_ms(self._clock) if now_ms is None else now_ms
         with self._lock:
@@ -277,11 +287,14 @@ class Log:
             )
             segment.append(validated.chunks, validated.entries, size)
             self._log_end_offset = validated.last_offset + 1
-            self._high_watermark = self._log_end_offset
             if producer_batches:
                 self._producer_state.update(producer_batches)
             self._unflushed_messages += validated.record_count
             needs_flush = self._unflushed_messages >= config.flush_messages
+            if not (needs_flush and defer_flush):
+                self._high_watermark = self._log_end_offset
+            # else consumers see the batch once the caller's flush has made it
+            # durable, as when the flush is made here (Kafka's order too).
             info = AppendInfo(
                 first_offset=validated.first_offset,
                 last_offset=validated.last_offset,
@@ -291,8 +304,9 @@ class Log:
                 log_start_offset=self._log_start_offset,
                 record_count=validated.record_count,
                 size=size,
+                flush_needed=needs_flush and defer_flush,
             )
-        if needs_flush:
+        if needs_flush and not defer_flush:
             self.flush(info.last_offset + 1)
         return info
 
@@ -343,8 +357,10 @@ class Log:
             self._delete_scheduler([active], 0)
         self._set_segments((*segments, new_segment))
         # Kafka's rule: a producer snapshot named after the new segment, so that
-        # a restart replays at most the active segment.
-        self._producer_state.take_snapshot(new_base, sync=True)
+        # a restart replays at most the active segment. Written here, fsynced by
+        # the next flush that reaches it (as Kafka does, off the append path): a
+        # snapshot lost in a crash only means replaying from an older one.
+        self._producer_state.take_snapshot(new_base)
         logger.debug("rolled %s to a new segment at offset %d", self.directory.name, new_base)
         return new_segment
 
@@ -362,18 +378,24 @@ class Log:
         """
         target = self._log_end_offset if offset is None else offset
         with self._flush_lock:
+            # Producer snapshots taken at roll, even when the data is flushed already.
+            synced_snapshots = self._producer_state.sync_snapshots(target)
             if target <= self._recovery_point:
+                if synced_snapshots:
+                    io.fsync_dir(self.directory)
                 return
             end = self._log_end_offset
             flushed = self._segments_overlapping(self._recovery_point, target)
             for segment in flushed:
                 segment.flush()
             # Kafka's rule: the directory is synced only when a segment created
-            # since the last flush is among them (its name must be durable too).
-            if any(s.base_offset >= self._recovery_point for s in flushed):
+            # since the last flush is among them (its name must be durable too),
+            # or a snapshot written since.
+            if synced_snapshots or any(s.base_offset >= self._recovery_point for s in flushed):
                 io.fsync_dir(self.directory)
             with self._lock:
                 self._recovery_point = max(self._recovery_point, min(end, target))
+                self._high_watermark = max(self._high_watermark, self._recovery_point)
                 if self._recovery_point >= self._log_end_offset:
                     self._unflushed_messages = 0
                 self._last_flush_ms = _now_ms(self._clock)

@@ -51,6 +51,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -199,6 +200,10 @@ class ProducerStateManager:
         self.expiration_ms = expiration_ms
         self._producers: dict[int, ProducerEntry] = {}
         self._last_snapshot_offset = -1
+        # Snapshots written without fsync, by offset: the log's next flush
+        # syncs them, from whatever thread runs it (hence their own lock).
+        self._unsynced: dict[int, Path] = {}
+        self._unsynced_lock = threading.Lock()
 
     # ------------------------------------------------------------ state
 
@@ -296,7 +301,38 @@ class ProducerStateManager:
         path = filenames.snapshot_path(self.directory, offset)
         write_snapshot(path, self._producers.values(), sync=sync)
         self._last_snapshot_offset = offset
+        if not sync:
+            with self._unsynced_lock:
+                self._unsynced[offset] = path
         return path
+
+    def sync_snapshots(self, up_to: int) -> int:
+        """fsync the snapshots written without it at offsets up to ``up_to``; how many.
+
+        A snapshot deleted since (retention, truncation) is skipped. Blocking:
+        the log calls it from :meth:`~seglog.storage.log.Log.flush`.
+        """
+        with self._unsynced_lock:
+            due = sorted(offset for offset in self._unsynced if offset <= up_to)
+        synced = 0
+        for offset in due:
+            with self._unsynced_lock:
+                path = self._unsynced.get(offset)
+            if path is None:
+                continue
+            try:
+                with open(path, "rb") as file:
+                    io.fsync_file(file)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise io.storage_error("open", path, exc) from exc
+            else:
+                synced += 1
+            with self._unsynced_lock:
+                if self._unsynced.get(offset) == path:
+                    del self._unsynced[offset]
+        return synced
 
     def delete_snapshots_outside(self, low: int, high: int) -> None:
         """Delete snapshots below ``low`` or above ``high`` (log start and end)."""

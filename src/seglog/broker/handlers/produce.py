@@ -1,4 +1,12 @@
-"""Produce and InitProducerId."""
+"""Produce and InitProducerId.
+
+A Produce appends each partition's batch on the event loop, in the order the
+requests arrive (a write to the page cache), so appends to one partition keep
+their order. An append that reaches ``flush.messages`` leaves its fsync to
+this handler, which runs it in a worker thread and answers only once it is
+done: an acknowledged batch of a topic with ``flush.messages=1`` is on disk,
+and the event loop never waits for a disk.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ from seglog.errors import SeglogError
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 from seglog.records import batch
+from seglog.storage.log import Log
 
 _REQUIRED_ACKS = (0, 1, -1)
 
@@ -33,9 +42,13 @@ def _single_batch_error(records: Any) -> str | None:
     return None
 
 
+# A partition's answer, and the log to flush before it is sent (None if none).
+_Appended = tuple[dict[str, Any], Log | None]
+
+
 def _append(
     state: BrokerState, topic: str, partition: int, records: Any, version: int
-) -> dict[str, Any]:
+) -> _Appended:
     result: dict[str, Any] = {
         "index": partition,
         "error_code": 0,
@@ -48,27 +61,42 @@ def _append(
     if records is None or len(records) == 0:
         result["error_code"] = error_codes.code_for("INVALID_RECORD")
         result["error_message"] = "the produce request holds no records"
-        return result
+        return result, None
     if version >= 3 and len(records) >= batch.HEADER_SIZE:
         message = _single_batch_error(records)
         if message is not None:
             result["error_code"] = error_codes.code_for("INVALID_RECORD")
             result["error_message"] = message
-            return result
+            return result, None
     try:
         log = state.log_dir.log(topic, partition)
-        info = log.append(records)
+        info = log.append(records, defer_flush=True)
     except SeglogError as exc:
         result["error_code"] = error_codes.code_for_exception(exc)
         result["error_message"] = str(exc)
-        return result
+        return result, None
     state.metrics.bytes_in += info.size
     result.update(
         base_offset=info.first_offset,
         log_append_time_ms=info.log_append_time,
         log_start_offset=info.log_start_offset,
     )
-    return result
+    return result, (log if info.flush_needed else None)
+
+
+async def _flush(log: Log, result: dict[str, Any]) -> None:
+    """fsync ``log`` up to the batch ``result`` answers for, in a worker thread."""
+    try:
+        # Up to the log end: one fsync covers this batch and any appended since.
+        await asyncio.to_thread(log.flush)
+    except SeglogError as exc:
+        # Written but not known to be durable: the producer must not take it as acknowledged.
+        result.update(
+            error_code=error_codes.code_for_exception(exc),
+            error_message=str(exc),
+            base_offset=-1,
+            log_append_time_ms=-1,
+        )
 
 
 async def produce(
@@ -77,6 +105,7 @@ async def produce(
     """Produce: validate and append each partition's batches; None for acks=0."""
     acks = body["acks"]
     responses = []
+    flushes = []
     for topic_data in body["topic_data"]:
         name = topic_data["name"]
         known = state.log_dir.has_topic(name)
@@ -86,7 +115,7 @@ async def produce(
             error = 0 if known else error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
         else:
             error = 0 if known else maybe_auto_create(state, name)
-        partitions = []
+        partitions: list[dict[str, Any]] = []
         for partition_data in topic_data["partition_data"]:
             index = partition_data["index"]
             if acks not in _REQUIRED_ACKS:
@@ -107,10 +136,15 @@ async def produce(
             elif error and not state.log_dir.has_topic(name):
                 partitions.append({"index": index, "error_code": error, "base_offset": -1})
             else:
-                partitions.append(
-                    _append(state, name, index, partition_data["records"], header.api_version)
+                result, log = _append(
+                    state, name, index, partition_data["records"], header.api_version
                 )
+                partitions.append(result)
+                if log is not None:
+                    flushes.append(_flush(log, result))
         responses.append({"name": name, "partition_responses": partitions})
+    if flushes:
+        await asyncio.gather(*flushes)
     await state.notify_data()
     if acks == 0:
         return None
