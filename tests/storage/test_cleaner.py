@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import logging
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seglog.config import LogConfig
 from seglog.records.builder import SimpleRecord, build_batch
@@ -222,3 +225,54 @@ def test_only_each_producers_last_batch_is_kept_empty(
     # A retry of producer 1's last batch is still recognised as a duplicate.
     retry = reopened.append(_idempotent_batch(1, 58, b"b"))
     assert retry.duplicate and retry.last_offset == last_offsets[1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    writes=st.lists(
+        st.tuples(st.sampled_from([-1, 1, 2, 3]), st.sampled_from([b"a", b"b", b"c", b"d"])),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_cleaning_keeps_values_and_each_producers_last_sequence(
+    writes: list[tuple[int, bytes]],
+) -> None:
+    """Any interleaving of producers (-1: not idempotent) over a few keys."""
+    from seglog.storage.log import Log
+    from seglog.storage.verify import verify_log
+
+    clock = lambda: BASE_TS / 1000  # noqa: E731
+    with tempfile.TemporaryDirectory() as root:
+        directory = Path(root) / "t-0"
+        log = Log.open(directory, COMPACT, clock=clock)
+        sequences: dict[int, int] = {}
+        for pid, key in writes:
+            if pid < 0:
+                log.append(make_batch([b"x" * 40], keys=[key]))
+            else:
+                log.append(_idempotent_batch(pid, sequences.get(pid, 0), key))
+                sequences[pid] = sequences.get(pid, 0) + 2
+        log.append(make_batch([b"end" * 20], keys=[b"z"]))  # the writes are all cleanable
+        log.roll()
+        latest = _latest(log)
+        last_offsets = {p: e.last_offset for p, e in log.producer_state.producers.items()}
+        _clean(log)
+        assert _latest(log) == latest
+        for pid, batches in _batches_by_producer(log).items():
+            empty = [last for last, count in batches if count == 0]
+            assert empty in ([], [last_offsets[pid]]), (pid, batches)
+            assert batches[-1][0] == last_offsets[pid]  # the last batch is never dropped
+        report = verify_log(log)
+        assert report.ok, report.problems
+        log.close()
+        for snapshot in directory.glob("*.snapshot"):
+            snapshot.unlink()
+        reopened = Log.open(directory, COMPACT, clock=clock)
+        try:
+            producers = reopened.producer_state.producers
+            assert {p: producers[p].last_sequence for p in sequences} == {
+                p: s - 1 for p, s in sequences.items()
+            }
+        finally:
+            reopened.close()
