@@ -5,7 +5,9 @@ requests arrive (a write to the page cache), so appends to one partition keep
 their order. An append that reaches ``flush.messages`` leaves its fsync to
 this handler, which runs it in a worker thread and answers only once it is
 done: an acknowledged batch of a topic with ``flush.messages=1`` is on disk,
-and the event loop never waits for a disk.
+and the event loop never waits for an fsync. (A roll still creates the new
+segment's files on the loop; the producer snapshot it writes is fsynced by
+that same flush, or the next one.)
 """
 
 from __future__ import annotations
