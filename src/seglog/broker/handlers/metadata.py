@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 from seglog.broker.state import BrokerState
+from seglog.coordinator.offset_store import TOPIC as OFFSETS_TOPIC
 from seglog.errors import SeglogError
 from seglog.protocol import error_codes
 from seglog.protocol.api_keys import SUPPORTED
@@ -68,12 +69,18 @@ def _topic_metadata(state: BrokerState, name: str, error: int = 0) -> dict[str, 
     }
 
 
+# Kafka's Topic.INTERNAL_TOPICS: written only by the broker's own coordinators.
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
+
+
 def maybe_auto_create(state: BrokerState, name: str) -> int:
     """Create ``name`` if auto-creation is on; returns the error code for it."""
     if state.log_dir.has_topic(name):
         return 0
     if not state.settings.auto_create_topics_enable:
         return error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
+    if name in INTERNAL_TOPICS:
+        return _auto_create_internal(state, name)
     try:
         state.log_dir.create_topic(name, state.settings.num_partitions)
     except SeglogError as exc:
@@ -81,6 +88,23 @@ def maybe_auto_create(state: BrokerState, name: str) -> int:
             return 0
         return error_codes.code_for_exception(exc)
     # A new topic is reported as LEADER_NOT_AVAILABLE once, as Kafka does.
+    return error_codes.code_for("LEADER_NOT_AVAILABLE")
+
+
+def _auto_create_internal(state: BrokerState, name: str) -> int:
+    """An internal topic is created only with its coordinator's settings.
+
+    As Kafka's AutoTopicCreationManager does: ``__consumer_offsets`` gets the
+    group coordinator's partitions and ``cleanup.policy=compact``, never the
+    defaults of an ordinary topic. seglog has no transaction or share-group
+    coordinator, so their topics are not created at all.
+    """
+    if name != OFFSETS_TOPIC:
+        return error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
+    try:
+        state.coordinator.store.ensure_topic()
+    except SeglogError as exc:
+        return error_codes.code_for_exception(exc)
     return error_codes.code_for("LEADER_NOT_AVAILABLE")
 
 

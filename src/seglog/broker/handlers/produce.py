@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from seglog.broker.handlers.metadata import maybe_auto_create
+from seglog.broker.handlers.metadata import INTERNAL_TOPICS, maybe_auto_create
 from seglog.broker.state import BrokerState
 from seglog.errors import SeglogError
 from seglog.protocol import error_codes
@@ -24,12 +24,6 @@ from seglog.records import batch
 from seglog.storage.log import Log
 
 _REQUIRED_ACKS = (0, 1, -1)
-
-# Kafka's Topic.INTERNAL_TOPICS: written only by the broker's own coordinators.
-# A client's record there could make the coordinator misread its state, so a
-# Produce to one is refused whoever sends it (Kafka lets the client id
-# ``__admin_client`` through; seglog has no tool that needs that door).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def _single_batch_error(records: Any) -> str | None:
@@ -111,6 +105,9 @@ async def produce(
     for topic_data in body["topic_data"]:
         name = topic_data["name"]
         known = state.log_dir.has_topic(name)
+        # A client's record in an internal topic could make its coordinator misread
+        # its state, so a Produce to one is refused whoever sends it (Kafka lets the
+        # client id "__admin_client" through; seglog has no tool that needs that door).
         internal = name in INTERNAL_TOPICS
         if internal:
             # Never auto-created by a client's Produce: an absent one is unknown, as in Kafka.
