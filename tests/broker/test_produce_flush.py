@@ -173,3 +173,35 @@ def test_a_failed_fsync_is_not_acknowledged(
         state.coordinator.shutdown()
 
     asyncio.run(main())
+
+
+def test_a_retry_after_a_failed_fsync_is_acknowledged_once_synced(
+    log_dir: LogDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir.create_topic("t", 1, {"flush.messages": "1"})
+    records = build_batch(
+        [SimpleRecord(b"v", b"k", int(time.time() * 1000))],
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=0,
+    )
+    real = io.fsync_file
+
+    def broken(target: object) -> None:
+        raise io.storage_error("fsync", target, OSError(5, "Input/output error"))
+
+    async def main() -> None:
+        state = BrokerState(BrokerSettings(), log_dir)
+        monkeypatch.setattr(io, "fsync_file", broken)
+        failed = await produce(state, HEADER, _body("t", records))
+        assert failed["responses"][0]["partition_responses"][0]["error_code"] != 0
+        monkeypatch.setattr(io, "fsync_file", real)
+        # The producer retries the same batch: a duplicate, now made durable.
+        retried = await produce(state, HEADER, _body("t", records))
+        result = retried["responses"][0]["partition_responses"][0]
+        assert result["error_code"] == 0 and result["base_offset"] == 0
+        log = log_dir.log("t", 0)
+        assert log.recovery_point == 1 and log.high_watermark == 1
+        state.coordinator.shutdown()
+
+    asyncio.run(main())

@@ -77,7 +77,14 @@ def _append(
         log_append_time_ms=info.log_append_time,
         log_start_offset=info.log_start_offset,
     )
-    return result, (log if info.flush_needed else None)
+    # A retry of a batch whose first append was written but not fsynced (the
+    # fsync failed, so it was not acknowledged) is acknowledged only once it is.
+    unsynced_duplicate = (
+        info.duplicate
+        and log.recovery_point <= info.last_offset
+        and log.unflushed_messages >= log.config.flush_messages
+    )
+    return result, (log if info.flush_needed or unsynced_duplicate else None)
 
 
 async def _flush(log: Log, result: dict[str, Any]) -> None:
