@@ -218,3 +218,24 @@ def test_garbage_after_the_last_batch_ends_the_tail(tmp_path: Path) -> None:
     with SegmentReader.open(tmp_path, 0) as reader:
         assert reader.tail() == (len(body), 3)
         assert reader.scan().valid_end == len(body)
+
+
+def test_a_lookup_by_time_opens_only_the_segment_holding_the_answer(
+    live_log: Log, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    live_log.roll()
+    opened: list[int] = []
+    original = SegmentReader.__init__
+
+    def spy(self: SegmentReader, log_path: Path, base: int) -> None:
+        opened.append(base)
+        original(self, log_path, base)
+
+    monkeypatch.setattr(SegmentReader, "__init__", spy)
+    part = PartitionReader(live_log.directory)
+    target = BASE_TS + 30_000
+    found = live_log.find_offset_by_timestamp(target)
+    assert found is not None
+    assert part.offset_for_time(target) == found.offset
+    holder = max(b for b in part.bases if b <= found.offset)
+    assert opened == [holder]

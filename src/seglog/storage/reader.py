@@ -531,18 +531,26 @@ class PartitionReader:
 
         Segments wholly below ``floor`` and those whose largest timestamp is
         below the target are skipped; only the segment holding the answer is
-        walked.
+        opened and walked (and any sealed one whose time index is empty).
         """
         bases = self.bases
         for i, base in enumerate(bases):
             if i + 1 < len(bases) and bases[i + 1] <= floor:
+                continue
+            is_last = i == len(bases) - 1
+            # A sealed segment's time index ends with its largest timestamp: a
+            # segment below the target is passed over without opening its .log.
+            time_index = TimeIndexView.load(filenames.time_index_path(self.directory, base), base)
+            last = time_index.last_entry
+            if not is_last and last is not None and last[0] < timestamp:
                 continue
             try:
                 segment = self.open_segment(base)
             except FileNotFoundError:
                 continue
             with segment:
-                if segment.largest_timestamp(is_last=i == len(bases) - 1) < timestamp:
+                segment._time_index = time_index
+                if segment.largest_timestamp(is_last=is_last) < timestamp:
                     continue
                 found = segment.find_offset_by_timestamp(timestamp, floor)
                 if found is not None:
