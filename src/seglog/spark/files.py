@@ -63,17 +63,25 @@ class FilesTransport(Transport):
 
     # ----------------------------------------------------------- offsets
 
-    def _earliest(self, tp: TopicPartition, part: PartitionReader, latest: int) -> int:
+    def _earliest(
+        self,
+        tp: TopicPartition,
+        part: PartitionReader,
+        latest: int,
+        starts: Mapping[tuple[str, int], int] | None = None,
+    ) -> int:
         first = part.bases[0] if part.bases else 0
-        start = reader.log_start_offsets(self.root).get((tp.topic, tp.partition), 0)
-        return min(max(first, start), latest)
+        if starts is None:
+            starts = reader.log_start_offsets(self.root)
+        return min(max(first, starts.get((tp.topic, tp.partition), 0)), latest)
 
     def earliest_offsets(self, tps: Iterable[TopicPartition]) -> PartitionOffsets:
         """The first segment's base offset, raised to the log start checkpoint."""
+        starts = reader.log_start_offsets(self.root)
         out: PartitionOffsets = {}
         for tp in tps:
             part = self._partition(tp)
-            out[tp] = self._earliest(tp, part, part.next_offset())
+            out[tp] = self._earliest(tp, part, part.next_offset(), starts)
         return out
 
     def latest_offsets(self, tps: Iterable[TopicPartition]) -> PartitionOffsets:
@@ -85,10 +93,11 @@ class FilesTransport(Transport):
     ) -> dict[TopicPartition, int | None]:
         """Lookups by time through the time indexes; only the segment holding the answer is
         walked."""
+        starts = reader.log_start_offsets(self.root)
         out: dict[TopicPartition, int | None] = {}
         for tp, timestamp in timestamps.items():
             part = self._partition(tp)
-            floor = self._earliest(tp, part, part.next_offset())
+            floor = self._earliest(tp, part, part.next_offset(), starts)
             out[tp] = part.offset_for_time(timestamp, floor)
         return out
 

@@ -49,6 +49,7 @@ import os
 import struct
 import sys
 from array import array
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
@@ -386,11 +387,11 @@ class SegmentReader:
                 start = position
                 break
         while True:
-            tail = Tail(start, self.base_offset)
-            for entry in self.entries(start):
-                tail = Tail(entry.position + entry.size, entry.next_offset)
-            if tail.next_offset != self.base_offset or start == 0:
-                return tail
+            last = deque(self.entries(start), maxlen=1)
+            if last:
+                return Tail(last[0].position + last[0].size, last[0].next_offset)
+            if start == 0:
+                return Tail(0, self.base_offset)
             start = 0  # the indexed batch is cut: nothing after it is whole either
 
     def read_entries(self, position: int = 0) -> Iterator[EntryBytes]:
