@@ -160,6 +160,14 @@ class LogSegment:
             suffix=suffix,
         )
         segment._next_offset = base_offset
+        try:
+            # The active segment's indexes are used at once: create them now,
+            # at full length as sparse files (an inactive segment's open lazily).
+            segment.offset_index.load()
+            segment.time_index.load()
+        except BaseException:
+            segment.delete()
+            raise
         return segment
 
     @classmethod
@@ -173,8 +181,14 @@ class LogSegment:
         suffix: str = "",
         writable: bool = False,
     ) -> LogSegment:
-        """Open an existing segment. Indexes are opened as they are: call
-        :meth:`sanity_check` (and :meth:`recover` when it fails) before trusting them."""
+        """Open an existing segment.
+
+        Only the ``.log`` is opened; each index is opened and mapped at its
+        first use (Kafka's LazyIndex), at the length it has on disk. The owner
+        of the active segment calls :meth:`sanity_check` (and :meth:`recover`
+        when it fails) before trusting its indexes, and :meth:`resize_indexes`
+        to make room for appends.
+        """
         log = cls._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
         fd = _open_fd(log)
         try:
@@ -577,6 +591,10 @@ class LogSegment:
             self.time_index.maybe_append(
                 self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
             )
+        # As Kafka's recover: the rebuilt indexes are left at their entries;
+        # only the active segment's owner grows them again.
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
         return truncated
 
     def _recover_entries(self) -> tuple[int, int]:
