@@ -11,7 +11,8 @@ The steps are Kafka's LogLoader, in order:
    opened; its indexes are not (they are mapped at first use, as Kafka's
    LazyIndex), only their sizes are checked. A segment with an index missing
    or not whole entries is recovered (its indexes rebuilt from the log), and
-   so is the active segment if its indexes fail their sanity check.
+   so is the active segment if its indexes fail their sanity check or, after
+   a clean shutdown, if its tail does not match them (a file cut short).
 4. After an unclean shutdown, every segment from the recovery point on is
    recovered: batches are re-read and CRC-checked and the log is cut at the
    first bad byte. If a segment lost bytes, every later segment is removed: the
@@ -127,7 +128,9 @@ def _index_problem(directory: Path, base: int) -> str | None:
     return None
 
 
-def _open_segment(directory: Path, base: int, config: LogConfig, *, active: bool) -> LogSegment:
+def _open_segment(
+    directory: Path, base: int, config: LogConfig, *, active: bool, clean: bool
+) -> LogSegment:
     """Open one segment, rebuilding its indexes if they cannot be trusted.
 
     An inactive segment's indexes stay unopened (they are mapped at first use);
@@ -148,6 +151,10 @@ def _open_segment(directory: Path, base: int, config: LogConfig, *, active: bool
                 segment.sanity_check()
             except CorruptIndexError as exc:
                 problem = str(exc)
+            if problem is None and clean:
+                # After an unclean shutdown the active segment is recovered
+                # anyway; after a clean one its tail must still match.
+                problem = segment.check_tail()
         if problem is not None:
             logger.warning("rebuilding the indexes of %s: %s", segment.log_path, problem)
             truncated = segment.recover()
@@ -187,7 +194,10 @@ def load_segments(
     segments: list[LogSegment] = []
     try:
         for i, base in enumerate(bases):
-            segments.append(_open_segment(directory, base, config, active=i == len(bases) - 1))
+            active = i == len(bases) - 1
+            segments.append(
+                _open_segment(directory, base, config, active=active, clean=had_clean_shutdown)
+            )
         if not had_clean_shutdown:
             segments = _recover_unflushed(segments, recovery_point, config)
     except BaseException:
