@@ -378,6 +378,11 @@ class IndexFile:
                 self._dirty = True
             position = stop
 
+    def truncate_to_entries(self, entries: int) -> None:
+        """Keep only the first ``entries`` entries (undoing appends)."""
+        self._use()
+        self._truncate_to_entries(entries)
+
     def truncate(self) -> None:
         """Remove every entry."""
         self._use()

@@ -33,7 +33,7 @@ relative to the base.
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
 import struct
 import time
@@ -50,6 +50,8 @@ from seglog.storage.offset_index import OffsetIndex
 from seglog.storage.region import FileRegion
 from seglog.storage.time_index import TimeIndex
 
+logger = logging.getLogger(__name__)
+
 _SCAN_CHUNK = 8 * 1024
 _HEADER_SIZE = batch.HEADER_SIZE
 # From a v2 header: base offset, batch length, last offset delta (and max timestamp).
@@ -57,6 +59,9 @@ _SPAN = struct.Struct(">qi11xi")
 _SPAN_AND_MAX_TIMESTAMP = struct.Struct(">qi11xi8xq")
 _RECOVERY_CHUNK = 1 << 20
 _MAX_RELATIVE_OFFSET = 2**31 - 1
+#: The most bytes a segment's ``.log`` may hold, whatever ``segment.bytes`` says:
+#: index entries store positions as int32 (Kafka's FileRecords has the same limit).
+MAX_SEGMENT_BYTES = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,8 +337,12 @@ class LogSegment:
         segment_ms: int,
         roll_jitter_ms: int = 0,
     ) -> bool:
-        """Kafka's roll decision for an append of ``incoming_size`` bytes."""
-        if self._size > segment_bytes - incoming_size:
+        """Kafka's roll decision for an append of ``incoming_size`` bytes.
+
+        Whatever ``segment_bytes`` is, a segment rolls before any position in
+        it would not fit an int32.
+        """
+        if self._size > min(segment_bytes, MAX_SEGMENT_BYTES) - incoming_size:
             return True
         if self._size > 0:
             first_ts = self._rolling_timestamp()
@@ -356,10 +365,23 @@ class LogSegment:
         """Append whole entries (offsets assigned), given as buffers written in order.
 
         ``entries`` describes the bytes (positions relative to the first chunk).
+
+        All or nothing: if anything fails (a short or failed write, a full
+        disk while reserving index blocks, an index that refuses an entry),
+        the bytes written are cut away and the index entries added are
+        removed before the error propagates, so the segment is exactly as it
+        was, on disk and in memory, and nothing of the append survives a
+        restart.
         """
         if not entries:
             return
-        self._load_tail_state()
+        position = self._size
+        total = sum(map(len, chunks)) if size is None else size
+        if total > MAX_SEGMENT_BYTES - position:
+            raise StorageError(
+                f"an append of {total} bytes does not fit {self.log_path} at position "
+                f"{position}: a segment holds at most {MAX_SEGMENT_BYTES} bytes"
+            )
         last_offset = entries[-1].last_offset
         if not self.can_hold_offset(last_offset) or not self.can_hold_offset(
             entries[0].base_offset
@@ -368,23 +390,63 @@ class LogSegment:
                 f"offsets {entries[0].base_offset}..{last_offset} cannot be stored in the "
                 f"segment with base offset {self.base_offset}"
             )
-        position = self._size
-        if position == 0:
-            self._rolling_based_timestamp = entries[0].max_timestamp
-        total = sum(map(len, chunks)) if size is None else size
-        _pwritev_all(self._fd, chunks, total, position, self)
-        self._size = position + total
-        interval = self.index_interval_bytes
-        for entry in entries:
-            if entry.max_timestamp > self._max_timestamp:
-                self._max_timestamp = entry.max_timestamp
-                self._offset_of_max_timestamp = entry.last_offset
-            if self._bytes_since_last_index_entry > interval:
-                self.offset_index.append(entry.last_offset, position + entry.position)
-                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-                self._bytes_since_last_index_entry = 0
-            self._bytes_since_last_index_entry += entry.size
-        self._next_offset = last_offset + 1
+        self._load_tail_state()
+        # What a failure puts back.
+        saved = (
+            self._max_timestamp,
+            self._offset_of_max_timestamp,
+            self._bytes_since_last_index_entry,
+            self._rolling_based_timestamp,
+            self._next_offset,
+        )
+        offset_entries = self.offset_index.entries
+        time_entries = self.time_index.entries
+        try:
+            _pwritev_all(self._fd, chunks, total, position, self)
+            self._size = position + total
+            if position == 0:
+                self._rolling_based_timestamp = entries[0].max_timestamp
+            interval = self.index_interval_bytes
+            for entry in entries:
+                if entry.max_timestamp > self._max_timestamp:
+                    self._max_timestamp = entry.max_timestamp
+                    self._offset_of_max_timestamp = entry.last_offset
+                if self._bytes_since_last_index_entry > interval:
+                    self.offset_index.append(entry.last_offset, position + entry.position)
+                    self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                    self._bytes_since_last_index_entry = 0
+                self._bytes_since_last_index_entry += entry.size
+            self._next_offset = last_offset + 1
+        except BaseException as exc:
+            self._undo_append(position, offset_entries, time_entries, exc)
+            (
+                self._max_timestamp,
+                self._offset_of_max_timestamp,
+                self._bytes_since_last_index_entry,
+                self._rolling_based_timestamp,
+                self._next_offset,
+            ) = saved
+            raise
+
+    def _undo_append(
+        self, position: int, offset_entries: int, time_entries: int, cause: BaseException
+    ) -> None:
+        """Cut the ``.log`` back to ``position`` and the indexes back to their entries.
+
+        If even that fails the failure is logged and the original error goes
+        on: the log end offset did not move, so the next append writes over
+        the leftover bytes at ``position``, and a restart's tail check or
+        recovery cuts whatever is left.
+        """
+        self._size = position
+        try:
+            self.offset_index.truncate_to_entries(offset_entries)
+            self.time_index.truncate_to_entries(time_entries)
+            io.truncate_file(self._fd, position)
+        except StorageError as exc:
+            logger.error(
+                "cannot undo a failed append to %s (%s) after: %s", self.log_path, exc, cause
+            )
 
     def flush(self) -> None:
         """fsync the ``.log`` and write back both indexes."""
@@ -842,31 +904,35 @@ def _pwritev_all(
     position: int,
     segment: LogSegment,
 ) -> None:
+    """Write all of ``chunks`` at ``position``, continuing after short writes.
+
+    Raises StorageError on a failed write or one that writes nothing; the
+    caller (:meth:`LogSegment.append`) cuts away whatever was written.
+    """
     written = 0
-    try:
-        if len(chunks) <= _IOV_MAX:
-            # The common case: one call writes everything.
-            written = os.pwritev(fd, chunks, position)
-            if written == total:
-                return
-        pending = [memoryview(c) for c in chunks]
-        first = 0
-        done = written
-        while True:
-            # Skip what went out; a short write leaves part of one buffer.
-            while first < len(pending) and done >= len(pending[first]):
-                done -= len(pending[first])
-                first += 1
-            if first < len(pending) and done:
-                pending[first] = pending[first][done:]
-            if first >= len(pending):
-                break
-            done = os.pwritev(fd, pending[first : first + _IOV_MAX], position + written)
-            written += done
-    except OSError as exc:
-        # Leave no partial entry behind: the log must end on a batch boundary.
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, position)
-        raise StorageError(f"cannot append to {segment.log_path}: {exc.strerror}") from exc
+    name = segment.log_path
+    if len(chunks) <= _IOV_MAX:
+        # The common case: one call writes everything.
+        written = io.pwritev(fd, chunks, position, name=name)
+        if written == total:
+            return
+    pending = [memoryview(c) for c in chunks]
+    first = 0
+    done = written
+    while True:
+        # Skip what went out; a short write leaves part of one buffer.
+        while first < len(pending) and done >= len(pending[first]):
+            done -= len(pending[first])
+            first += 1
+        if first < len(pending) and done:
+            pending[first] = pending[first][done:]
+        if first >= len(pending):
+            break
+        done = io.pwritev(fd, pending[first : first + _IOV_MAX], position + written, name=name)
+        if done <= 0:
+            raise StorageError(
+                f"cannot append to {name}: a write at {position + written} wrote 0 bytes"
+            )
+        written += done
     if written != total:
-        raise StorageError(f"appended {written} bytes to {segment.log_path}, expected {total}")
+        raise StorageError(f"appended {written} bytes to {name}, expected {total}")
