@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from seglog.config import LogConfig
+from seglog.errors import StorageError
 from seglog.storage import filenames, io, producer_state
 from seglog.storage.log import Log
 from seglog.storage.verify import verify_log
@@ -175,4 +176,24 @@ def test_a_log_holds_one_descriptor_per_segment(tmp_path: Path) -> None:
     held = _open_fds() - fds_before
     assert segments <= held <= segments + 5, (segments, held)
     log.close()
+    assert _open_fds() - fds_before <= 2
+
+
+def test_close_releases_every_descriptor_even_if_a_segment_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fds_before = _open_fds()
+    log = Log.open(tmp_path / "t-0", LogConfig(segment_bytes=2000))
+    _fill(log, 10_000, value_size=500)
+    first = log.segments[0]
+    assert len(log.segments) >= 3
+    real_close = first.close
+
+    def failing_close() -> None:
+        real_close()
+        raise StorageError("cannot write the final time index entry: the disk is full")
+
+    monkeypatch.setattr(first, "close", failing_close)
+    with pytest.raises(StorageError, match="disk is full"):
+        log.close()
     assert _open_fds() - fds_before <= 2

@@ -466,5 +466,6 @@ class IndexFile:
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}({str(self._path)!r}, base_offset={self._base_offset}, "
-            f"entries={self._entries}, max_entries={self.max_entries})"
+            f"entries={self._entries}, max_entries={self._length // self.entry_size}"
+            f"{'' if self._loaded else ', not loaded'})"
         )

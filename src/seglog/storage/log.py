@@ -680,8 +680,16 @@ class Log:
             self.flush()
             self._producer_state.take_snapshot(self._log_end_offset, sync=True)
             self._closed = True
+            # Every segment is closed even if one fails (a full disk refusing
+            # a final time-index entry): its descriptor must not outlive the log.
+            failure: BaseException | None = None
             for segment in self._segments:
-                segment.close()
+                try:
+                    segment.close()
+                except StorageError as exc:
+                    failure = failure or exc
+            if failure is not None:
+                raise failure
 
     @property
     def closed(self) -> bool:

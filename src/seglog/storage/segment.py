@@ -403,7 +403,6 @@ class LogSegment:
         time_entries = self.time_index.entries
         try:
             _pwritev_all(self._fd, chunks, total, position, self)
-            self._size = position + total
             if position == 0:
                 self._rolling_based_timestamp = entries[0].max_timestamp
             interval = self.index_interval_bytes
@@ -416,6 +415,8 @@ class LogSegment:
                     self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
                     self._bytes_since_last_index_entry = 0
                 self._bytes_since_last_index_entry += entry.size
+            # Last: readers see the new bytes only once the append cannot fail.
+            self._size = position + total
             self._next_offset = last_offset + 1
         except BaseException as exc:
             self._undo_append(position, offset_entries, time_entries, exc)
