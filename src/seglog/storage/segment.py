@@ -399,8 +399,8 @@ class LogSegment:
             self._rolling_based_timestamp,
             self._next_offset,
         )
-        offset_entries = self.offset_index.entries
-        time_entries = self.time_index.entries
+        # The indexes' entry counts before the first entry this append adds.
+        marks: tuple[int, int] | None = None
         try:
             _pwritev_all(self._fd, chunks, total, position, self)
             if position == 0:
@@ -411,6 +411,8 @@ class LogSegment:
                     self._max_timestamp = entry.max_timestamp
                     self._offset_of_max_timestamp = entry.last_offset
                 if self._bytes_since_last_index_entry > interval:
+                    if marks is None:
+                        marks = (self.offset_index.entries, self.time_index.entries)
                     self.offset_index.append(entry.last_offset, position + entry.position)
                     self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
                     self._bytes_since_last_index_entry = 0
@@ -419,7 +421,7 @@ class LogSegment:
             self._size = position + total
             self._next_offset = last_offset + 1
         except BaseException as exc:
-            self._undo_append(position, offset_entries, time_entries, exc)
+            self._undo_append(position, marks, exc)
             (
                 self._max_timestamp,
                 self._offset_of_max_timestamp,
@@ -430,7 +432,7 @@ class LogSegment:
             raise
 
     def _undo_append(
-        self, position: int, offset_entries: int, time_entries: int, cause: BaseException
+        self, position: int, marks: tuple[int, int] | None, cause: BaseException
     ) -> None:
         """Cut the ``.log`` back to ``position`` and the indexes back to their entries.
 
@@ -441,8 +443,9 @@ class LogSegment:
         """
         self._size = position
         try:
-            self.offset_index.truncate_to_entries(offset_entries)
-            self.time_index.truncate_to_entries(time_entries)
+            if marks is not None:
+                self.offset_index.truncate_to_entries(marks[0])
+                self.time_index.truncate_to_entries(marks[1])
             io.truncate_file(self._fd, position)
         except StorageError as exc:
             logger.error(
