@@ -92,7 +92,7 @@ def test_unclean_shutdown_recovers(tmp_path: Path) -> None:
 
 def test_broker_defaults_apply_to_topics(tmp_path: Path) -> None:
     defaults = LogConfig.from_broker_properties(
-        {"log.retention.hours": "1", "log.segment.bytes": "5000"}
+        {"log.retention.hours": "1", "internal.log.segment.bytes": "5000"}
     )
     with LogDir.open(
         tmp_path, defaults=defaults, settings=LogDirSettings(num_partitions=3)
@@ -108,7 +108,13 @@ def test_maintenance_runs_retention_and_deletions(tmp_path: Path) -> None:
     settings = LogDirSettings(log_retention_check_interval_ms=1000)
     with LogDir.open(tmp_path, settings=settings, clock=lambda: now[0]) as logs:
         logs.create_topic(
-            "t", 1, {"segment.bytes": "500", "retention.ms": "1000", "file.delete.delay.ms": "5000"}
+            "t",
+            1,
+            {
+                "internal.segment.bytes": "500",
+                "retention.ms": "1000",
+                "file.delete.delay.ms": "5000",
+            },
         )
         for i in range(10):
             logs.append("t", 0, make_batch([bytes([i]) * 150], timestamp=BASE_TS))

@@ -45,7 +45,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from seglog.config import LogConfig
+from seglog.config import DOUBLE_MAX, BrokerConfig, LogConfig
 from seglog.errors import (
     InvalidPartitionsError,
     LogDirLockedError,
@@ -74,7 +74,7 @@ class LogDirSettings:
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000
     log_cleaner_dedupe_buffer_size: int = 134_217_728
-    log_cleaner_io_max_bytes_per_second: float = float("inf")
+    log_cleaner_io_max_bytes_per_second: float = DOUBLE_MAX
     num_partitions: int = 1
     node_id: int = 1
     producer_id_expiration_ms: int = 86_400_000
@@ -82,22 +82,26 @@ class LogDirSettings:
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, object]) -> LogDirSettings:
-        """Read the settings from ``server.properties``-style keys; others are ignored."""
-        values: dict[str, Any] = {}
-        for name in cls.__dataclass_fields__:
-            key = name.replace("_", ".")
-            if key in properties:
-                raw = str(properties[key]).strip()
-                default = getattr(cls(), name)
-                if isinstance(default, bool):
-                    values[name] = raw.lower() == "true"
-                elif isinstance(default, float):
-                    values[name] = float(raw)
-                else:
-                    values[name] = int(raw)
-        if "broker.id" in properties and "node.id" not in properties:
-            values["node_id"] = int(str(properties["broker.id"]))
+        """Read the settings from ``server.properties``-style keys; others are ignored.
+
+        Each field is the Kafka name with dots as underscores; values are parsed
+        and validated by the configuration table (InvalidConfigError if bad).
+        """
+        config = properties if isinstance(properties, BrokerConfig) else BrokerConfig(properties)
+        values: dict[str, Any] = {
+            name: config[name.replace("_", ".")]
+            for name in cls.__dataclass_fields__
+            if name != "node_id"
+        }
+        values["node_id"] = node_id(config)
         return cls(**values)
+
+
+def node_id(config: BrokerConfig) -> int:
+    """``node.id``, else the older ``broker.id``, else 1."""
+    if config.is_set("node.id") or not config.is_set("broker.id"):
+        return int(config["node.id"])
+    return int(config["broker.id"])
 
 
 @dataclass
