@@ -195,3 +195,35 @@ def test_broker_refuses_to_start_on_an_invalid_config(make_broker) -> None:  # t
         f"Invalid value {2**40} for configuration log.segment.bytes: Not a number of type INT"
         in str(caught.value)
     )
+
+
+def test_describe_broker_configs_hides_secrets(make_broker) -> None:  # type: ignore[no-untyped-def]
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required password="hunter2";'
+    broker = make_broker(
+        **{
+            "ssl.keystore.password": "hunter2",
+            "sasl.jaas.config": jaas,
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+            "my.plugin.token": "hunter2",
+            "log.retention.hours": "2",
+        }
+    )
+    client = admin(broker)
+    resource = ConfigResource(ConfigResource.Type.BROKER, "1")
+    configs = client.describe_configs([resource])[resource].result(10)
+    for name in (
+        "ssl.keystore.password",
+        "sasl.jaas.config",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+        "my.plugin.token",
+    ):
+        assert configs[name].value is None, name
+        assert configs[name].is_sensitive, name
+    assert not any("hunter2" in (entry.value or "") for entry in configs.values())
+    assert configs["ssl.key.password"].is_sensitive and configs["ssl.key.password"].value is None
+    assert not configs["log.retention.ms"].is_sensitive
+    assert configs["log.retention.ms"].value == "7200000"
+    assert configs["log.segment.bytes"].value == "1073741824"
+    assert configs["log.segment.bytes"].is_default
+    assert configs["log.retention.hours"].value == "2"
+    assert not configs["log.retention.hours"].is_default

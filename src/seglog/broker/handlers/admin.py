@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from seglog.broker.state import BrokerState
-from seglog.config import CONFIGS_BY_NAME, LogConfig
+from seglog.config import BROKER_CONFIGS, CONFIGS_BY_NAME, BrokerConfig, LogConfig, is_sensitive
 from seglog.errors import InvalidConfigError, SeglogError
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
@@ -152,7 +152,7 @@ def _describe_topic(
             "read_only": False,
             "is_default": source == DEFAULT_CONFIG,
             "config_source": source,
-            "is_sensitive": False,
+            "is_sensitive": CONFIGS_BY_NAME[key].sensitive,
             "synonyms": [],
         }
         if synonyms:
@@ -168,6 +168,39 @@ def _describe_topic(
                 }
             )
         out.append(entry)
+    return out
+
+
+def _describe_broker(state: BrokerState) -> list[dict[str, Any]]:
+    """Every broker setting: the table's, then any other given; secrets as null."""
+    given = state.settings.properties
+    config = BrokerConfig(given)
+    log_defaults = {
+        CONFIGS_BY_NAME[k].broker_name: v for k, v in state.log_dir.defaults.to_properties().items()
+    }
+    values: dict[str, str | None] = {}
+    for name, definition in BROKER_CONFIGS.items():
+        if definition.internal:
+            continue
+        # A log default is shown as resolved (log.retention.hours gives log.retention.ms).
+        values[name] = log_defaults.get(name, definition.to_string(config[name]))
+    for name in given:
+        values.setdefault(name, None)
+    out: list[dict[str, Any]] = []
+    for name, value in sorted(values.items()):
+        # Kafka answers a secret (and a setting it cannot type) with a null value.
+        sensitive = is_sensitive(name)
+        out.append(
+            {
+                "name": name,
+                "value": None if sensitive else value,
+                "read_only": True,
+                "is_default": name not in given,
+                "config_source": STATIC_BROKER_CONFIG if name in given else DEFAULT_CONFIG,
+                "is_sensitive": sensitive,
+                "synonyms": [],
+            }
+        )
     return out
 
 
@@ -195,25 +228,8 @@ async def describe_configs(
                     state, name, keys, bool(body.get("include_synonyms"))
                 )
         elif kind == BROKER_RESOURCE:
-            props = {
-                CONFIGS_BY_NAME[k].broker_name: v
-                for k, v in state.log_dir.defaults.to_properties().items()
-            }
-            props.update({k: v for k, v in state.settings.properties.items()})
             result["configs"] = [
-                {
-                    "name": k,
-                    "value": v,
-                    "read_only": True,
-                    "is_default": k not in state.settings.properties,
-                    "config_source": STATIC_BROKER_CONFIG
-                    if k in state.settings.properties
-                    else DEFAULT_CONFIG,
-                    "is_sensitive": False,
-                    "synonyms": [],
-                }
-                for k, v in sorted(props.items())
-                if keys is None or k in keys
+                entry for entry in _describe_broker(state) if keys is None or entry["name"] in keys
             ]
         else:
             result["error_code"] = error_codes.code_for("INVALID_REQUEST")
