@@ -30,6 +30,7 @@ which runs it on a thread.
 from __future__ import annotations
 
 import fcntl
+import functools
 import heapq
 import itertools
 import json
@@ -39,7 +40,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -143,6 +144,12 @@ class LogDir:
         self._lock = threading.RLock()
         self._topics: dict[str, TopicInfo] = {}
         self._logs: dict[tuple[str, int], Log] = {}
+        # Partitions that could not be opened at start, with the reason: they answer
+        # KAFKA_STORAGE_ERROR (Kafka's offline partitions) while the rest are served.
+        self._offline: dict[tuple[str, int], str] = {}
+        # Their checkpoint entries, kept as read so that a later start still has them.
+        self._offline_recovery: dict[tuple[str, int], int] = {}
+        self._offline_start: dict[tuple[str, int], int] = {}
         self._pending: list[_PendingDeletion] = []
         self._pending_lock = threading.Lock()
         self._sequence = itertools.count()
@@ -227,6 +234,7 @@ class LogDir:
             if not entry.is_dir():
                 continue
             if entry.name.endswith(filenames.DELETE_DIR_SUFFIX):
+                # A deletion that a crash interrupted: finish it.
                 shutil.rmtree(entry, ignore_errors=True)
                 continue
             parsed = filenames.parse_partition_dir(entry.name)
@@ -239,23 +247,59 @@ class LogDir:
                 info = TopicInfo(topic, uuid.uuid4(), 0)
                 self._topics[topic] = info
             info.partitions = max(info.partitions, partition + 1)
-            self._logs[(topic, partition)] = Log.open(
-                entry,
-                self.topic_config(topic),
-                recovery_point=recovery_points.get((topic, partition), 0),
-                log_start_offset=start_offsets.get((topic, partition), 0),
-                had_clean_shutdown=self._had_clean_shutdown,
-                clock=self._clock,
-                delete_scheduler=self._schedule_deletion,
-                producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
-            )
+            key = (topic, partition)
+            recovery_point = recovery_points.get(key, 0)
+            start_offset = start_offsets.get(key, 0)
+
+            def open_existing(
+                entry: Path = entry,
+                key: tuple[str, int] = key,
+                rp: int = recovery_point,
+                so: int = start_offset,
+            ) -> Log:
+                return Log.open(
+                    entry,
+                    self.topic_config(key[0]),
+                    recovery_point=rp,
+                    log_start_offset=so,
+                    had_clean_shutdown=self._had_clean_shutdown,
+                    clock=self._clock,
+                    delete_scheduler=self._schedule_deletion,
+                    producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
+                )
+
+            self._open_at_start(key, open_existing)
         # Partitions a topic declares but whose directory is gone are created empty.
         for info in self._topics.values():
             for partition in range(info.partitions):
-                if (info.name, partition) not in self._logs:
-                    self._logs[(info.name, partition)] = self._create_log(info, partition)
+                key = (info.name, partition)
+                if key not in self._logs and key not in self._offline:
+                    self._open_at_start(key, functools.partial(self._create_log, info, partition))
+        for key in self._offline:
+            if key in recovery_points:
+                self._offline_recovery[key] = recovery_points[key]
+            if key in start_offsets:
+                self._offline_start[key] = start_offsets[key]
         self._write_topics()
         self.checkpoint()
+
+    def _open_at_start(self, key: tuple[str, int], opener: Callable[[], Log]) -> None:
+        """Open one partition; a failure marks it offline instead of refusing the start."""
+        try:
+            self._logs[key] = opener()
+        except Exception as exc:
+            # Kafka takes a failed log directory offline and serves the rest; one
+            # directory holds every partition here, so the unit is the partition.
+            topic, partition = key
+            logger.error(
+                "partition %d of topic %s cannot be opened; it is offline until the broker "
+                "is restarted with the problem fixed: %s",
+                partition,
+                topic,
+                exc,
+                exc_info=exc,
+            )
+            self._offline[key] = f"{type(exc).__name__}: {exc}"
 
     # ---------------------------------------------------------------- topics
 
@@ -310,7 +354,7 @@ class LogDir:
         directory = self.path / filenames.partition_dir_name(info.name, partition)
         log = Log.open(
             directory,
-            self.topic_config(info.name),
+            LogConfig.from_properties(info.overrides, self.defaults),
             had_clean_shutdown=True,
             clock=self._clock,
             delete_scheduler=self._schedule_deletion,
@@ -341,12 +385,56 @@ class LogDir:
             if name in self._topics:
                 raise TopicExistsError(f"topic '{name}' already exists")
             info = TopicInfo(name, uuid.uuid4(), count, overrides)
+            # All or nothing: the topic is recorded (in memory and in the topics
+            # file) only once every partition exists; a failure removes what was made.
+            logs = self._create_logs(info, range(count))
             self._topics[name] = info
-            self._write_topics()
-            for partition in range(count):
-                self._logs[(name, partition)] = self._create_log(info, partition)
+            try:
+                self._write_topics()
+            except BaseException:
+                del self._topics[name]
+                self._discard_logs(logs)
+                raise
+            self._logs.update(((name, p), log) for p, log in enumerate(logs))
             logger.info("created topic %s with %d partition(s)", name, count)
             return info
+
+    def _create_logs(self, info: TopicInfo, partitions: range) -> list[Log]:
+        """Create the partitions ``partitions`` of ``info``; on failure, none of them."""
+        logs: list[Log] = []
+        try:
+            for partition in partitions:
+                directory = self.path / filenames.partition_dir_name(info.name, partition)
+                if directory.exists():
+                    # Left by a creation that a crash interrupted (never recorded): start afresh.
+                    shutil.rmtree(directory)
+                logs.append(self._create_log(info, partition))
+        except BaseException as exc:
+            logger.error(
+                "cannot create partition %d of topic %s; removing the %d created: %s",
+                partitions.start + len(logs),
+                info.name,
+                len(logs),
+                exc,
+                exc_info=exc,
+            )
+            self._discard_logs(logs)
+            # The partition whose creation failed may have left its directory.
+            failed = self.path / filenames.partition_dir_name(
+                info.name, partitions.start + len(logs)
+            )
+            shutil.rmtree(failed, ignore_errors=True)
+            raise
+        return logs
+
+    def _discard_logs(self, logs: Sequence[Log]) -> None:
+        """Close and remove partitions that were never recorded."""
+        for log in logs:
+            try:
+                log.close()
+            except Exception:
+                logger.exception("cannot close %s", log.directory)
+            shutil.rmtree(log.directory, ignore_errors=True)
 
     def create_partitions(self, name: str, total: int) -> None:
         """Grow ``name`` to ``total`` partitions (Kafka never shrinks a topic)."""
@@ -358,10 +446,16 @@ class LogDir:
                     f"topic '{name}' has {info.partitions} partitions; the new count must be "
                     f"larger, got {total}"
                 )
-            for partition in range(info.partitions, total):
-                self._logs[(name, partition)] = self._create_log(info, partition)
+            logs = self._create_logs(info, range(info.partitions, total))
+            previous = info.partitions
             info.partitions = total
-            self._write_topics()
+            try:
+                self._write_topics()
+            except BaseException:
+                info.partitions = previous
+                self._discard_logs(logs)
+                raise
+            self._logs.update(((name, previous + i), log) for i, log in enumerate(logs))
 
     def alter_topic_config(
         self, name: str, set_configs: Mapping[str, object], delete_configs: Sequence[str] = ()
@@ -378,7 +472,9 @@ class LogDir:
             info.overrides = overrides
             self._write_topics()
             for partition in range(info.partitions):
-                self._logs[(name, partition)].update_config(config)
+                log = self._logs.get((name, partition))
+                if log is not None:  # an offline partition takes it at its next open
+                    log.update_config(config)
             return config
 
     def delete_topic(self, name: str) -> None:
@@ -387,12 +483,20 @@ class LogDir:
             self._check_open()
             info = self._require_topic(name)
             for partition in range(info.partitions):
-                log = self._logs.pop((name, partition))
-                log.close()
-                target = log.directory.with_name(
-                    f"{log.directory.name}.{uuid.uuid4().hex}{filenames.DELETE_DIR_SUFFIX}"
+                key = (name, partition)
+                log = self._logs.pop(key, None)
+                if log is not None:
+                    log.close()
+                directory = self.path / filenames.partition_dir_name(name, partition)
+                self._offline.pop(key, None)
+                self._offline_recovery.pop(key, None)
+                self._offline_start.pop(key, None)
+                if not directory.exists():
+                    continue
+                target = directory.with_name(
+                    f"{directory.name}.{uuid.uuid4().hex}{filenames.DELETE_DIR_SUFFIX}"
                 )
-                io.rename(log.directory, target)
+                io.rename(directory, target)
                 shutil.rmtree(target, ignore_errors=True)
             del self._topics[name]
             self._write_topics()
@@ -411,10 +515,20 @@ class LogDir:
         """The partition's :class:`Log`; UnknownTopicOrPartitionError if there is none."""
         log = self._logs.get((topic, partition))
         if log is None:
+            reason = self._offline.get((topic, partition))
+            if reason is not None:
+                raise StorageError(
+                    f"partition {partition} of topic '{topic}' is offline: it could not be "
+                    f"opened at start ({reason})"
+                )
             raise UnknownTopicOrPartitionError(
                 f"this log directory has no partition {partition} of topic '{topic}'"
             )
         return log
+
+    def offline(self) -> dict[tuple[str, int], str]:
+        """Partitions that could not be opened at start, with the reason."""
+        return dict(self._offline)
 
     def logs(self) -> dict[tuple[str, int], Log]:
         """A snapshot of every partition's log by (topic, partition)."""
@@ -506,17 +620,21 @@ class LogDir:
     def checkpoint(self) -> None:
         """Write the recovery-point and log-start-offset checkpoint files."""
         logs = dict(self._logs)
+        # Offline partitions keep the entries they had, for the start that opens them.
         checkpoints.write_offset_checkpoint(
             self.path / checkpoints.RECOVERY_POINT_CHECKPOINT,
-            {k: log.recovery_point for k, log in logs.items()},
+            {**self._offline_recovery, **{k: log.recovery_point for k, log in logs.items()}},
         )
         # Kafka lists only partitions whose start has moved past their first segment.
         checkpoints.write_offset_checkpoint(
             self.path / checkpoints.LOG_START_OFFSET_CHECKPOINT,
             {
-                k: log.log_start_offset
-                for k, log in logs.items()
-                if log.log_start_offset > log.segments[0].base_offset
+                **self._offline_start,
+                **{
+                    k: log.log_start_offset
+                    for k, log in logs.items()
+                    if log.log_start_offset > log.segments[0].base_offset
+                },
             },
         )
 

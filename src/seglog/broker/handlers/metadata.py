@@ -41,21 +41,38 @@ def _broker(state: BrokerState) -> dict[str, Any]:
     }
 
 
+def _partition_metadata(partition: int, node: int, *, offline: bool) -> dict[str, Any]:
+    if offline:
+        # As Kafka shows a partition whose only replica's log directory is offline:
+        # no leader, the replica listed as offline.
+        return {
+            "error_code": error_codes.code_for("LEADER_NOT_AVAILABLE"),
+            "partition_index": partition,
+            "leader_id": -1,
+            "leader_epoch": 0,
+            "replica_nodes": [node],
+            "isr_nodes": [],
+            "offline_replicas": [node],
+        }
+    return {
+        "error_code": 0,
+        "partition_index": partition,
+        "leader_id": node,
+        "leader_epoch": 0,
+        "replica_nodes": [node],
+        "isr_nodes": [node],
+        "offline_replicas": [],
+    }
+
+
 def _topic_metadata(state: BrokerState, name: str, error: int = 0) -> dict[str, Any]:
     info = state.log_dir.topics().get(name)
     node = state.settings.node_id
     partitions = []
     if info is not None:
+        offline = state.log_dir.offline()
         partitions = [
-            {
-                "error_code": 0,
-                "partition_index": p,
-                "leader_id": node,
-                "leader_epoch": 0,
-                "replica_nodes": [node],
-                "isr_nodes": [node],
-                "offline_replicas": [],
-            }
+            _partition_metadata(p, node, offline=(name, p) in offline)
             for p in range(info.partitions)
         ]
     return {

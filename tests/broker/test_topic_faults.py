@@ -1,0 +1,145 @@
+"""Topic creation and deletion under faults, and a start with a partition that cannot open."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import uuid
+from typing import Any
+
+from seglog.protocol import ApiKey, decode_response, encode_request, error_codes
+from seglog.records.builder import SimpleRecord, build_batch
+from tests.broker.conftest import BrokerProcess
+
+
+class RawClient:
+    """One connection speaking the wire protocol directly, to see every error code."""
+
+    def __init__(self, broker: BrokerProcess, timeout: float = 30) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", broker.port), timeout=timeout)
+        self.correlation = 0
+
+    def send(self, api: ApiKey, version: int, body: dict[str, Any]) -> int:
+        self.correlation += 1
+        payload = encode_request(api, version, self.correlation, "test", body)
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        return self.correlation
+
+    def receive(self, api: ApiKey, version: int) -> dict[str, Any]:
+        (size,) = struct.unpack(">i", self._exactly(4))
+        _, body = decode_response(api, version, memoryview(self._exactly(size)))
+        return body
+
+    def call(self, api: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        self.send(api, version, body)
+        return self.receive(api, version)
+
+    def _exactly(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            out += chunk
+        return bytes(out)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    # ---------------------------------------------------------------- helpers
+
+    def metadata(self, *names: str, auto_create: bool = False) -> dict[str, dict[str, Any]]:
+        body = self.call(
+            ApiKey.METADATA,
+            12,
+            {
+                "topics": [{"topic_id": uuid.UUID(int=0), "name": n} for n in names],
+                "allow_auto_topic_creation": auto_create,
+                "include_topic_authorized_operations": False,
+            },
+        )
+        return {t["name"]: t for t in body["topics"]}
+
+    def create(self, name: str, partitions: int = 1, **configs: str) -> dict[str, Any]:
+        body = self.call(
+            ApiKey.CREATE_TOPICS,
+            7,
+            {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": partitions,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in configs.items()],
+                    }
+                ],
+                "timeout_ms": 10_000,
+                "validate_only": False,
+            },
+        )
+        return body["topics"][0]  # type: ignore[no-any-return]
+
+    def delete(self, name: str) -> dict[str, Any]:
+        body = self.call(ApiKey.DELETE_TOPICS, 5, {"topic_names": [name], "timeout_ms": 10_000})
+        return body["responses"][0]  # type: ignore[no-any-return]
+
+    def produce(self, topic: str, partition: int, value: bytes) -> dict[str, Any]:
+        batch = build_batch([SimpleRecord(value=value, timestamp=1_700_000_000_000)])
+        body = self.call(
+            ApiKey.PRODUCE,
+            9,
+            {
+                "transactional_id": None,
+                "acks": -1,
+                "timeout_ms": 10_000,
+                "topic_data": [
+                    {
+                        "name": topic,
+                        "partition_data": [{"index": partition, "records": batch}],
+                    }
+                ],
+            },
+        )
+        return body["responses"][0]["partition_responses"][0]  # type: ignore[no-any-return]
+
+
+def code(name: str) -> int:
+    return error_codes.code_for(name)
+
+
+def test_restart_with_a_partition_that_cannot_open(make_broker) -> None:  # type: ignore[no-untyped-def]
+    broker: BrokerProcess = make_broker()
+    client = RawClient(broker)
+    assert client.create("good")["error_code"] == 0
+    assert client.create("bad", 2)["error_code"] == 0
+    assert client.produce("bad", 0, b"x")["error_code"] == 0
+    client.close()
+    assert broker.stop() == 0
+    # Corrupt one partition so that opening it raises.
+    log_file = broker.data / "bad-0" / "00000000000000000000.log"
+    log_file.unlink()
+    log_file.mkdir()
+
+    broker.start()  # the start does not refuse
+    client = RawClient(broker)
+    topics = client.metadata("good", "bad")
+    assert topics["good"]["error_code"] == 0
+    bad = {p["partition_index"]: p for p in topics["bad"]["partitions"]}
+    assert bad[0]["error_code"] == code("LEADER_NOT_AVAILABLE")
+    assert bad[0]["leader_id"] == -1 and bad[0]["offline_replicas"] == [1]
+    assert bad[1]["error_code"] == 0
+    assert client.produce("bad", 0, b"y")["error_code"] == code("KAFKA_STORAGE_ERROR")
+    assert client.produce("bad", 1, b"y")["error_code"] == 0
+    assert client.produce("good", 0, b"y")["error_code"] == 0
+    log = broker.log.read_text()
+    assert "partition 0 of topic bad cannot be opened" in log
+    assert "Traceback" in log
+    # The offline topic can still be deleted, and the next start is clean.
+    assert client.delete("bad")["error_code"] == 0
+    client.close()
+    assert broker.stop() == 0
+    broker.start()
+    client = RawClient(broker)
+    assert "bad" not in client.metadata()
+    client.close()
