@@ -143,3 +143,41 @@ def test_restart_with_a_partition_that_cannot_open(make_broker) -> None:  # type
     client = RawClient(broker)
     assert "bad" not in client.metadata()
     client.close()
+
+
+def test_clients_cannot_create_internal_topics(broker: BrokerProcess) -> None:
+    client = RawClient(broker)
+    for name in ("__consumer_offsets", "__transaction_state"):
+        result = client.create(name, 3)
+        assert result["error_code"] == code("INVALID_REQUEST")
+        assert f"Creation of internal topic {name} is prohibited" in result["error_message"]
+    # Nor by asking for their metadata with auto-creation on.
+    topics = client.metadata("__transaction_state", auto_create=True)
+    assert topics["__transaction_state"]["error_code"] == code("UNKNOWN_TOPIC_OR_PARTITION")
+    assert "__transaction_state" not in client.metadata()
+    client.close()
+
+
+def test_a_colliding_name_is_refused(broker: BrokerProcess, topic: str) -> None:
+    client = RawClient(broker)
+    base = topic.replace(".", "-")
+    assert client.create(f"{base}_x")["error_code"] == 0
+    result = client.create(f"{base}.x")
+    assert result["error_code"] == code("INVALID_TOPIC_EXCEPTION")
+    assert result["error_message"] == (f"Topic '{base}.x' collides with existing topic: {base}_x")
+    assert f"{base}.x" not in client.metadata()
+    client.close()
+
+
+def test_a_topic_with_the_longest_name_can_be_deleted(broker: BrokerProcess) -> None:
+    name = ("long-" + uuid.uuid4().hex) * 10
+    name = name[:249]
+    client = RawClient(broker)
+    assert client.create(name, 3)["error_code"] == 0
+    assert client.produce(name, 2, b"v")["error_code"] == 0
+    assert client.delete(name)["error_code"] == 0
+    assert name not in client.metadata()
+    # A second delete is answered, not a dropped connection.
+    assert client.delete(name)["error_code"] == code("UNKNOWN_TOPIC_OR_PARTITION")
+    assert not any(p.name.startswith(name[:100]) for p in broker.data.iterdir())
+    client.close()

@@ -19,7 +19,7 @@ from seglog.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from seglog.storage import checkpoints, io
+from seglog.storage import checkpoints, filenames, io
 from seglog.storage.log_dir import LogDir, LogDirSettings
 from tests.storage.conftest import BASE_TS, make_batch
 
@@ -298,3 +298,71 @@ def test_a_topic_whose_stored_config_is_invalid_is_offline(tmp_path: Path) -> No
         assert set(logs.offline()) == {("old", 0)}
         assert "segment.bytes" in logs.offline()[("old", 0)]
         logs.log("fine", 0).append(make_batch([b"x"]))
+
+
+# ------------------------------------------------------------------ topic names
+
+
+def test_names_that_collide_once_dot_and_underscore_are_alike(tmp_path: Path) -> None:
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic("metrics_cpu", 1)
+        with pytest.raises(InvalidTopicError) as caught:
+            logs.create_topic("metrics.cpu", 1)
+        assert str(caught.value) == "Topic 'metrics.cpu' collides with existing topic: metrics_cpu"
+        assert caught.value.kafka_error == "INVALID_TOPIC_EXCEPTION"
+        logs.create_topic("metrics-cpu", 1)  # '-' is not a collision character
+        assert set(logs.topics()) == {"metrics_cpu", "metrics-cpu"}
+        _assert_no_trace(tmp_path, "metrics.cpu")
+
+
+@pytest.mark.parametrize("length", [200, 214, 230, 249])
+def test_a_topic_with_a_long_name_can_be_deleted(tmp_path: Path, length: int) -> None:
+    name = "x" * length
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic(name, 12)
+        logs.append(name, 11, make_batch([b"v"]))
+        logs.delete_topic(name)
+        assert logs.topics() == {}
+        assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == []
+    with LogDir.open(tmp_path) as logs:
+        assert logs.topics() == {}
+
+
+def test_an_interrupted_deletion_of_a_long_name_is_finished_at_start(tmp_path: Path) -> None:
+    name = "y" * 249
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic(name, 1)
+        logs.append(name, 0, make_batch([b"v"]))
+        logs.delete_topic(name)
+    # As a crash after the rename and before the removal leaves it.
+    leftover = tmp_path / filenames.delete_dir_name(name, 0)
+    leftover.mkdir()
+    (leftover / "00000000000000000000.log").write_bytes(b"x" * 100)
+    with LogDir.open(tmp_path) as logs:
+        assert not leftover.exists()
+        assert logs.topics() == {}
+
+
+def test_a_failed_deletion_is_logged_and_can_be_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic("t", 2)
+        real = io.rename
+
+        def failing_rename(src: Path, dst: Path) -> None:
+            if src.name == "t-1":
+                raise io.storage_error("rename", src, OSError(errno.EIO, os.strerror(errno.EIO)))
+            real(src, dst)
+
+        monkeypatch.setattr(io, "rename", failing_rename)
+        with caplog.at_level(logging.ERROR), pytest.raises(StorageError, match="t-1"):
+            logs.delete_topic("t")
+        assert "cannot delete partition 1 of topic t" in caplog.text
+        assert any(r.exc_info for r in caplog.records)
+        with pytest.raises(StorageError, match="offline"):
+            logs.log("t", 1)
+        monkeypatch.undo()
+        logs.delete_topic("t")  # the retry finishes it
+        assert logs.topics() == {}
+        _assert_no_trace(tmp_path, "t")

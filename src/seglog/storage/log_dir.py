@@ -49,6 +49,7 @@ from typing import Any, Self
 from seglog.config import DOUBLE_MAX, BrokerConfig, LogConfig
 from seglog.errors import (
     InvalidPartitionsError,
+    InvalidTopicError,
     LogDirLockedError,
     StorageError,
     TopicExistsError,
@@ -299,7 +300,7 @@ class LogDir:
                 exc,
                 exc_info=exc,
             )
-            self._offline[key] = f"{type(exc).__name__}: {exc}"
+            self._offline[key] = f"it could not be opened at start: {type(exc).__name__}: {exc}"
 
     # ---------------------------------------------------------------- topics
 
@@ -384,6 +385,7 @@ class LogDir:
             self._check_open()
             if name in self._topics:
                 raise TopicExistsError(f"topic '{name}' already exists")
+            self._check_collision(name)
             info = TopicInfo(name, uuid.uuid4(), count, overrides)
             # All or nothing: the topic is recorded (in memory and in the topics
             # file) only once every partition exists; a failure removes what was made.
@@ -398,6 +400,15 @@ class LogDir:
             self._logs.update(((name, p), log) for p, log in enumerate(logs))
             logger.info("created topic %s with %d partition(s)", name, count)
             return info
+
+    def _check_collision(self, name: str) -> None:
+        """Kafka refuses a name equal to an existing one once ``.`` and ``_`` are alike."""
+        if not filenames.has_collision_chars(name):
+            return
+        unified = filenames.unify_collision_chars(name)
+        for existing in self._topics:
+            if filenames.unify_collision_chars(existing) == unified:
+                raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {existing}")
 
     def _create_logs(self, info: TopicInfo, partitions: range) -> list[Log]:
         """Create the partitions ``partitions`` of ``info``; on failure, none of them."""
@@ -478,30 +489,51 @@ class LogDir:
             return config
 
     def delete_topic(self, name: str) -> None:
-        """Remove a topic: its directories are renamed ``*-delete`` and removed."""
+        """Remove a topic: its directories are renamed ``*-delete`` and removed.
+
+        A partition whose directory cannot be renamed stays (offline) and the
+        topic with it, and a StorageError is raised; deleting again retries.
+        """
         with self._lock:
             self._check_open()
             info = self._require_topic(name)
+            failures: list[tuple[int, StorageError]] = []
             for partition in range(info.partitions):
                 key = (name, partition)
                 log = self._logs.pop(key, None)
                 if log is not None:
                     log.close()
                 directory = self.path / filenames.partition_dir_name(name, partition)
+                if directory.exists():
+                    target = self.path / filenames.delete_dir_name(name, partition)
+                    try:
+                        io.rename(directory, target)
+                    except StorageError as exc:
+                        logger.error(
+                            "cannot delete partition %d of topic %s: %s",
+                            partition,
+                            name,
+                            exc,
+                            exc_info=exc,
+                        )
+                        failures.append((partition, exc))
+                        self._offline[key] = f"its deletion failed: {exc}"
+                        continue
+                    shutil.rmtree(target, ignore_errors=True)
                 self._offline.pop(key, None)
                 self._offline_recovery.pop(key, None)
                 self._offline_start.pop(key, None)
-                if not directory.exists():
-                    continue
-                target = directory.with_name(
-                    f"{directory.name}.{uuid.uuid4().hex}{filenames.DELETE_DIR_SUFFIX}"
-                )
-                io.rename(directory, target)
-                shutil.rmtree(target, ignore_errors=True)
-            del self._topics[name]
-            self._write_topics()
+            if not failures:
+                del self._topics[name]
+                self._write_topics()
             io.fsync_dir(self.path)
             self.checkpoint()
+            if failures:
+                first_partition, first_error = failures[0]
+                raise StorageError(
+                    f"cannot delete topic '{name}': {len(failures)} partition(s) could not be "
+                    f"removed; partition {first_partition}: {first_error}"
+                ) from first_error
 
     def _require_topic(self, name: str) -> TopicInfo:
         info = self._topics.get(name)
@@ -517,10 +549,7 @@ class LogDir:
         if log is None:
             reason = self._offline.get((topic, partition))
             if reason is not None:
-                raise StorageError(
-                    f"partition {partition} of topic '{topic}' is offline: it could not be "
-                    f"opened at start ({reason})"
-                )
+                raise StorageError(f"partition {partition} of topic '{topic}' is offline: {reason}")
             raise UnknownTopicOrPartitionError(
                 f"this log directory has no partition {partition} of topic '{topic}'"
             )

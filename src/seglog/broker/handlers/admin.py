@@ -3,14 +3,17 @@ IncrementalAlterConfigs."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from seglog.broker.state import BrokerState
 from seglog.config import BROKER_CONFIGS, CONFIGS_BY_NAME, BrokerConfig, LogConfig, is_sensitive
-from seglog.errors import InvalidConfigError, SeglogError
+from seglog.errors import InvalidConfigError, SeglogError, StorageError
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
-from seglog.storage import retention
+from seglog.storage import filenames, retention
+
+logger = logging.getLogger(__name__)
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -21,7 +24,17 @@ DEFAULT_CONFIG = 5
 
 
 def _error(exc: SeglogError) -> tuple[int, str]:
+    if isinstance(exc, StorageError):
+        # The client sees KAFKA_STORAGE_ERROR; the operator needs the cause.
+        logger.error("storage error: %s", exc, exc_info=exc)
     return error_codes.code_for_exception(exc), str(exc)
+
+
+def _internal_topic_refusal(name: str) -> str:
+    return (
+        f"Creation of internal topic {name} is prohibited: the broker creates it, with the "
+        "settings its coordinator needs, when the coordinator first uses it"
+    )
 
 
 async def create_topics(
@@ -40,6 +53,9 @@ async def create_topics(
             if topic["replication_factor"] not in (-1, 1):
                 result["error_code"] = error_codes.code_for("INVALID_REPLICATION_FACTOR")
                 result["error_message"] = "replication factor must be 1 on a single broker"
+            elif filenames.is_internal(name):
+                result["error_code"] = error_codes.code_for("INVALID_REQUEST")
+                result["error_message"] = _internal_topic_refusal(name)
             elif topic.get("assignments"):
                 result["error_code"] = error_codes.code_for("INVALID_REQUEST")
                 result["error_message"] = "manual replica assignment is not supported"
@@ -127,7 +143,7 @@ async def delete_records(
                 entry["low_watermark"] = log.increment_log_start_offset(target)
                 retention.delete_log_start_offset_breached(log)
             except SeglogError as exc:
-                entry["error_code"] = error_codes.code_for_exception(exc)
+                entry["error_code"], _ = _error(exc)
             partitions.append(entry)
         topics.append({"name": topic["name"], "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
 from seglog.broker.state import BrokerState
-from seglog.errors import SeglogError
+from seglog.errors import SeglogError, StorageError
 from seglog.protocol import error_codes
 from seglog.protocol.api_keys import SUPPORTED
 from seglog.protocol.headers import RequestHeader
+from seglog.storage import filenames
+
+logger = logging.getLogger(__name__)
 
 
 def api_versions_body(error_code: int = 0) -> dict[str, Any]:
@@ -79,7 +83,7 @@ def _topic_metadata(state: BrokerState, name: str, error: int = 0) -> dict[str, 
         "error_code": error,
         "name": name,
         "topic_id": info.topic_id if info is not None else uuid.UUID(int=0),
-        "is_internal": name.startswith("__"),
+        "is_internal": filenames.is_internal(name),
         "partitions": partitions,
         "topic_authorized_operations": -2147483648,
     }
@@ -89,13 +93,16 @@ def maybe_auto_create(state: BrokerState, name: str) -> int:
     """Create ``name`` if auto-creation is on; returns the error code for it."""
     if state.log_dir.has_topic(name):
         return 0
-    if not state.settings.auto_create_topics_enable:
+    if not state.settings.auto_create_topics_enable or filenames.is_internal(name):
+        # Internal topics are created by their coordinator only, with its settings.
         return error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
     try:
         state.log_dir.create_topic(name, state.settings.num_partitions)
     except SeglogError as exc:
         if exc.kafka_error == "TOPIC_ALREADY_EXISTS":
             return 0
+        if isinstance(exc, StorageError):
+            logger.error("cannot create topic %s: %s", name, exc, exc_info=exc)
         return error_codes.code_for_exception(exc)
     # A new topic is reported as LEADER_NOT_AVAILABLE once, as Kafka does.
     return error_codes.code_for("LEADER_NOT_AVAILABLE")
