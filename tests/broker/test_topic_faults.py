@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 import uuid
 from typing import Any
 
@@ -181,3 +182,56 @@ def test_a_topic_with_the_longest_name_can_be_deleted(broker: BrokerProcess) -> 
     assert client.delete(name)["error_code"] == code("UNKNOWN_TOPIC_OR_PARTITION")
     assert not any(p.name.startswith(name[:100]) for p in broker.data.iterdir())
     client.close()
+
+
+def test_auto_creating_many_topics_does_not_block_other_requests(
+    broker: BrokerProcess, topic: str
+) -> None:
+    """While one Metadata request creates 300 topics, other connections are answered."""
+    other = RawClient(broker)
+    assert other.create(topic)["error_code"] == 0
+    assert other.produce(topic, 0, b"warm")["error_code"] == 0
+    creator = RawClient(broker, timeout=120)
+    names = [f"{topic}.auto.{i}" for i in range(300)]
+    started = time.monotonic()
+    creator.send(
+        ApiKey.METADATA,
+        12,
+        {
+            "topics": [{"topic_id": uuid.UUID(int=0), "name": n} for n in names],
+            "allow_auto_topic_creation": True,
+            "include_topic_authorized_operations": False,
+        },
+    )
+    latencies = []
+    creator.sock.setblocking(False)
+    answered = None
+    while answered is None:
+        t0 = time.monotonic()
+        if len(latencies) % 2:
+            other.call(
+                ApiKey.API_VERSIONS,
+                3,
+                {"client_software_name": "t", "client_software_version": "1"},
+            )
+        else:
+            assert other.produce(topic, 0, b"during")["error_code"] == 0
+        latencies.append(time.monotonic() - t0)
+        try:
+            if creator.sock.recv(1, socket.MSG_PEEK):
+                answered = time.monotonic() - started
+        except BlockingIOError:
+            pass
+        time.sleep(0.005)
+    creator.sock.setblocking(True)
+    body = creator.receive(ApiKey.METADATA, 12)
+    assert len(body["topics"]) == 300
+    assert {t["error_code"] for t in body["topics"]} == {code("LEADER_NOT_AVAILABLE")}
+    assert len(other.metadata(*names)) == 300
+    # Enough requests ran during the creation for the figure to mean something.
+    assert len(latencies) >= 5, (answered, latencies)
+    assert max(latencies) < 0.1, (answered, sorted(latencies)[-5:])
+    for name in names:
+        assert other.delete(name)["error_code"] == 0
+    other.close()
+    creator.close()

@@ -5,6 +5,8 @@ import json
 import logging
 import os
 import resource
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -366,3 +368,41 @@ def test_a_failed_deletion_is_logged_and_can_be_retried(
         logs.delete_topic("t")  # the retry finishes it
         assert logs.topics() == {}
         _assert_no_trace(tmp_path, "t")
+
+
+def test_readers_never_wait_for_nor_see_half_a_creation(tmp_path: Path) -> None:
+    """Administration on a worker thread; readers see whole topics and are not held up."""
+    with LogDir.open(tmp_path) as logs:
+        done = threading.Event()
+        errors: list[BaseException] = []
+
+        def administer() -> None:
+            try:
+                for i in range(12):
+                    logs.create_topic(f"t{i}", 4)
+                    logs.create_partitions(f"t{i}", 6)
+                    if i % 2:
+                        logs.delete_topic(f"t{i}")
+            except BaseException as exc:
+                errors.append(exc)
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=administer)
+        worker.start()
+        slowest = 0.0
+        while not done.is_set():
+            started = time.monotonic()
+            for name, info in logs.topics().items():
+                for partition in range(info.partitions):
+                    try:
+                        logs.log(name, partition)
+                    except UnknownTopicOrPartitionError:
+                        # Only a topic being deleted may lose partitions under a reader.
+                        assert int(name[1:]) % 2 == 1
+            slowest = max(slowest, time.monotonic() - started)
+            time.sleep(0.001)
+        worker.join()
+        assert not errors
+        assert sorted(logs.topics()) == sorted(f"t{i}" for i in range(0, 12, 2))
+        assert slowest < 0.5

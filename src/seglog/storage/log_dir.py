@@ -142,7 +142,13 @@ class LogDir:
         self.defaults = defaults
         self.settings = settings
         self._clock = clock
+        # Two locks: _admin_lock serialises topic administration, which does file
+        # work and may run on a worker thread for a while; _lock guards the maps of
+        # topics and partitions and is only ever held for a moment, so that readers
+        # on the event loop (Metadata, Produce) never wait for a creation's files.
+        self._admin_lock = threading.RLock()
         self._lock = threading.RLock()
+        self._checkpoint_lock = threading.Lock()
         self._topics: dict[str, TopicInfo] = {}
         self._logs: dict[tuple[str, int], Log] = {}
         # Partitions that could not be opened at start, with the reason: they answer
@@ -320,17 +326,18 @@ class LogDir:
             raise StorageError(f"{path} is not a valid topic list: {exc}") from exc
 
     def _write_topics(self) -> None:
-        payload = {
-            "version": 1,
-            "topics": {
-                info.name: {
-                    "id": str(info.topic_id),
-                    "partitions": info.partitions,
-                    "configs": info.overrides,
-                }
-                for info in sorted(self._topics.values(), key=lambda i: i.name)
-            },
-        }
+        with self._lock:
+            payload = {
+                "version": 1,
+                "topics": {
+                    info.name: {
+                        "id": str(info.topic_id),
+                        "partitions": info.partitions,
+                        "configs": dict(info.overrides),
+                    }
+                    for info in sorted(self._topics.values(), key=lambda i: i.name)
+                },
+            }
         io.atomic_write_text(self.path / TOPICS_FILE, json.dumps(payload, indent=2) + "\n")
 
     def topic_config(self, topic: str) -> LogConfig:
@@ -346,6 +353,16 @@ class LogDir:
                 name: TopicInfo(i.name, i.topic_id, i.partitions, dict(i.overrides))
                 for name, i in self._topics.items()
             }
+
+    def topic(self, name: str) -> TopicInfo | None:
+        """A copy of one topic's definition, or None: without copying :meth:`topics`."""
+        with self._lock:
+            i = self._topics.get(name)
+            return (
+                None
+                if i is None
+                else TopicInfo(i.name, i.topic_id, i.partitions, dict(i.overrides))
+            )
 
     def has_topic(self, name: str) -> bool:
         """Whether ``name`` exists: the produce path's check, without copying :meth:`topics`."""
@@ -381,7 +398,7 @@ class LogDir:
             raise InvalidPartitionsError(f"number of partitions must be positive, got {count}")
         overrides = {k: str(v) for k, v in (configs or {}).items()}
         LogConfig.from_properties(overrides, self.defaults)  # validate before creating
-        with self._lock:
+        with self._admin_lock:
             self._check_open()
             if name in self._topics:
                 raise TopicExistsError(f"topic '{name}' already exists")
@@ -390,14 +407,19 @@ class LogDir:
             # All or nothing: the topic is recorded (in memory and in the topics
             # file) only once every partition exists; a failure removes what was made.
             logs = self._create_logs(info, range(count))
-            self._topics[name] = info
+            with self._lock:
+                # Partitions first: whoever sees the topic finds every partition.
+                self._logs.update(((name, p), log) for p, log in enumerate(logs))
+                self._topics[name] = info
             try:
                 self._write_topics()
             except BaseException:
-                del self._topics[name]
+                with self._lock:
+                    del self._topics[name]
+                    for p in range(count):
+                        self._logs.pop((name, p), None)
                 self._discard_logs(logs)
                 raise
-            self._logs.update(((name, p), log) for p, log in enumerate(logs))
             logger.info("created topic %s with %d partition(s)", name, count)
             return info
 
@@ -449,7 +471,7 @@ class LogDir:
 
     def create_partitions(self, name: str, total: int) -> None:
         """Grow ``name`` to ``total`` partitions (Kafka never shrinks a topic)."""
-        with self._lock:
+        with self._admin_lock:
             self._check_open()
             info = self._require_topic(name)
             if total <= info.partitions:
@@ -457,22 +479,26 @@ class LogDir:
                     f"topic '{name}' has {info.partitions} partitions; the new count must be "
                     f"larger, got {total}"
                 )
-            logs = self._create_logs(info, range(info.partitions, total))
             previous = info.partitions
-            info.partitions = total
+            logs = self._create_logs(info, range(previous, total))
+            with self._lock:
+                self._logs.update(((name, previous + i), log) for i, log in enumerate(logs))
+                info.partitions = total
             try:
                 self._write_topics()
             except BaseException:
-                info.partitions = previous
+                with self._lock:
+                    info.partitions = previous
+                    for i in range(len(logs)):
+                        self._logs.pop((name, previous + i), None)
                 self._discard_logs(logs)
                 raise
-            self._logs.update(((name, previous + i), log) for i, log in enumerate(logs))
 
     def alter_topic_config(
         self, name: str, set_configs: Mapping[str, object], delete_configs: Sequence[str] = ()
     ) -> LogConfig:
         """Set and remove topic-level overrides; applies to the live partitions at once."""
-        with self._lock:
+        with self._admin_lock:
             self._check_open()
             info = self._require_topic(name)
             overrides = dict(info.overrides)
@@ -494,13 +520,16 @@ class LogDir:
         A partition whose directory cannot be renamed stays (offline) and the
         topic with it, and a StorageError is raised; deleting again retries.
         """
-        with self._lock:
+        with self._admin_lock:
             self._check_open()
             info = self._require_topic(name)
             failures: list[tuple[int, StorageError]] = []
+            with self._lock:
+                # Gone for readers at once; the files go below.
+                logs = {p: self._logs.pop((name, p), None) for p in range(info.partitions)}
             for partition in range(info.partitions):
                 key = (name, partition)
-                log = self._logs.pop(key, None)
+                log = logs[partition]
                 if log is not None:
                     log.close()
                 directory = self.path / filenames.partition_dir_name(name, partition)
@@ -524,7 +553,8 @@ class LogDir:
                 self._offline_recovery.pop(key, None)
                 self._offline_start.pop(key, None)
             if not failures:
-                del self._topics[name]
+                with self._lock:
+                    del self._topics[name]
                 self._write_topics()
             io.fsync_dir(self.path)
             self.checkpoint()
@@ -648,6 +678,10 @@ class LogDir:
 
     def checkpoint(self) -> None:
         """Write the recovery-point and log-start-offset checkpoint files."""
+        with self._checkpoint_lock:  # the maintenance thread and administration both write
+            self._write_checkpoints()
+
+    def _write_checkpoints(self) -> None:
         logs = dict(self._logs)
         # Offline partitions keep the entries they had, for the start that opens them.
         checkpoints.write_offset_checkpoint(
@@ -723,7 +757,7 @@ class LogDir:
 
     def close(self) -> None:
         """Flush and close every partition, write checkpoints and the clean-shutdown marker."""
-        with self._lock:
+        with self._admin_lock:
             if self._closed:
                 return
             self._stop.set()

@@ -1,8 +1,15 @@
 """CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, DescribeConfigs,
-IncrementalAlterConfigs."""
+IncrementalAlterConfigs.
+
+Every change to topics creates, renames or removes files and fsyncs them: it
+runs on a worker thread (``asyncio.to_thread``), never on the event loop.
+:class:`~seglog.storage.log_dir.LogDir` serialises administration with its
+own lock and holds the lock readers take only for a moment.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -12,6 +19,7 @@ from seglog.errors import InvalidConfigError, SeglogError, StorageError
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 from seglog.storage import filenames, retention
+from seglog.storage.log import Log
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +73,7 @@ async def create_topics(
                     result["error_message"] = f"topic '{name}' already exists"
                 LogConfig.from_properties(configs, state.log_dir.defaults)
             else:
-                info = state.log_dir.create_topic(name, count, configs)
+                info = await asyncio.to_thread(state.log_dir.create_topic, name, count, configs)
                 result["topic_id"] = info.topic_id
         except SeglogError as exc:
             result["error_code"], result["error_message"] = _error(exc)
@@ -100,7 +108,7 @@ async def delete_topics(
     for name in names:
         entry: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
         try:
-            state.log_dir.delete_topic(name)
+            await asyncio.to_thread(state.log_dir.delete_topic, name)
         except SeglogError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
         responses.append(entry)
@@ -116,11 +124,24 @@ async def create_partitions(
         entry: dict[str, Any] = {"name": topic["name"], "error_code": 0, "error_message": None}
         try:
             if not body.get("validate_only"):
-                state.log_dir.create_partitions(topic["name"], topic["count"])
+                await asyncio.to_thread(
+                    state.log_dir.create_partitions, topic["name"], topic["count"]
+                )
         except SeglogError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
         results.append(entry)
     return {"throttle_time_ms": 0, "results": results}
+
+
+def _delete_records(log: Log, offset: int) -> int:
+    """Move the log start to ``offset`` (-1: the high watermark) and drop whole segments below.
+
+    Blocking (checkpoints and segment files): run on a worker thread.
+    """
+    target = log.high_watermark if offset == -1 else offset
+    low_watermark = log.increment_log_start_offset(target)
+    retention.delete_log_start_offset_breached(log)
+    return low_watermark
 
 
 async def delete_records(
@@ -138,10 +159,9 @@ async def delete_records(
             }
             try:
                 log = state.log_dir.log(topic["name"], request["partition_index"])
-                offset = request["offset"]
-                target = log.high_watermark if offset == -1 else offset
-                entry["low_watermark"] = log.increment_log_start_offset(target)
-                retention.delete_log_start_offset_breached(log)
+                entry["low_watermark"] = await asyncio.to_thread(
+                    _delete_records, log, request["offset"]
+                )
             except SeglogError as exc:
                 entry["error_code"], _ = _error(exc)
             partitions.append(entry)
@@ -285,7 +305,7 @@ async def incremental_alter_configs(
             if body.get("validate_only"):
                 LogConfig.from_properties(to_set, state.log_dir.defaults)
             else:
-                state.log_dir.alter_topic_config(name, to_set, to_delete)
+                await asyncio.to_thread(state.log_dir.alter_topic_config, name, to_set, to_delete)
         except SeglogError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
         responses.append(entry)
