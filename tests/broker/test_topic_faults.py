@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import time
 import uuid
 from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from seglog.protocol import ApiKey, decode_response, encode_request, error_codes
 from seglog.records.builder import SimpleRecord, build_batch
@@ -235,3 +240,41 @@ def test_auto_creating_many_topics_does_not_block_other_requests(
         assert other.delete(name)["error_code"] == 0
     other.close()
     creator.close()
+
+
+def test_a_topic_whose_stored_config_is_now_invalid(make_broker) -> None:  # type: ignore[no-untyped-def]
+    """As an earlier version could have stored it: the broker starts; the topic is offline."""
+    broker: BrokerProcess = make_broker()
+    client = RawClient(broker)
+    assert client.create("old")["error_code"] == 0
+    assert client.create("fine")["error_code"] == 0
+    client.close()
+    assert broker.stop() == 0
+    topics_file = broker.data / "seglog-topics.json"
+    stored = json.loads(topics_file.read_text())
+    stored["topics"]["old"]["configs"] = {"segment.bytes": "500"}
+    topics_file.write_text(json.dumps(stored))
+    broker.start()
+    client = RawClient(broker)
+    assert client.produce("fine", 0, b"x")["error_code"] == 0
+    assert client.produce("old", 0, b"x")["error_code"] == code("KAFKA_STORAGE_ERROR")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "old")
+    with pytest.raises(KafkaException) as caught:
+        admin.describe_configs([resource])[resource].result(10)
+    assert caught.value.args[0].name() == "INVALID_CONFIG"
+    # Removing the bad override is allowed, and the next start serves the topic.
+    change = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        "old",
+        incremental_configs=[
+            ConfigEntry("segment.bytes", None, incremental_operation=AlterConfigOpType.DELETE)
+        ],
+    )
+    admin.incremental_alter_configs([change])[change].result(10)
+    client.close()
+    assert broker.stop() == 0
+    broker.start()
+    client = RawClient(broker)
+    assert client.produce("old", 0, b"x")["error_code"] == 0
+    client.close()

@@ -260,9 +260,12 @@ async def describe_configs(
                 result["error_code"] = error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
                 result["error_message"] = f"topic '{name}' does not exist"
             else:
-                result["configs"] = _describe_topic(
-                    state, name, keys, bool(body.get("include_synonyms"))
-                )
+                try:
+                    result["configs"] = _describe_topic(
+                        state, name, keys, bool(body.get("include_synonyms"))
+                    )
+                except SeglogError as exc:  # a stored config that is no longer valid
+                    result["error_code"], result["error_message"] = _error(exc)
         elif kind == BROKER_RESOURCE:
             result["configs"] = [
                 entry for entry in _describe_broker(state) if keys is None or entry["name"] in keys
