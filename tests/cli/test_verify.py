@@ -11,7 +11,7 @@ from seglog.storage.log_dir import LogDir
 
 def _write(tmp_path: Path) -> None:
     with LogDir.open(tmp_path) as logs:
-        logs.create_topic("t", 2, {"segment.bytes": "2000", "index.interval.bytes": "100"})
+        logs.create_topic("t", 2, {"internal.segment.bytes": "2000", "index.interval.bytes": "100"})
         for i in range(30):
             logs.append("t", i % 2, build_batch([SimpleRecord(value=b"v" * 200, key=b"k")]))
 

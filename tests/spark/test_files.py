@@ -29,7 +29,9 @@ def _write(path: Path, batches: int = 60) -> dict[int, SimpleRecord]:
     codecs = [Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD]
     with LogDir.open(path) as logs:
         logs.create_topic(
-            "events", partitions=2, configs={"segment.bytes": 2048, "index.interval.bytes": 256}
+            "events",
+            partitions=2,
+            configs={"internal.segment.bytes": 2048, "index.interval.bytes": 256},
         )
         offset = 0
         for b in range(batches):

@@ -107,7 +107,7 @@ def test_cleaner_checkpoint_and_dirtiest_log(tmp_path) -> None:  # type: ignore[
             1,
             {
                 "cleanup.policy": "compact",
-                "segment.bytes": "700",
+                "internal.segment.bytes": "700",
                 "min.cleanable.dirty.ratio": "0.01",
             },
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from seglog.broker.handlers.metadata import maybe_auto_create
+from seglog.broker.handlers.metadata import auto_create
 from seglog.broker.state import BrokerState
 from seglog.errors import SeglogError
 from seglog.protocol import error_codes
@@ -74,7 +74,7 @@ async def produce(
     for topic_data in body["topic_data"]:
         name = topic_data["name"]
         known = state.log_dir.has_topic(name)
-        error = 0 if known else maybe_auto_create(state, name)
+        error = 0 if known else (await auto_create(state, name))[name]
         partitions = []
         for partition_data in topic_data["partition_data"]:
             index = partition_data["index"]
