@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DATA ?= ./data
 
-.PHONY: run demo pipeline test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-groups bench-spark clean install
+.PHONY: run demo pipeline test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-groups bench-spark bench-soak clean install
 
 install: $(STAMP)
 
@@ -68,6 +68,11 @@ bench-groups: $(STAMP)
 # Rows per second into Spark: network and files mode beside the bare client.
 bench-spark: $(STAMP)
 	$(BIN)/python bench/spark_bench.py
+
+# Producers, a rebalancing group, broker kills, topic deletion and retention for a fixed
+# time, then a check that nothing acknowledged was lost or crossed topics.
+bench-soak: $(STAMP)
+	$(BIN)/python bench/soak.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

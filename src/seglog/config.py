@@ -1,10 +1,26 @@
-"""Kafka's configuration names, defaults and parsing.
+"""Every configuration setting, in one table: Kafka's names, types, defaults, ranges.
 
-Topic-level log configs are described once in :data:`TOPIC_CONFIGS`: their
-Kafka name (``segment.bytes``), the broker-level synonym that supplies the
-default (``log.segment.bytes``), the type and the default Kafka 4.x uses. A
-:class:`LogConfig` is the resolved set for one topic: topic overrides, over
-broker settings, over Kafka's defaults.
+A :class:`ConfigDef` describes one setting as Kafka's ``ConfigDef.define`` does:
+its name, its :class:`Type`, its default, an optional validator (a
+:class:`Range` or a :class:`ValidString`/:class:`ValidList`) and whether it is
+internal. ``PASSWORD`` settings (and any setting seglog does not know) are
+sensitive: DescribeConfigs answers them with a null value, as Kafka does.
+
+There are two tables:
+
+- :data:`TOPIC_CONFIGS`: the topic-level log configs (``segment.bytes``), each
+  with the broker-level synonym that supplies its default (``log.segment.bytes``).
+- :data:`BROKER_CONFIGS`: every broker-level name: the synonyms above, the
+  storage engine's and the coordinator's settings, the network and security
+  settings. :class:`BrokerConfig` parses a ``server.properties`` mapping through
+  it once; :class:`LogConfig`, ``LogDirSettings``, ``CoordinatorConfig`` and
+  ``BrokerSettings`` read their values from there.
+
+Parsing follows Kafka's rules and messages (``ConfigDef.parseType`` and the
+validators), so that a client sees what a Kafka broker would tell it::
+
+    Invalid value 1000000000000 for configuration segment.index.bytes: Not a number of type INT
+    Invalid value 0 for configuration segment.ms: Value must be at least 1
 
 ``server.properties`` files are parsed with Java's ``.properties`` rules for
 the common cases (``#``/``!`` comments, ``=``/``:``/space separators,
@@ -14,137 +30,482 @@ backslash line continuation).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import enum
+import math
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from seglog.errors import InvalidConfigError
 
+INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
+DOUBLE_MAX = 1.7976931348623157e308
+
+
+class Type(enum.Enum):
+    """Kafka's ``ConfigDef.Type``."""
+
+    BOOLEAN = "BOOLEAN"
+    STRING = "STRING"
+    INT = "INT"
+    SHORT = "SHORT"
+    LONG = "LONG"
+    DOUBLE = "DOUBLE"
+    LIST = "LIST"
+    CLASS = "CLASS"
+    PASSWORD = "PASSWORD"
+
+
+_INTEGER_BOUNDS = {
+    Type.SHORT: (-(2**15), 2**15 - 1),
+    Type.INT: (-(2**31), INT_MAX),
+    Type.LONG: (-(2**63), LONG_MAX),
+}
+# What Java's Integer/Long.parseLong and Double.parseDouble accept, less the exotic
+# forms (hex floats, "1d"); Python's int() and float() would also take "1_000" and "nan".
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _invalid(name: str, value: object, why: str) -> InvalidConfigError:
+    return InvalidConfigError(f"Invalid value {value} for configuration {name}: {why}")
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """Kafka's ``Range.atLeast`` / ``Range.between``: numeric bounds, inclusive."""
+
+    min: float | None = None
+    max: float | None = None
+
+    def check(self, name: str, value: Any) -> None:
+        """Raise InvalidConfigError with Kafka's message unless ``value`` is in range."""
+        if isinstance(value, float) and math.isnan(value):
+            # Java's comparisons let NaN through every range; a NaN ratio or rate is
+            # never meant, so seglog refuses it.
+            raise _invalid(name, value, "Value must be a number")
+        if self.min is not None and value < self.min:
+            raise _invalid(name, value, f"Value must be at least {_number(self.min)}")
+        if self.max is not None and value > self.max:
+            raise _invalid(name, value, f"Value must be no more than {_number(self.max)}")
+
+
+@dataclass(frozen=True, slots=True)
+class ValidString:
+    """Kafka's ``ValidString.in``: one of a fixed set of strings."""
+
+    choices: tuple[str, ...]
+
+    def check(self, name: str, value: Any) -> None:
+        """Raise InvalidConfigError with Kafka's message unless ``value`` is a choice."""
+        if value not in self.choices:
+            raise _invalid(name, value, f"String must be one of: {', '.join(self.choices)}")
+
+
+@dataclass(frozen=True, slots=True)
+class ValidList:
+    """Kafka's ``ValidList.in``: a non-empty list whose every item is a choice."""
+
+    choices: tuple[str, ...]
+
+    def check(self, name: str, value: Any) -> None:
+        """Raise InvalidConfigError with Kafka's message unless every item is a choice."""
+        if not value:
+            raise _invalid(name, "", "Empty list is not allowed")
+        for item in value:
+            if item not in self.choices:
+                raise _invalid(name, item, f"String must be one of: {', '.join(self.choices)}")
+
+
+Validator = Range | ValidString | ValidList
+
+
+def _number(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() else str(bound)
+
+
+def at_least(minimum: float) -> Range:
+    """``Range.atLeast(minimum)``."""
+    return Range(minimum, None)
+
+
+def between(minimum: float, maximum: float) -> Range:
+    """``Range.between(minimum, maximum)``."""
+    return Range(minimum, maximum)
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
-    """One topic-level config: its names, type, default and lowest valid value."""
+    """One setting: its Kafka name, type, default and validator.
+
+    ``broker_name`` is, for a topic-level config, the broker-level synonym
+    that supplies its default (``log.segment.bytes`` for ``segment.bytes``).
+    ``internal`` settings are parsed but never described (Kafka's
+    ``defineInternal``).
+    """
 
     name: str
-    broker_name: str
-    type: type
+    type: Type
     default: Any
-    minimum: float | None = None
-    choices: tuple[str, ...] | None = None
+    validator: Validator | None = None
+    broker_name: str | None = None
+    internal: bool = False
 
     @property
     def attr(self) -> str:
-        """The Python attribute name on :class:`LogConfig`."""
-        return self.name.replace(".", "_")
+        """The Python attribute name (dots and dashes as underscores)."""
+        return self.name.replace(".", "_").replace("-", "_")
 
+    @property
+    def sensitive(self) -> bool:
+        """Whether the value is a secret (Kafka's PASSWORD type)."""
+        return self.type is Type.PASSWORD
+
+    def parse(self, raw: object) -> Any:
+        """Convert ``raw`` (a string from a file or a request, or a Python value) and validate it.
+
+        Raises :class:`InvalidConfigError` with Kafka's message when it does not fit.
+        """
+        value = parse_type(self.name, self.type, raw)
+        if self.validator is not None and value is not None:
+            self.validator.check(self.name, value)
+        return value
+
+    def to_string(self, value: Any) -> str | None:
+        """The value in Kafka's textual form (what DescribeConfigs shows)."""
+        return format_value(self.type, value)
+
+
+def parse_type(name: str, kind: Type, raw: object) -> Any:
+    """Kafka's ``ConfigDef.parseType``: ``raw`` as a value of ``kind``, or InvalidConfigError."""
+    if raw is None:
+        return None
+    text = raw.strip() if isinstance(raw, str) else raw
+    if kind is Type.BOOLEAN:
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(text, str) and text.lower() in ("true", "false"):
+            return text.lower() == "true"
+        raise _invalid(name, raw, "Expected value to be either true or false")
+    if kind in _INTEGER_BOUNDS:
+        low, high = _INTEGER_BOUNDS[kind]
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            value = raw
+        elif isinstance(text, str) and _INTEGER.fullmatch(text):
+            value = int(text)
+        else:
+            raise _invalid(name, raw, f"Not a number of type {kind.value}")
+        if not low <= value <= high:
+            raise _invalid(name, raw, f"Not a number of type {kind.value}")
+        return value
+    if kind is Type.DOUBLE:
+        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+            return float(raw)
+        if isinstance(text, str) and _DOUBLE.fullmatch(text):
+            return float(text)
+        raise _invalid(name, raw, "Not a number of type DOUBLE")
+    if kind is Type.LIST:
+        if isinstance(raw, (list, tuple)):
+            return [str(x).strip() for x in raw]
+        text = str(text)
+        return [x.strip() for x in text.split(",")] if text else []
+    return str(text)
+
+
+def format_value(kind: Type, value: Any) -> str | None:
+    """A parsed value back in Kafka's textual form."""
+    if value is None:
+        return None
+    if kind is Type.BOOLEAN:
+        return "true" if value else "false"
+    if kind is Type.LIST:
+        return ",".join(value)
+    if kind is Type.DOUBLE:
+        return repr(float(value))
+    return str(value)
+
+
+def _topic(
+    name: str,
+    broker_name: str,
+    kind: Type,
+    default: Any,
+    validator: Validator | None = None,
+    *,
+    internal: bool = False,
+) -> ConfigDef:
+    return ConfigDef(name, kind, default, validator, broker_name, internal)
+
+
+_COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 TOPIC_CONFIGS: tuple[ConfigDef, ...] = (
-    ConfigDef("cleanup.policy", "log.cleanup.policy", str, "delete"),
-    ConfigDef(
-        "compression.type",
-        "compression.type",
-        str,
-        "producer",
-        choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+    _topic(
+        "cleanup.policy",
+        "log.cleanup.policy",
+        Type.LIST,
+        ["delete"],
+        ValidList(("compact", "delete")),
     ),
-    ConfigDef("delete.retention.ms", "log.cleaner.delete.retention.ms", int, 86_400_000, 0),
-    ConfigDef("file.delete.delay.ms", "log.segment.delete.delay.ms", int, 60_000, 0),
-    ConfigDef("flush.messages", "log.flush.interval.messages", int, LONG_MAX, 1),
-    ConfigDef("flush.ms", "log.flush.interval.ms", int, LONG_MAX, 0),
-    ConfigDef("index.interval.bytes", "log.index.interval.bytes", int, 4096, 0),
-    ConfigDef("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", int, LONG_MAX, 1),
-    ConfigDef("max.message.bytes", "message.max.bytes", int, 1_048_588, 0),
-    ConfigDef(
+    _topic(
+        "compression.type",
+        "compression.type",
+        Type.STRING,
+        "producer",
+        ValidString(_COMPRESSION_TYPES),
+    ),
+    _topic(
+        "delete.retention.ms",
+        "log.cleaner.delete.retention.ms",
+        Type.LONG,
+        86_400_000,
+        at_least(0),
+    ),
+    _topic("file.delete.delay.ms", "log.segment.delete.delay.ms", Type.LONG, 60_000, at_least(0)),
+    _topic("flush.messages", "log.flush.interval.messages", Type.LONG, LONG_MAX, at_least(1)),
+    _topic("flush.ms", "log.flush.interval.ms", Type.LONG, LONG_MAX, at_least(0)),
+    _topic("index.interval.bytes", "log.index.interval.bytes", Type.INT, 4096, at_least(0)),
+    _topic(
+        "max.compaction.lag.ms",
+        "log.cleaner.max.compaction.lag.ms",
+        Type.LONG,
+        LONG_MAX,
+        at_least(1),
+    ),
+    _topic("max.message.bytes", "message.max.bytes", Type.INT, 1_048_588, at_least(0)),
+    _topic(
         "message.timestamp.type",
         "log.message.timestamp.type",
-        str,
+        Type.STRING,
         "CreateTime",
-        choices=("CreateTime", "LogAppendTime"),
+        ValidString(("CreateTime", "LogAppendTime")),
     ),
-    ConfigDef(
+    _topic(
         "message.timestamp.before.max.ms",
         "log.message.timestamp.before.max.ms",
-        int,
+        Type.LONG,
         LONG_MAX,
-        0,
+        at_least(0),
     ),
-    ConfigDef(
-        "message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", int, 3_600_000, 0
+    _topic(
+        "message.timestamp.after.max.ms",
+        "log.message.timestamp.after.max.ms",
+        Type.LONG,
+        3_600_000,
+        at_least(0),
     ),
-    ConfigDef("min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", float, 0.5, 0),
-    ConfigDef("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", int, 0, 0),
-    ConfigDef("preallocate", "log.preallocate", bool, False),
-    ConfigDef("retention.bytes", "log.retention.bytes", int, -1),
-    ConfigDef("retention.ms", "log.retention.ms", int, 604_800_000, -1),
-    # Kafka 4.0 raised the floor of segment.bytes to 1 MiB (KIP-1030); seglog keeps a
-    # lower floor so that tests and small deployments can roll often.
-    ConfigDef("segment.bytes", "log.segment.bytes", int, 1_073_741_824, 14),
-    ConfigDef("segment.index.bytes", "log.index.size.max.bytes", int, 10_485_760, 4),
-    ConfigDef("segment.jitter.ms", "log.roll.jitter.ms", int, 0, 0),
-    ConfigDef("segment.ms", "log.roll.ms", int, 604_800_000, 1),
+    _topic(
+        "min.cleanable.dirty.ratio",
+        "log.cleaner.min.cleanable.ratio",
+        Type.DOUBLE,
+        0.5,
+        between(0, 1),
+    ),
+    _topic("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", Type.LONG, 0, at_least(0)),
+    _topic("preallocate", "log.preallocate", Type.BOOLEAN, False),
+    _topic("retention.bytes", "log.retention.bytes", Type.LONG, -1),
+    _topic("retention.ms", "log.retention.ms", Type.LONG, 604_800_000, at_least(-1)),
+    # Kafka 4.0 raised the floor of segment.bytes to 1 MiB (KIP-1030); the internal
+    # setting below is Kafka's own way round it for tests that want tiny segments.
+    _topic("segment.bytes", "log.segment.bytes", Type.INT, 1_073_741_824, at_least(1024 * 1024)),
+    _topic(
+        "internal.segment.bytes",
+        "internal.log.segment.bytes",
+        Type.INT,
+        None,
+        at_least(14),
+        internal=True,
+    ),
+    _topic("segment.index.bytes", "log.index.size.max.bytes", Type.INT, 10_485_760, at_least(4)),
+    _topic("segment.jitter.ms", "log.roll.jitter.ms", Type.LONG, 0, at_least(0)),
+    _topic("segment.ms", "log.roll.ms", Type.LONG, 604_800_000, at_least(1)),
 )
 
 CONFIGS_BY_NAME: dict[str, ConfigDef] = {c.name: c for c in TOPIC_CONFIGS}
-CONFIGS_BY_BROKER_NAME: dict[str, ConfigDef] = {c.broker_name: c for c in TOPIC_CONFIGS}
+CONFIGS_BY_BROKER_NAME: dict[str, ConfigDef] = {
+    c.broker_name: c for c in TOPIC_CONFIGS if c.broker_name is not None
+}
 
-# Broker synonyms in coarser units: Kafka lets log.retention.hours/minutes and
-# log.roll.hours stand in for the millisecond names (the finest one given wins).
+
+def _broker(
+    name: str,
+    kind: Type,
+    default: Any,
+    validator: Validator | None = None,
+    *,
+    internal: bool = False,
+) -> ConfigDef:
+    return ConfigDef(name, kind, default, validator, None, internal)
+
+
+# Broker-level names of seglog's own settings and of Kafka's that seglog reads. The
+# topic configs' broker synonyms are added below from TOPIC_CONFIGS.
+_BROKER_ONLY: tuple[ConfigDef, ...] = (
+    # --- node, listeners, directories
+    _broker("node.id", Type.INT, 1, at_least(0)),
+    _broker("broker.id", Type.INT, -1),
+    _broker("cluster.id", Type.STRING, None),
+    _broker("listeners", Type.STRING, "PLAINTEXT://127.0.0.1:9092"),
+    _broker("advertised.listeners", Type.STRING, None),
+    _broker("listener.security.protocol.map", Type.STRING, None),
+    _broker("log.dir", Type.STRING, "./data"),
+    _broker("log.dirs", Type.STRING, None),
+    _broker("metrics.port", Type.INT, None, between(0, 65535)),
+    _broker("auto.create.topics.enable", Type.BOOLEAN, True),
+    _broker("num.partitions", Type.INT, 1, at_least(1)),
+    # --- network limits
+    _broker("socket.request.max.bytes", Type.INT, 104_857_600, at_least(1)),
+    _broker("connections.max.idle.ms", Type.LONG, 600_000),
+    _broker("max.connections", Type.INT, INT_MAX, at_least(0)),
+    _broker("max.connections.per.ip", Type.INT, INT_MAX, at_least(0)),
+    _broker("max.connections.per.ip.overrides", Type.STRING, ""),
+    _broker("queued.max.request.bytes", Type.LONG, -1),
+    _broker("queued.max.requests", Type.INT, 500, at_least(1)),
+    # --- security (secrets are PASSWORD: never shown)
+    _broker("sasl.enabled.mechanisms", Type.LIST, ["GSSAPI"]),
+    _broker("sasl.jaas.config", Type.PASSWORD, None),
+    _broker("ssl.keystore.location", Type.STRING, None),
+    _broker("ssl.keystore.password", Type.PASSWORD, None),
+    _broker("ssl.key.password", Type.PASSWORD, None),
+    _broker("ssl.keystore.key", Type.PASSWORD, None),
+    _broker("ssl.keystore.certificate.chain", Type.PASSWORD, None),
+    _broker("ssl.truststore.location", Type.STRING, None),
+    _broker("ssl.truststore.password", Type.PASSWORD, None),
+    _broker("ssl.truststore.certificates", Type.PASSWORD, None),
+    # --- coarse synonyms of millisecond log settings (the finest one given wins)
+    _broker("log.retention.minutes", Type.INT, None),
+    _broker("log.retention.hours", Type.INT, 168),
+    _broker("log.roll.hours", Type.INT, 168, at_least(1)),
+    _broker("log.roll.jitter.hours", Type.INT, 0, at_least(0)),
+    # --- the storage engine (LogDirSettings)
+    _broker("log.retention.check.interval.ms", Type.LONG, 300_000, at_least(1)),
+    _broker("log.flush.offset.checkpoint.interval.ms", Type.INT, 60_000, at_least(0)),
+    _broker("log.flush.start.offset.checkpoint.interval.ms", Type.INT, 60_000, at_least(0)),
+    # Kafka's default is Long.MAX_VALUE (never); seglog checks flush.ms every second.
+    _broker("log.flush.scheduler.interval.ms", Type.LONG, 1_000, at_least(1)),
+    _broker("log.cleaner.enable", Type.BOOLEAN, True),
+    _broker("log.cleaner.backoff.ms", Type.LONG, 15_000, at_least(0)),
+    _broker("log.cleaner.dedupe.buffer.size", Type.LONG, 134_217_728, at_least(1)),
+    _broker("log.cleaner.io.max.bytes.per.second", Type.DOUBLE, DOUBLE_MAX, at_least(0)),
+    _broker("producer.id.expiration.ms", Type.INT, 86_400_000, at_least(1)),
+    _broker("producer.id.expiration.check.interval.ms", Type.INT, 600_000, at_least(1)),
+    # --- the group coordinator (CoordinatorConfig)
+    _broker("group.initial.rebalance.delay.ms", Type.INT, 3_000, at_least(0)),
+    _broker("group.min.session.timeout.ms", Type.INT, 6_000, at_least(0)),
+    _broker("group.max.session.timeout.ms", Type.INT, 1_800_000, at_least(0)),
+    _broker("group.max.size", Type.INT, INT_MAX, at_least(1)),
+    _broker("group.consumer.session.timeout.ms", Type.INT, 45_000, at_least(1)),
+    _broker("group.consumer.heartbeat.interval.ms", Type.INT, 5_000, at_least(1)),
+    _broker("offsets.retention.minutes", Type.INT, 10_080, at_least(1)),
+    _broker("offsets.retention.check.interval.ms", Type.LONG, 600_000, at_least(1)),
+    _broker("offset.metadata.max.bytes", Type.INT, 4_096, at_least(0)),
+    _broker("offsets.topic.num.partitions", Type.INT, 50, at_least(1)),
+    _broker("offsets.topic.segment.bytes", Type.INT, 104_857_600, at_least(1)),
+    _broker("offsets.topic.replication.factor", Type.SHORT, 3, at_least(1)),
+)
+
+
+def _broker_synonym(topic: ConfigDef) -> ConfigDef:
+    assert topic.broker_name is not None
+    default = topic.default
+    validator = topic.validator
+    if topic.name == "retention.ms":
+        # log.retention.ms has no floor: any negative value means "unlimited".
+        validator = None
+    return ConfigDef(topic.broker_name, topic.type, default, validator, None, topic.internal)
+
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {
+    **{c.name: c for c in _BROKER_ONLY},
+    **{c.broker_name: _broker_synonym(c) for c in TOPIC_CONFIGS if c.broker_name is not None},
+}
+"""Every broker-level setting by Kafka name."""
+
 _COARSE_SYNONYMS: dict[str, tuple[str, int]] = {
     "log.retention.minutes": ("log.retention.ms", 60_000),
     "log.retention.hours": ("log.retention.ms", 3_600_000),
     "log.roll.hours": ("log.roll.ms", 3_600_000),
     "log.roll.jitter.hours": ("log.roll.jitter.ms", 3_600_000),
 }
+# Listener-prefixed settings (listener.name.<listener>.<mechanism>.sasl.jaas.config,
+# listener.name.<listener>.ssl.keystore.password, ...) take the type of their last part.
+_LISTENER_PREFIX = re.compile(r"listener\.name\.[^.]+\.(?:[^.]+\.)?(?P<base>(?:sasl|ssl)\..+)")
+
+
+def broker_config(name: str) -> ConfigDef | None:
+    """The definition of a broker-level ``name``, listener-prefixed names included."""
+    definition = BROKER_CONFIGS.get(name)
+    if definition is not None:
+        return definition
+    match = _LISTENER_PREFIX.fullmatch(name)
+    if match is not None:
+        base = BROKER_CONFIGS.get(match.group("base"))
+        if base is not None:
+            return dataclasses.replace(base, name=name)
+    return None
+
+
+def is_sensitive(name: str) -> bool:
+    """Whether a broker-level setting must not be shown.
+
+    Kafka treats a setting whose type it does not know as sensitive too
+    (``KafkaConfig.maybeSensitive``): an unknown key may hold a secret.
+    """
+    definition = broker_config(name)
+    return definition is None or definition.sensitive
+
+
+class BrokerConfig(Mapping[str, Any]):
+    """A broker's properties parsed through :data:`BROKER_CONFIGS`, once.
+
+    Every known name given is parsed and validated (the first bad one raises
+    :class:`InvalidConfigError` with Kafka's message); names seglog does not
+    know are kept as strings. Indexing gives the parsed value, or the default.
+    """
+
+    def __init__(self, properties: Mapping[str, object]) -> None:
+        self.properties: dict[str, str] = {k: str(v) for k, v in properties.items()}
+        self._values: dict[str, Any] = {}
+        for name, raw in properties.items():
+            definition = broker_config(name)
+            if definition is not None:
+                self._values[name] = definition.parse(raw)
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._values:
+            return self._values[name]
+        definition = broker_config(name)
+        if definition is None:
+            raise KeyError(name)
+        return definition.default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(BROKER_CONFIGS)
+
+    def __len__(self) -> int:
+        return len(BROKER_CONFIGS)
+
+    def is_set(self, name: str) -> bool:
+        """Whether ``name`` was given (rather than defaulted)."""
+        return name in self.properties
+
+
+def _field_value(definition: ConfigDef, value: Any) -> Any:
+    """A parsed value as :class:`LogConfig` keeps it (cleanup.policy as "compact,delete")."""
+    if definition.type is Type.LIST:
+        return ",".join(dict.fromkeys(value))
+    return value
 
 
 def parse_value(definition: ConfigDef, raw: object) -> Any:
-    """Convert ``raw`` (a string from a file or request, or a Python value) to the config's type.
+    """Parse ``raw`` for a topic config, as :class:`LogConfig` keeps it.
 
     Raises :class:`InvalidConfigError` naming the config when the value does not fit.
     """
-    try:
-        if definition.type is bool:
-            if isinstance(raw, bool):
-                value: Any = raw
-            elif str(raw).strip().lower() in ("true", "false"):
-                value = str(raw).strip().lower() == "true"
-            else:
-                raise ValueError(raw)
-        elif definition.type is int:
-            if isinstance(raw, bool):
-                raise ValueError(raw)
-            value = int(str(raw).strip())
-        elif definition.type is float:
-            value = float(str(raw).strip())
-        else:
-            value = str(raw).strip()
-    except ValueError:
-        raise InvalidConfigError(
-            f"Invalid value {raw!r} for configuration {definition.name}: "
-            f"expected {definition.type.__name__}"
-        ) from None
-    if definition.minimum is not None and value < definition.minimum:
-        raise InvalidConfigError(
-            f"Invalid value {value} for configuration {definition.name}: "
-            f"value must be at least {definition.minimum}"
-        )
-    if definition.choices is not None and value not in definition.choices:
-        raise InvalidConfigError(
-            f"Invalid value {value} for configuration {definition.name}: "
-            f"must be one of {', '.join(definition.choices)}"
-        )
-    if definition.name == "cleanup.policy":
-        parts = [p.strip() for p in value.split(",") if p.strip()]
-        if not parts or any(p not in ("delete", "compact") for p in parts):
-            raise InvalidConfigError(
-                f"Invalid value {value} for configuration cleanup.policy: "
-                "must be delete, compact or both, comma-separated"
-            )
-        value = ",".join(sorted(set(parts), key=parts.index))
-    return value
+    return _field_value(definition, definition.parse(raw))
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,46 +552,56 @@ class LogConfig:
     def from_properties(
         cls, overrides: Mapping[str, object], defaults: LogConfig | None = None
     ) -> LogConfig:
-        """Build a config from topic-level ``overrides`` (Kafka names) over ``defaults``."""
+        """Build a config from topic-level ``overrides`` (Kafka names) over ``defaults``.
+
+        Every value is checked against :data:`TOPIC_CONFIGS`; the first bad one
+        raises :class:`InvalidConfigError` with Kafka's message.
+        """
         base = defaults if defaults is not None else cls()
         changes: dict[str, Any] = {}
+        internal: dict[str, Any] = {}
         for name, raw in overrides.items():
             definition = CONFIGS_BY_NAME.get(name)
             if definition is None:
                 raise InvalidConfigError(f"Unknown topic config name: {name}")
-            changes[definition.attr] = parse_value(definition, raw)
-        return dataclasses.replace(base, **changes)
+            value = parse_value(definition, raw)
+            if definition.internal:
+                internal[definition.name] = value
+            else:
+                changes[definition.attr] = value
+        return _apply_internal(dataclasses.replace(base, **changes), internal)
 
     @classmethod
     def from_broker_properties(cls, properties: Mapping[str, object]) -> LogConfig:
         """Build broker-level defaults from ``log.*`` properties; other keys are ignored."""
-        resolved: dict[str, object] = {}
-        # Coarse synonyms first so that the finer-grained name overrides them.
-        for name, (target, factor) in _COARSE_SYNONYMS.items():
-            if name in properties:
-                try:
-                    resolved[target] = int(str(properties[name]).strip()) * factor
-                except ValueError:
-                    raise InvalidConfigError(
-                        f"Invalid value {properties[name]!r} for configuration {name}"
-                    ) from None
-        for name, raw in properties.items():
-            if name in CONFIGS_BY_BROKER_NAME:
-                resolved[name] = raw
+        config = properties if isinstance(properties, BrokerConfig) else BrokerConfig(properties)
+        given = {name: config[name] for name in config.properties if name in BROKER_CONFIGS}
+        # Coarse synonyms stand in only for a finer name that was not given; the
+        # finest coarse one wins (minutes over hours), as in Kafka.
+        for name, (target, factor) in reversed(_COARSE_SYNONYMS.items()):
+            if name in given and target not in config.properties:
+                value = given[name]
+                given[target] = value * factor if value >= 0 else -1
         changes: dict[str, Any] = {}
-        for name, raw in resolved.items():
-            definition = CONFIGS_BY_BROKER_NAME[name]
-            value = parse_value(definition, raw)
-            # Kafka treats a negative log.retention.ms as "unlimited".
+        internal: dict[str, Any] = {}
+        for name, value in given.items():
+            definition = CONFIGS_BY_BROKER_NAME.get(name)
+            if definition is None:
+                continue
             if definition.name == "retention.ms" and value < 0:
-                value = -1
-            changes[definition.attr] = value
-        return dataclasses.replace(cls(), **changes)
+                value = -1  # Kafka treats a negative log.retention.ms as "unlimited"
+            if definition.internal:
+                internal[definition.name] = value
+            else:
+                changes[definition.attr] = _field_value(definition, value)
+        return _apply_internal(dataclasses.replace(cls(), **changes), internal)
 
     def to_properties(self) -> dict[str, str]:
-        """Every topic config as Kafka name → string value (Kafka's textual form)."""
+        """Every (described) topic config as Kafka name → string value (Kafka's textual form)."""
         out: dict[str, str] = {}
         for definition in TOPIC_CONFIGS:
+            if definition.internal:
+                continue
             value = getattr(self, definition.attr)
             out[definition.name] = str(value).lower() if isinstance(value, bool) else str(value)
         return out
@@ -239,6 +610,11 @@ class LogConfig:
         """The Kafka names whose value differs from ``defaults``, as strings."""
         mine, theirs = self.to_properties(), defaults.to_properties()
         return {k: v for k, v in mine.items() if theirs[k] != v}
+
+
+def _apply_internal(config: LogConfig, internal: Mapping[str, Any]) -> LogConfig:
+    size = internal.get("internal.segment.bytes")
+    return config if size is None else dataclasses.replace(config, segment_bytes=size)
 
 
 def parse_properties(text: str) -> dict[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -114,9 +115,9 @@ def test_delete_records_moves_earliest(broker: BrokerProcess, topic: str) -> Non
 def test_retention_config_change_takes_effect(make_broker, topic: str) -> None:  # type: ignore[no-untyped-def]
     broker = make_broker(**{"log.retention.check.interval.ms": "200"})
     client = admin(broker)
-    client.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "2000"})])[topic].result(
-        10
-    )
+    client.create_topics([NewTopic(topic, 1, 1, config={"internal.segment.bytes": "2000"})])[
+        topic
+    ].result(10)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
     for i in range(30):
         producer.produce(topic, value=b"x" * 200, timestamp=BASE_TS + i)
@@ -144,3 +145,85 @@ def test_retention_config_change_takes_effect(make_broker, topic: str) -> None: 
         assert low == 30 and high == 30
     finally:
         consumer.close()
+
+
+def _config_error(future: object) -> KafkaException:
+    try:
+        future.result(10)  # type: ignore[attr-defined]
+    except KafkaException as exc:
+        return exc
+    raise AssertionError("an out-of-range config must be refused")
+
+
+def test_out_of_range_configs_are_refused_with_kafkas_message(
+    broker: BrokerProcess, topic: str
+) -> None:
+    client = admin(broker)
+    futures = client.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": str(2**40)})])
+    error = _config_error(futures[topic]).args[0]
+    assert error.name() == "INVALID_CONFIG"
+    assert error.str() == (
+        f"Invalid value {2**40} for configuration segment.bytes: Not a number of type INT"
+    )
+    assert topic not in client.list_topics(timeout=10).topics
+
+    client.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+    for name, value, message in [
+        ("min.cleanable.dirty.ratio", "NaN", "Not a number of type DOUBLE"),
+        ("segment.index.bytes", "1000000000000", "Not a number of type INT"),
+        ("segment.ms", "0", "Value must be at least 1"),
+    ]:
+        change = ConfigResource(
+            ConfigResource.Type.TOPIC,
+            topic,
+            incremental_configs=[
+                ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            ],
+        )
+        error = _config_error(client.incremental_alter_configs([change])[change]).args[0]
+        assert error.name() == "INVALID_CONFIG"
+        assert f"Invalid value {value} for configuration {name}: {message}" in error.str()
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = client.describe_configs([resource])[resource].result(10)
+    assert configs["segment.ms"].value == "604800000"
+
+
+def test_broker_refuses_to_start_on_an_invalid_config(make_broker) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(RuntimeError) as caught:
+        make_broker(**{"log.segment.bytes": str(2**40)})
+    assert (
+        f"Invalid value {2**40} for configuration log.segment.bytes: Not a number of type INT"
+        in str(caught.value)
+    )
+
+
+def test_describe_broker_configs_hides_secrets(make_broker) -> None:  # type: ignore[no-untyped-def]
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required password="hunter2";'
+    broker = make_broker(
+        **{
+            "ssl.keystore.password": "hunter2",
+            "sasl.jaas.config": jaas,
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+            "my.plugin.token": "hunter2",
+            "log.retention.hours": "2",
+        }
+    )
+    client = admin(broker)
+    resource = ConfigResource(ConfigResource.Type.BROKER, "1")
+    configs = client.describe_configs([resource])[resource].result(10)
+    for name in (
+        "ssl.keystore.password",
+        "sasl.jaas.config",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+        "my.plugin.token",
+    ):
+        assert configs[name].value is None, name
+        assert configs[name].is_sensitive, name
+    assert not any("hunter2" in (entry.value or "") for entry in configs.values())
+    assert configs["ssl.key.password"].is_sensitive and configs["ssl.key.password"].value is None
+    assert not configs["log.retention.ms"].is_sensitive
+    assert configs["log.retention.ms"].value == "7200000"
+    assert configs["log.segment.bytes"].value == "1073741824"
+    assert configs["log.segment.bytes"].is_default
+    assert configs["log.retention.hours"].value == "2"
+    assert not configs["log.retention.hours"].is_default

@@ -138,19 +138,19 @@ def test_raw_produce_to_every_internal_topic_name_is_refused(make_broker: Any) -
     assert not list(broker.data.glob("__*")), "a Produce created an internal topic"
 
 
-def test_metadata_auto_creates_consumer_offsets_only_as_the_coordinator_does(
-    make_broker: Any,
-) -> None:
+def test_only_the_coordinator_creates_consumer_offsets(make_broker: Any, topic: str) -> None:
     broker: BrokerProcess = make_broker(**{"offsets.topic.num.partitions": "3"})
-    # A producer's Metadata requests ask for auto-creation; no group is involved.
+    # A producer's Metadata requests ask for auto-creation: refused for internal topics.
     producer = Producer({"bootstrap.servers": broker.bootstrap, "allow.auto.create.topics": True})
-    for name in (TOPIC, "__transaction_state"):
+    for name in (TOPIC, "__share_group_state"):
         producer.list_topics(name, timeout=10)
     found = producer.list_topics(timeout=10).topics
     del producer
-    assert "__transaction_state" not in found
-    assert len(found[TOPIC].partitions) == 3
+    assert TOPIC not in found and "__share_group_state" not in found
+    # The group coordinator creates it, with its settings, on the first commit.
+    _commit(broker, "g", topic, 1)
     assert broker.stop() == 0
     with LogDir.open(broker.data) as log_dir:
         assert log_dir.topic_config(TOPIC).compact
-        assert "__transaction_state" not in log_dir.topics()
+        assert log_dir.topics()[TOPIC].partitions == 3
+        assert "__share_group_state" not in log_dir.topics()

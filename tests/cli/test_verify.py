@@ -11,7 +11,7 @@ from seglog.storage.log_dir import LogDir
 
 def _write(tmp_path: Path) -> None:
     with LogDir.open(tmp_path) as logs:
-        logs.create_topic("t", 2, {"segment.bytes": "2000", "index.interval.bytes": "100"})
+        logs.create_topic("t", 2, {"internal.segment.bytes": "2000", "index.interval.bytes": "100"})
         for i in range(30):
             logs.append("t", i % 2, build_batch([SimpleRecord(value=b"v" * 200, key=b"k")]))
 
@@ -35,3 +35,17 @@ def test_verify_reports_corruption(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["verify", str(tmp_path)])
     assert result.exit_code == 2
     assert "t-1:" in result.output and "problem" in result.output
+
+
+def test_verify_a_directory_in_use(tmp_path: Path) -> None:
+    """The active segment's indexes are preallocated while a broker has the directory open (or
+    after it was killed): their zero room is not entries, so it is no problem."""
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic("t", 1, {"index.interval.bytes": "100"})
+        for _ in range(10):
+            logs.append("t", 0, build_batch([SimpleRecord(value=b"v" * 200, key=b"k")]))
+        logs.log("t", 0).flush()
+        assert (tmp_path / "t-0" / "00000000000000000000.index").stat().st_size > 1000
+        result = CliRunner().invoke(cli, ["verify", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "t-0: 10 batches" in result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 from pathlib import Path
 
@@ -23,8 +24,9 @@ from seglog.coordinator.offset_store import (
     parse_offset_value,
     partition_for,
 )
-from seglog.errors import CorruptRecordError
+from seglog.errors import CorruptRecordError, StorageError
 from seglog.records.builder import SimpleRecord, build_batch
+from seglog.storage import io
 from seglog.storage.cleaner import LogCleaner
 from seglog.storage.log_dir import LogDir, LogDirSettings
 
@@ -176,3 +178,31 @@ def test_compaction_keeps_the_last_commit_of_each_partition(tmp_path: Path) -> N
             ("t", 1): 298,
             ("t", 2): 299,
         }
+
+
+def test_a_failed_creation_of_the_offsets_topic_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of disk while creating __consumer_offsets: no phantom, and the next try works."""
+    real = io.atomic_write_text
+    calls = [0]
+
+    def write(path: Path, text: str) -> None:
+        if path.name == "partition.metadata":
+            calls[0] += 1
+            if calls[0] == 4:
+                raise io.storage_error("write", path, OSError(errno.ENOSPC, "No space left"))
+        real(path, text)
+
+    with LogDir.open(tmp_path) as log_dir:
+        store = OffsetStore(log_dir, partitions=10)
+        monkeypatch.setattr(io, "atomic_write_text", write)
+        with pytest.raises(StorageError, match="the disk is full"):
+            store.ensure_topic()
+        monkeypatch.undo()
+        assert not store.exists
+        assert not any(p.name.startswith(TOPIC) for p in tmp_path.iterdir())
+        store.ensure_topic()
+        assert log_dir.topics()[TOPIC].partitions == 10
+    with LogDir.open(tmp_path) as log_dir:
+        assert log_dir.topics()[TOPIC].partitions == 10 and not log_dir.offline()

@@ -351,3 +351,12 @@ def test_read_entry_on_kafka_python_message_sets(magic: int, codec: Codec) -> No
     broken[-1] ^= 0x20
     with pytest.raises(CorruptRecordError, match="CRC"):
         log_entries.read_entry(broken, result.entries[-1].position)
+
+
+def test_timestamp_type_of_legacy_entries() -> None:
+    assert legacy.timestamp_type(message(0, b"k", b"v", magic=0)) == legacy.NO_TIMESTAMP_TYPE
+    assert legacy.timestamp_type(message(0, b"k", b"v", magic=1, timestamp=TS)) == 0
+    stamped = message(0, b"k", b"v", magic=1, timestamp=TS, attributes=0x08)
+    assert legacy.timestamp_type(stamped) == batch.LOG_APPEND_TIME
+    with pytest.raises(CorruptRecordError):
+        legacy.timestamp_type(stamped[:10])

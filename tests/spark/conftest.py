@@ -58,7 +58,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One seglog broker for the session; small segments so topics span several files."""
     process = BrokerProcess(
         tmp_path_factory.mktemp("spark-broker") / "data",
-        {"log.segment.bytes": "65536", "log.index.interval.bytes": "1024"},
+        {"internal.log.segment.bytes": "65536", "log.index.interval.bytes": "1024"},
     )
     process.start()
     yield process

@@ -12,11 +12,11 @@ import pytest
 
 from seglog import LogDir, SimpleRecord, build_batch
 from seglog.records.compression import Codec
-from seglog.spark import files as files_module
 from seglog.spark.files import FilesTransport
 from seglog.spark.offsets import OffsetRange, TopicPartition
 from seglog.spark.options import Subscribe
 from seglog.spark.transport import DataLossError
+from seglog.storage.reader import SegmentReader
 from tests.records.legacy_encoder import message
 
 TS = 1_700_000_000_000
@@ -29,7 +29,9 @@ def _write(path: Path, batches: int = 60) -> dict[int, SimpleRecord]:
     codecs = [Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD]
     with LogDir.open(path) as logs:
         logs.create_topic(
-            "events", partitions=2, configs={"segment.bytes": 2048, "index.interval.bytes": 256}
+            "events",
+            partitions=2,
+            configs={"internal.segment.bytes": 2048, "index.interval.bytes": 256},
         )
         offset = 0
         for b in range(batches):
@@ -103,13 +105,13 @@ def test_untouched_segments_are_never_opened(
 ) -> None:
     path, written = log_dir
     opened: list[int] = []
-    original = files_module.SegmentFile.__init__
+    original = SegmentReader.__init__
 
-    def spy(self: files_module.SegmentFile, directory: Path, base: int) -> None:
+    def spy(self: SegmentReader, log_path: Path, base: int) -> None:
         opened.append(base)
-        original(self, directory, base)
+        original(self, log_path, base)
 
-    monkeypatch.setattr(files_module.SegmentFile, "__init__", spy)
+    monkeypatch.setattr(SegmentReader, "__init__", spy)
     t = FilesTransport(path)
     n = len(written)
     rows = _rows(t.read(OffsetRange("events", 0, n - 3, n), False, True))
@@ -160,3 +162,24 @@ def test_legacy_messages_as_kafka_wrote_them(tmp_path: Path) -> None:
         (3, b"c", b"v2", 0),
     ]
     assert t.offsets_for_times({tp: TS + 3}) == {tp: 2}
+
+
+def test_latest_offset_of_a_segment_cut_inside_its_last_indexed_batch(tmp_path: Path) -> None:
+    """A crash can leave the offset index naming a batch the .log no longer holds whole: the
+    log ends at the last whole batch, not after the indexed one."""
+    path = tmp_path / "data"
+    with LogDir.open(path) as logs:
+        logs.create_topic("cut", partitions=1, configs={"index.interval.bytes": 100})
+        for i in range(10):
+            logs.append("cut", 0, build_batch([SimpleRecord(value=b"v" * 150, timestamp=TS + i)]))
+    part = path / "cut-0"
+    index = (part / "00000000000000000000.index").read_bytes()
+    last_position = int.from_bytes(index[-4:], "big")
+    last_offset = int.from_bytes(index[-8:-4], "big")
+    log = part / "00000000000000000000.log"
+    log.write_bytes(log.read_bytes()[: last_position + 30])
+    t = FilesTransport(path)
+    tp = TopicPartition("cut", 0)
+    assert t.latest_offsets([tp]) == {tp: last_offset}
+    rows = _rows(t.read(OffsetRange("cut", 0, 0, last_offset), False, True))
+    assert [r["offset"] for r in rows] == list(range(last_offset))

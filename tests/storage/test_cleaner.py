@@ -116,7 +116,7 @@ def test_cleaner_checkpoint_and_dirtiest_log(tmp_path) -> None:  # type: ignore[
             1,
             {
                 "cleanup.policy": "compact",
-                "segment.bytes": "700",
+                "internal.segment.bytes": "700",
                 "min.cleanable.dirty.ratio": "0.01",
             },
         )
@@ -152,7 +152,7 @@ def test_an_unreadable_checkpoint_counts_as_empty(
 
     path = tmp_path / checkpoints.CLEANER_OFFSET_CHECKPOINT
     with LogDir.open(tmp_path, settings=LogDirSettings(log_cleaner_enable=False)) as logs:
-        logs.create_topic("c", 1, {"cleanup.policy": "compact", "segment.bytes": "700"})
+        logs.create_topic("c", 1, {"cleanup.policy": "compact", "internal.segment.bytes": "700"})
         for i in range(40):
             logs.append("c", 0, make_batch([b"v" * 40], keys=[b"k%d" % (i % 4)]))
         before = logs.log("c", 0).size

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+import uuid
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,28 @@ def test_validate_topic_name_matches_kafkas_rules(name: str) -> None:
     else:
         with pytest.raises(InvalidTopicError):
             filenames.validate_topic_name(name)
+
+
+@given(legal_topics, st.integers(0, 2**31 - 1), st.uuids())
+def test_delete_dir_name_fits_a_file_name(topic: str, partition: int, unique: uuid.UUID) -> None:
+    name = filenames.delete_dir_name(topic, partition, unique)
+    assert len(name.encode()) <= 255
+    assert name.endswith(f"-{partition}.{unique.hex}-delete")
+    assert topic.startswith(name[: -len(f"-{partition}.{unique.hex}-delete")])
+    # Never taken for a live partition.
+    assert filenames.parse_partition_dir(name) is None
+
+
+def test_delete_dir_name_keeps_short_topics_whole() -> None:
+    unique = uuid.UUID(int=1)
+    assert filenames.delete_dir_name("orders", 3, unique) == f"orders-3.{unique.hex}-delete"
+    long = "t" * 249
+    assert len(filenames.delete_dir_name(long, 0, unique)) == 255
+
+
+def test_internal_topics_and_collisions() -> None:
+    assert filenames.is_internal("__consumer_offsets")
+    assert filenames.is_internal("__transaction_state")
+    assert not filenames.is_internal("__mine")
+    assert filenames.unify_collision_chars("a.b_c") == "a_b_c"
+    assert filenames.has_collision_chars("a.b") and not filenames.has_collision_chars("a-b")

@@ -1,5 +1,12 @@
 from __future__ import annotations
 
+import errno
+import json
+import logging
+import os
+import resource
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -10,10 +17,11 @@ from seglog.errors import (
     InvalidPartitionsError,
     InvalidTopicError,
     LogDirLockedError,
+    StorageError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from seglog.storage import checkpoints
+from seglog.storage import checkpoints, filenames, io
 from seglog.storage.log_dir import LogDir, LogDirSettings
 from tests.storage.conftest import BASE_TS, make_batch
 
@@ -92,7 +100,7 @@ def test_unclean_shutdown_recovers(tmp_path: Path) -> None:
 
 def test_broker_defaults_apply_to_topics(tmp_path: Path) -> None:
     defaults = LogConfig.from_broker_properties(
-        {"log.retention.hours": "1", "log.segment.bytes": "5000"}
+        {"log.retention.hours": "1", "internal.log.segment.bytes": "5000"}
     )
     with LogDir.open(
         tmp_path, defaults=defaults, settings=LogDirSettings(num_partitions=3)
@@ -108,7 +116,13 @@ def test_maintenance_runs_retention_and_deletions(tmp_path: Path) -> None:
     settings = LogDirSettings(log_retention_check_interval_ms=1000)
     with LogDir.open(tmp_path, settings=settings, clock=lambda: now[0]) as logs:
         logs.create_topic(
-            "t", 1, {"segment.bytes": "500", "retention.ms": "1000", "file.delete.delay.ms": "5000"}
+            "t",
+            1,
+            {
+                "internal.segment.bytes": "500",
+                "retention.ms": "1000",
+                "file.delete.delay.ms": "5000",
+            },
         )
         for i in range(10):
             logs.append("t", 0, make_batch([bytes([i]) * 150], timestamp=BASE_TS))
@@ -129,3 +143,266 @@ def test_has_topic_follows_creation_and_deletion(tmp_path: Path) -> None:
         assert logs.has_topic("t")
         logs.delete_topic("t")
         assert not logs.has_topic("t")
+
+
+# ------------------------------------------------- creation is all or nothing
+
+
+def _assert_no_trace(path: Path, topic: str) -> None:
+    """Nothing of ``topic`` is left: no directory, no entry in the topics file."""
+    assert not any(p.name.startswith(f"{topic}-") for p in path.iterdir())
+    assert topic not in json.loads((path / "seglog-topics.json").read_text())["topics"]
+
+
+def _full_disk_at(monkeypatch: pytest.MonkeyPatch, failing_call: int) -> None:
+    """The ``failing_call``-th partition.metadata written fails as on a full disk."""
+    real = io.atomic_write_text
+    calls = [0]
+
+    def write(path: Path, text: str) -> None:
+        if path.name == "partition.metadata":
+            calls[0] += 1
+            if calls[0] == failing_call:
+                exc = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                raise io.storage_error("write", path, exc)
+        real(path, text)
+
+    monkeypatch.setattr(io, "atomic_write_text", write)
+
+
+def test_a_failed_creation_leaves_no_phantom(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic("kept", 1)
+        _full_disk_at(monkeypatch, 3)
+        with pytest.raises(StorageError, match="the disk is full"):
+            logs.create_topic("t", 5)
+        monkeypatch.undo()
+        assert set(logs.topics()) == {"kept"}
+        assert not logs.has_topic("t")
+        with pytest.raises(UnknownTopicOrPartitionError):
+            logs.log("t", 0)
+        _assert_no_trace(tmp_path, "t")
+        # The name is free again.
+        logs.create_topic("t", 2)
+        logs.append("t", 1, make_batch([b"x"]))
+    with LogDir.open(tmp_path) as logs:
+        assert logs.topics()["t"].partitions == 2
+        assert not logs.offline()
+
+
+def test_a_failed_partition_growth_leaves_no_phantom(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic("t", 2)
+        _full_disk_at(monkeypatch, 2)
+        with pytest.raises(StorageError):
+            logs.create_partitions("t", 5)
+        monkeypatch.undo()
+        assert logs.topics()["t"].partitions == 2
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("t-")) == [
+            "t-0",
+            "t-1",
+        ]
+    with LogDir.open(tmp_path) as logs:
+        assert logs.topics()["t"].partitions == 2
+        logs.create_partitions("t", 3)
+
+
+def test_running_out_of_file_descriptors_leaves_no_phantom(tmp_path: Path) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with LogDir.open(tmp_path) as logs:
+        in_use = len(os.listdir("/proc/self/fd"))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 40, hard))
+        try:
+            with pytest.raises(StorageError):
+                logs.create_topic("many", 200)
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert not logs.has_topic("many")
+        _assert_no_trace(tmp_path, "many")
+    with LogDir.open(tmp_path) as logs:
+        assert logs.topics() == {}
+
+
+# ------------------------------------------- one bad topic does not stop a start
+
+
+def _corrupt(partition_dir: Path) -> None:
+    """Make the partition impossible to open: its first segment's log is a directory."""
+    log_file = partition_dir / "00000000000000000000.log"
+    log_file.unlink()
+    log_file.mkdir()
+
+
+def test_a_partition_that_cannot_be_opened_is_offline_and_the_rest_served(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic("good", 1)
+        logs.create_topic("bad", 2)
+        logs.append("good", 0, make_batch([b"g"]))
+        for partition in (0, 1):
+            logs.append("bad", partition, make_batch([b"b"]))
+        logs.log("bad", 1).increment_log_start_offset(1)
+    _corrupt(tmp_path / "bad-0")
+    with caplog.at_level(logging.ERROR, logger="seglog.storage.log_dir"):
+        logs = LogDir.open(tmp_path)
+    try:
+        assert "partition 0 of topic bad cannot be opened" in caplog.text
+        assert "Traceback" in caplog.text or caplog.records[0].exc_info
+        assert set(logs.offline()) == {("bad", 0)}
+        with pytest.raises(StorageError, match="offline") as caught:
+            logs.log("bad", 0)
+        assert caught.value.kafka_error == "KAFKA_STORAGE_ERROR"
+        assert [r.value for r in logs.read_records("good", 0)] == [b"g"]
+        assert logs.log("bad", 1).log_end_offset == 1
+        assert set(logs.topics()) == {"good", "bad"}
+        logs.alter_topic_config("bad", {"retention.ms": "5000"})
+        logs.checkpoint()
+    finally:
+        logs.close()
+    # The offline partition keeps its checkpoint entries for the start that opens it.
+    points = checkpoints.read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
+    assert points[("bad", 0)] == 1
+    # Repaired, it opens again with its data.
+    (tmp_path / "bad-0" / "00000000000000000000.log").rmdir()
+    with LogDir.open(tmp_path) as logs:
+        assert not logs.offline()
+        assert logs.log("bad", 0).config.retention_ms == 5000
+        assert logs.log("bad", 1).log_start_offset == 1
+
+
+def test_an_offline_topic_can_be_deleted(tmp_path: Path) -> None:
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic("bad", 1)
+    _corrupt(tmp_path / "bad-0")
+    with LogDir.open(tmp_path) as logs:
+        logs.delete_topic("bad")
+        assert logs.topics() == {} and not logs.offline()
+    with LogDir.open(tmp_path) as logs:
+        assert logs.topics() == {} and not logs.offline()
+        _assert_no_trace(tmp_path, "bad")
+
+
+def test_a_topic_whose_stored_config_is_invalid_is_offline(tmp_path: Path) -> None:
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic("old", 1)
+        logs.create_topic("fine", 1)
+    topics_file = tmp_path / "seglog-topics.json"
+    stored = json.loads(topics_file.read_text())
+    # As an earlier version could have accepted and stored it.
+    stored["topics"]["old"]["configs"] = {"segment.bytes": str(2**40)}
+    topics_file.write_text(json.dumps(stored))
+    with LogDir.open(tmp_path) as logs:
+        assert set(logs.offline()) == {("old", 0)}
+        assert "segment.bytes" in logs.offline()[("old", 0)]
+        logs.log("fine", 0).append(make_batch([b"x"]))
+
+
+# ------------------------------------------------------------------ topic names
+
+
+def test_names_that_collide_once_dot_and_underscore_are_alike(tmp_path: Path) -> None:
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic("metrics_cpu", 1)
+        with pytest.raises(InvalidTopicError) as caught:
+            logs.create_topic("metrics.cpu", 1)
+        assert str(caught.value) == "Topic 'metrics.cpu' collides with existing topic: metrics_cpu"
+        assert caught.value.kafka_error == "INVALID_TOPIC_EXCEPTION"
+        logs.create_topic("metrics-cpu", 1)  # '-' is not a collision character
+        assert set(logs.topics()) == {"metrics_cpu", "metrics-cpu"}
+        _assert_no_trace(tmp_path, "metrics.cpu")
+
+
+@pytest.mark.parametrize("length", [200, 214, 230, 249])
+def test_a_topic_with_a_long_name_can_be_deleted(tmp_path: Path, length: int) -> None:
+    name = "x" * length
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic(name, 12)
+        logs.append(name, 11, make_batch([b"v"]))
+        logs.delete_topic(name)
+        assert logs.topics() == {}
+        assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == []
+    with LogDir.open(tmp_path) as logs:
+        assert logs.topics() == {}
+
+
+def test_an_interrupted_deletion_of_a_long_name_is_finished_at_start(tmp_path: Path) -> None:
+    name = "y" * 249
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic(name, 1)
+        logs.append(name, 0, make_batch([b"v"]))
+        logs.delete_topic(name)
+    # As a crash after the rename and before the removal leaves it.
+    leftover = tmp_path / filenames.delete_dir_name(name, 0)
+    leftover.mkdir()
+    (leftover / "00000000000000000000.log").write_bytes(b"x" * 100)
+    with LogDir.open(tmp_path) as logs:
+        assert not leftover.exists()
+        assert logs.topics() == {}
+
+
+def test_a_failed_deletion_is_logged_and_can_be_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic("t", 2)
+        real = io.rename
+
+        def failing_rename(src: Path, dst: Path) -> None:
+            if src.name == "t-1":
+                raise io.storage_error("rename", src, OSError(errno.EIO, os.strerror(errno.EIO)))
+            real(src, dst)
+
+        monkeypatch.setattr(io, "rename", failing_rename)
+        with caplog.at_level(logging.ERROR), pytest.raises(StorageError, match="t-1"):
+            logs.delete_topic("t")
+        assert "cannot delete partition 1 of topic t" in caplog.text
+        assert any(r.exc_info for r in caplog.records)
+        with pytest.raises(StorageError, match="offline"):
+            logs.log("t", 1)
+        monkeypatch.undo()
+        logs.delete_topic("t")  # the retry finishes it
+        assert logs.topics() == {}
+        _assert_no_trace(tmp_path, "t")
+
+
+def test_readers_never_wait_for_nor_see_half_a_creation(tmp_path: Path) -> None:
+    """Administration on a worker thread; readers see whole topics and are not held up."""
+    with LogDir.open(tmp_path) as logs:
+        done = threading.Event()
+        errors: list[BaseException] = []
+
+        def administer() -> None:
+            try:
+                for i in range(12):
+                    logs.create_topic(f"t{i}", 4)
+                    logs.create_partitions(f"t{i}", 6)
+                    if i % 2:
+                        logs.delete_topic(f"t{i}")
+            except BaseException as exc:
+                errors.append(exc)
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=administer)
+        worker.start()
+        slowest = 0.0
+        while not done.is_set():
+            started = time.monotonic()
+            for name, info in logs.topics().items():
+                for partition in range(info.partitions):
+                    try:
+                        logs.log(name, partition)
+                    except UnknownTopicOrPartitionError:
+                        # Only a topic being deleted may lose partitions under a reader.
+                        assert int(name[1:]) % 2 == 1
+            slowest = max(slowest, time.monotonic() - started)
+            time.sleep(0.001)
+        worker.join()
+        assert not errors
+        assert sorted(logs.topics()) == sorted(f"t{i}" for i in range(0, 12, 2))
+        assert slowest < 0.5

@@ -5,6 +5,7 @@ from __future__ import annotations
 import array
 import bisect
 import errno
+import mmap
 import os
 import random
 import struct
@@ -29,7 +30,9 @@ def model_lookup(entries: list[tuple[int, int]], base: int, target: int) -> tupl
 def test_golden_bytes_and_trim(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000.index"
     index = OffsetIndex(path, 0, max_index_size=1000)
-    assert path.stat().st_size == 1000  # preallocated, a multiple of 8
+    assert not path.exists()  # nothing is opened before the first use
+    assert index.entries == 0
+    assert path.stat().st_size == 1000  # created at full length, a multiple of 8
     index.append(5, 100)
     index.close()
     assert path.read_bytes() == bytes.fromhex("00000005 00000064")
@@ -50,6 +53,7 @@ def test_preallocation_rounds_down_to_whole_entries(
 ) -> None:
     path = tmp_path / "x.index"
     index = OffsetIndex(path, 0, max_index_size=max_size)
+    index.load()
     assert path.stat().st_size == expected == index.file_length
     assert index.max_entries == expected // 8 and index.entries == 0
     assert path.read_bytes() == b"\x00" * expected
@@ -218,6 +222,10 @@ def test_reopen_keeps_entries_and_makes_an_active_index_writable_again(tmp_path:
     assert path.stat().st_size == 8
     again = OffsetIndex(path, 0, max_index_size=800)
     assert again.entries == 1 and again.lookup(3) == (3, 30)
+    # An existing file keeps its length (an inactive segment's index) until
+    # the owner of the active segment grows it.
+    assert path.stat().st_size == 8 and again.is_full
+    again.resize(800)
     assert path.stat().st_size == 800
     again.append(4, 40)
     again.close()
@@ -384,7 +392,9 @@ def test_opening_empty_and_oversized_files(tmp_path: Path) -> None:
     reader.sanity_check()
     reader.close()
     assert empty.stat().st_size == 0
-    writer = OffsetIndex(empty, 0, max_index_size=64)  # an empty file counts as new
+    writer = OffsetIndex(empty, 0, max_index_size=64)  # an existing empty file is not new
+    assert writer.max_entries == 0 and writer.is_full and empty.stat().st_size == 0
+    writer.resize(64)
     assert empty.stat().st_size == 64 and writer.max_entries == 8
     writer.close()
     # A file longer than today's maximum keeps every entry.
@@ -392,6 +402,8 @@ def test_opening_empty_and_oversized_files(tmp_path: Path) -> None:
     big.write_bytes(b"".join(struct.pack(">ii", i, i) for i in range(1, 11)))
     index = OffsetIndex(big, 0, max_index_size=40)
     assert index.entries == 10 and index.is_full and big.stat().st_size == 80
+    index.resize(40)  # never below the entries
+    assert big.stat().st_size == 80
     index.close()
 
 
@@ -520,30 +532,66 @@ def test_lookups_on_a_full_10_mib_index_are_fast(tmp_path: Path) -> None:
     index.close()
 
 
+def _blocks(path: Path) -> int:
+    return os.stat(path).st_blocks * 512
+
+
+def test_an_active_index_is_sparse_and_reserves_blocks_as_entries_come(tmp_path: Path) -> None:
+    """Full length costs no disk: blocks are reserved a page at a time, before the store."""
+    path = tmp_path / "x.index"
+    index = OffsetIndex(path, 0)  # 10 MiB
+    index.load()
+    assert path.stat().st_size == 10_485_760 and _blocks(path) < 64 * 1024
+    for i in range(1, 2000):
+        index.append(i, i * 100)
+    assert 16_000 <= _blocks(path) < 16_000 + 64 * 1024
+    index.close()
+    assert path.stat().st_size == 1999 * 8
+
+
 @pytest.mark.skipif(not hasattr(os, "posix_fallocate"), reason="no posix_fallocate")
-def test_disk_full_while_growing_leaves_a_usable_index(
+def test_disk_full_fails_the_append_that_needs_a_new_page(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Blocks are reserved when the file grows; if that fails, the index keeps its old
-    size and entries (a sparse tail would SIGBUS on the first store instead)."""
+    """An append into a page without reserved blocks reserves them first; if the disk
+    is full that is a StorageError and the index keeps its entries (a store into the
+    unbacked page would SIGBUS instead)."""
     path = tmp_path / "x.index"
-    index = OffsetIndex(path, 0, max_index_size=80)
-    index.append(1, 10)
-    index.trim_to_valid_size()
+    index = OffsetIndex(path, 0, max_index_size=3 * mmap.PAGESIZE)
+    per_page = mmap.PAGESIZE // 8
+    for i in range(1, per_page + 1):
+        index.append(i, 10 * i)
 
     def full(*args: object) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "posix_fallocate", full)
     with pytest.raises(StorageError, match="disk is full"):
-        index.resize(80)
-    assert path.stat().st_size == 8 and index.file_length == 8
-    assert index.lookup(5) == (1, 10) and index.is_full
-    with pytest.raises(StorageError, match="disk is full"):
-        OffsetIndex(tmp_path / "new.index", 0, max_index_size=80)
-    assert (tmp_path / "new.index").stat().st_size == 0  # opened as new next time
+        index.append(per_page + 1, 10 * (per_page + 1))
+    assert index.entries == per_page and index.lookup(10**6) == (per_page, 10 * per_page)
+    index.truncate_to(per_page)  # within reserved pages: no reservation needed
+    index.resize(3 * mmap.PAGESIZE)  # sparse growth needs no blocks
     monkeypatch.undo()
-    index.resize(80)
-    index.append(2, 20)
+    index.append(per_page, 1)
+    index.append(per_page + 1, 2)
     index.close()
-    assert path.read_bytes() == struct.pack(">4i", 1, 10, 2, 20)
+    assert path.stat().st_size == (per_page + 1) * 8
+
+
+def test_truncating_a_crash_left_sparse_tail_stores_nothing_into_it(tmp_path: Path) -> None:
+    """The zero tail of a crashed active index may be holes; truncation must not touch
+    them (a store could SIGBUS on a full disk), and there is nothing to zero there."""
+    path = tmp_path / "x.index"
+    with open(path, "wb") as handle:
+        handle.write(struct.pack(">4i", 1, 10, 2, 20))
+        handle.truncate(1 << 20)  # the rest is a hole
+    before = _blocks(path)
+    index = OffsetIndex(path, 0, max_index_size=1 << 20)
+    assert index.entries == (1 << 20) // 8
+    index.truncate()  # what recovery does before rebuilding it
+    assert index.entries == 0 and index.lookup(5) == (0, 0)
+    index.flush()
+    assert _blocks(path) == before
+    index.append(7, 70)
+    index.close()
+    assert path.read_bytes() == struct.pack(">2i", 7, 70)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -168,3 +169,42 @@ def test_log_end_below_log_start_checkpoint_starts_fresh(open_log: LogFactory) -
     assert again.log_start_offset == 100
     assert again.log_end_offset == 100
     assert again.append(make_batch([b"a"])).first_offset == 100
+
+
+@settings(max_examples=40, deadline=None)
+@given(cut=st.floats(min_value=0.0, max_value=1.0))
+def test_a_clean_start_checks_the_tail_of_the_active_segment(
+    tmp_path_factory: pytest.TempPathFactory, cut: float
+) -> None:
+    """The last segment cut short while the clean-shutdown marker exists (a copy, a
+    repair by fsck): the log ends after the last complete batch, never above it."""
+    root = tmp_path_factory.mktemp("cut-clean")
+    config = LogConfig(segment_bytes=1500, index_interval_bytes=64)
+    log = Log.open(root / "t-0", config)
+    _fill(log, 40)
+    assert len(log.segments) >= 2
+    active = log.active_segment
+    segment_path, active_base = active.log_path, active.base_offset
+    end = log.log_end_offset
+    log.close()
+    batches = _batches_in(segment_path)
+    cut_at = int(segment_path.stat().st_size * cut)
+    os.truncate(segment_path, cut_at)
+    complete = [(p, size) for p, size in batches if p + size <= cut_at]
+    expected_end = active_base + 2 * len(complete)
+    again = Log.open(root / "t-0", config, recovery_point=end, had_clean_shutdown=True)
+    try:
+        assert again.log_end_offset == expected_end
+        assert again.high_watermark <= again.log_end_offset
+        records = read_all(again)
+        assert [r.offset for r in records] == list(range(expected_end))
+        report = verify_log(again)
+        assert report.ok, report.problems
+        info = again.append(make_batch([b"after"]))
+        assert info.first_offset == expected_end
+        assert (
+            again.active_segment.size
+            == (complete[-1][0] + complete[-1][1] if complete else 0) + info.size
+        )
+    finally:
+        again.close()

@@ -26,8 +26,9 @@ def model_lookup(entries: list[tuple[int, int]], base: int, target: int) -> tupl
 def test_golden_bytes(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000001000.timeindex"
     index = TimeIndex(path, 1000, max_index_size=100)
-    assert path.stat().st_size == 96  # rounded down to whole 12-byte entries
+    assert not path.exists()  # opened at first use
     assert index.max_entries == 8
+    assert path.stat().st_size == 96  # rounded down to whole 12-byte entries
     index.maybe_append(TS, 1005)
     index.close()
     assert path.read_bytes() == bytes.fromhex("0000018bcfe56800 00000005")
@@ -122,7 +123,10 @@ def test_reopen_keeps_entries_and_continues(tmp_path: Path) -> None:
     index.close()
     assert path.stat().st_size == 12
     again = TimeIndex(path, 0, max_index_size=120)
-    assert path.stat().st_size == 120 and again.last_entry == (TS, 4)
+    assert again.last_entry == (TS, 4) and again.is_full
+    assert path.stat().st_size == 12  # an existing file keeps its length until resized
+    again.resize(120)
+    assert path.stat().st_size == 120
     again.maybe_append(TS - 1, 5)  # not above the last timestamp: ignored
     again.maybe_append(TS + 1, 6)
     again.close()

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from seglog.config import LogConfig
+from seglog.config import BrokerConfig, LogConfig
 from seglog.errors import InvalidConfigError
-from seglog.storage.log_dir import LogDirSettings
+from seglog.storage.log_dir import LogDirSettings, node_id
 
 
 @dataclass(frozen=True)
@@ -56,40 +56,30 @@ class BrokerSettings:
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerSettings:
-        """Build settings from Kafka property names (unknown names are kept, unused)."""
+        """Build settings from Kafka property names (unknown names are kept, unused).
 
-        def get(name: str, default: str) -> str:
-            return str(properties.get(name, default)).strip()
-
-        def integer(name: str, default: int) -> int:
-            try:
-                return int(get(name, str(default)))
-            except ValueError:
-                raise InvalidConfigError(
-                    f"invalid value for {name}: {properties[name]!r}"
-                ) from None
-
-        listeners = tuple(
-            Listener.parse(x) for x in get("listeners", "PLAINTEXT://127.0.0.1:9092").split(",")
-        )
-        advertised = properties.get("advertised.listeners")
-        log_dirs = get("log.dirs", get("log.dir", "./data"))
-        node_id = integer("node.id", integer("broker.id", 1))
-        metrics = properties.get("metrics.port")
-        dir_settings = LogDirSettings.from_properties({**properties, "node.id": str(node_id)})
+        Every known name is parsed and validated through the configuration table
+        (:data:`seglog.config.BROKER_CONFIGS`): a bad value raises InvalidConfigError
+        with Kafka's message, and the broker refuses to start.
+        """
+        config = BrokerConfig(properties)
+        listeners = tuple(Listener.parse(x) for x in str(config["listeners"]).split(","))
+        advertised = config["advertised.listeners"]
+        log_dirs = config["log.dirs"] or config["log.dir"]
+        node = node_id(config)
         return cls(
-            node_id=node_id,
+            node_id=node,
             listeners=listeners,
             advertised_listeners=(
                 tuple(Listener.parse(x) for x in str(advertised).split(",")) if advertised else None
             ),
-            log_dir=Path(log_dirs.split(",")[0]),
-            socket_request_max_bytes=integer("socket.request.max.bytes", 104_857_600),
-            auto_create_topics_enable=get("auto.create.topics.enable", "true").lower() == "true",
-            num_partitions=integer("num.partitions", 1),
-            cluster_id=properties.get("cluster.id"),
-            metrics_port=int(metrics) if metrics else None,
-            log_defaults=LogConfig.from_broker_properties(properties),
-            log_dir_settings=dir_settings,
+            log_dir=Path(str(log_dirs).split(",")[0].strip()),
+            socket_request_max_bytes=config["socket.request.max.bytes"],
+            auto_create_topics_enable=config["auto.create.topics.enable"],
+            num_partitions=config["num.partitions"],
+            cluster_id=config["cluster.id"],
+            metrics_port=config["metrics.port"],
+            log_defaults=LogConfig.from_broker_properties(config),
+            log_dir_settings=LogDirSettings.from_properties(config),
             properties=dict(properties),
         )

@@ -1,9 +1,10 @@
 """The broker's shared state: the log directory, settings, producer ids, fetch waiters.
 
 Handlers get a :class:`BrokerState` and a request and return a response body.
-Everything here runs on the event loop thread; storage calls are synchronous
-and short (a write to the page cache), except fsyncs forced by
-``flush.messages``, which the produce handler runs in a worker thread.
+Everything here runs on the event loop thread; storage calls made there are
+synchronous and short (a write to the page cache). File work that takes longer
+runs in a worker thread: fsyncs forced by ``flush.messages``, and the creation,
+growth, reconfiguration and deletion of topics (auto-creation included).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ class BrokerState:
 
     def topic_id(self, topic: str) -> uuid.UUID:
         """The topic's id (the zero uuid for unknown topics)."""
-        info = self.log_dir.topics().get(topic)
+        info = self.log_dir.topic(topic)
         return info.topic_id if info is not None else uuid.UUID(int=0)
 
     async def notify_data(self) -> None:

@@ -5,8 +5,6 @@ Reads only; never changes a file. Works on files written by seglog or by Kafka.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import click
@@ -16,15 +14,7 @@ from seglog.records import batch, log_entries
 from seglog.records import record as record_codec
 from seglog.records.compression import Codec
 from seglog.storage import filenames, producer_state
-from seglog.storage.offset_index import OffsetIndex
-from seglog.storage.time_index import TimeIndex
-
-
-@contextmanager
-def _mapped(path: Path) -> Iterator[memoryview]:
-    # A plain read rather than mmap: a view of a closed map must never be
-    # left behind by an exception half-way through the output.
-    yield memoryview(path.read_bytes())
+from seglog.storage.reader import OffsetIndexView, SegmentReader, TimeIndexView
 
 
 def _printable(data: bytes | None) -> str:
@@ -44,80 +34,85 @@ def _dump_log(path: Path, print_data: bool, max_bytes: int | None) -> int:
     if base is not None:
         click.echo(f"Log starting offset: {base}")
     problems = 0
-    with _mapped(path) as view:
-        end = len(view) if max_bytes is None else min(len(view), max_bytes)
-        position = 0
-        while position < end:
-            try:
-                info = log_entries.read_entry(view, position, check_crc=False)
-            except Exception as exc:  # report any unreadable tail, as Kafka's tool does
-                click.echo(
-                    f"Found {len(view) - position} invalid bytes at position {position}: {exc}"
-                )
-                problems += 1
+    with SegmentReader(path, base if base is not None else 0) as segment:
+        end = segment.size if max_bytes is None else min(segment.size, max_bytes)
+        # Entries are described without their CRCs first, so that a batch that
+        # fails its CRC is listed (as invalid) and the walk goes on after it.
+        scanned = segment.scan(check_crc=False)
+        for info in scanned.entries:
+            if info.position >= end:
                 break
-            chunk = view[info.position : info.position + info.size]
-            try:
-                log_entries.read_entry(chunk, 0, check_crc=True)
-                valid = True
-            except Exception:
-                valid = False
-                problems += 1
-            if info.magic == batch.CURRENT_MAGIC:
-                h = batch.read_header(chunk)
-                horizon = (
-                    f"OptionalLong[{h.base_timestamp}]"
-                    if h.has_delete_horizon
-                    else ("OptionalLong.empty")
-                )
-                click.echo(
-                    f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} "
-                    f"count: {h.record_count} baseSequence: {h.base_sequence} "
-                    f"lastSequence: {h.last_sequence} producerId: {h.producer_id} "
-                    f"producerEpoch: {h.producer_epoch} "
-                    f"partitionLeaderEpoch: {h.partition_leader_epoch} "
-                    f"isTransactional: {str(h.is_transactional).lower()} "
-                    f"isControl: {str(h.is_control).lower()} deleteHorizonMs: {horizon} "
-                    f"position: {info.position} {_timestamp_label(h.timestamp_type)}: "
-                    f"{h.max_timestamp} size: {info.size} magic: {h.magic} "
-                    f"compresscodec: {Codec(h.compression).name.lower()} crc: {h.crc} "
-                    f"isvalid: {str(valid).lower()}"
-                )
-            else:
-                click.echo(
-                    f"offset: {info.last_offset} position: {info.position} "
-                    f"timestamp: {info.max_timestamp} size: {info.size} magic: {info.magic} "
-                    f"count: {info.record_count} isvalid: {str(valid).lower()}"
-                )
-            if print_data:
-                try:
-                    records = record_codec.decode_entry(chunk)
-                except Exception as exc:
-                    click.echo(f"| cannot decode records: {exc}")
-                    problems += 1
-                    records = []
-                for rec in records:
-                    headers = ", ".join(h.key for h in rec.headers)
-                    click.echo(
-                        f"| offset: {rec.offset} timestamp: {rec.timestamp} "
-                        f"keySize: {-1 if rec.key is None else len(rec.key)} "
-                        f"valueSize: {-1 if rec.value is None else len(rec.value)} "
-                        f"headerKeys: [{headers}] key: {_printable(rec.key)} "
-                        f"payload: {_printable(rec.value)}"
-                    )
-            del chunk
-            position += info.size
+            chunk = segment.read(info.position, info.size)
+            problems += _dump_entry(info, chunk, print_data)
+        if scanned.error is not None and scanned.valid_end < end:
+            click.echo(
+                f"Found {segment.size - scanned.valid_end} invalid bytes at position "
+                f"{scanned.valid_end}: {scanned.error}"
+            )
+            problems += 1
+    return problems
+
+
+def _dump_entry(info: log_entries.EntryInfo, chunk: bytes, print_data: bool) -> int:
+    """Print one entry (and its records with ``print_data``); returns the problems found."""
+    problems = 0
+    try:
+        log_entries.read_entry(chunk, 0, check_crc=True)
+        valid = True
+    except Exception:
+        valid = False
+        problems += 1
+    if info.magic == batch.CURRENT_MAGIC:
+        h = batch.read_header(chunk)
+        horizon = (
+            f"OptionalLong[{h.base_timestamp}]" if h.has_delete_horizon else "OptionalLong.empty"
+        )
+        click.echo(
+            f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} "
+            f"count: {h.record_count} baseSequence: {h.base_sequence} "
+            f"lastSequence: {h.last_sequence} producerId: {h.producer_id} "
+            f"producerEpoch: {h.producer_epoch} "
+            f"partitionLeaderEpoch: {h.partition_leader_epoch} "
+            f"isTransactional: {str(h.is_transactional).lower()} "
+            f"isControl: {str(h.is_control).lower()} deleteHorizonMs: {horizon} "
+            f"position: {info.position} {_timestamp_label(h.timestamp_type)}: "
+            f"{h.max_timestamp} size: {info.size} magic: {h.magic} "
+            f"compresscodec: {Codec(h.compression).name.lower()} crc: {h.crc} "
+            f"isvalid: {str(valid).lower()}"
+        )
+    else:
+        click.echo(
+            f"offset: {info.last_offset} position: {info.position} "
+            f"timestamp: {info.max_timestamp} size: {info.size} magic: {info.magic} "
+            f"count: {info.record_count} isvalid: {str(valid).lower()}"
+        )
+    if print_data:
+        try:
+            records = record_codec.decode_entry(chunk)
+        except Exception as exc:
+            click.echo(f"| cannot decode records: {exc}")
+            problems += 1
+            records = []
+        for rec in records:
+            headers = ", ".join(h.key for h in rec.headers)
+            click.echo(
+                f"| offset: {rec.offset} timestamp: {rec.timestamp} "
+                f"keySize: {-1 if rec.key is None else len(rec.key)} "
+                f"valueSize: {-1 if rec.value is None else len(rec.value)} "
+                f"headerKeys: [{headers}] key: {_printable(rec.key)} "
+                f"payload: {_printable(rec.value)}"
+            )
     return problems
 
 
 def _log_entries_by_position(log_path: Path) -> dict[int, log_entries.EntryInfo]:
-    entries: dict[int, log_entries.EntryInfo] = {}
-    if not log_path.exists():
-        return entries
-    with _mapped(log_path) as view:
-        for entry in log_entries.scan(view, check_crc=False).entries:
-            entries[entry.position] = entry
-    return entries
+    base = filenames.parse_base_offset(log_path.name)
+    try:
+        segment = SegmentReader(log_path, base if base is not None else 0)
+    except FileNotFoundError:
+        return {}
+    with segment:
+        return {entry.position: entry for entry in segment.scan(check_crc=False).entries}
 
 
 def _dump_index(path: Path, verify_only: bool) -> int:
@@ -126,30 +121,24 @@ def _dump_index(path: Path, verify_only: bool) -> int:
         raise click.ClickException(f"{path} is not named <20-digit offset>.index")
     log_path = path.with_name(f"{filenames.offset_name(base)}{filenames.LOG_SUFFIX}")
     entries = _log_entries_by_position(log_path)
-    index = OffsetIndex(path, base, max(path.stat().st_size, 8), writable=False)
+    index = OffsetIndexView.load(path, base)
     problems = 0
     click.echo(f"Dumping {path}")
-    try:
-        for n in range(index.entries):
-            offset, position = index.entry(n)
-            if n > 0 and offset == base and position == 0:
-                break  # zero-filled tail of an index that was never trimmed
-            if not verify_only:
-                click.echo(f"offset: {offset} position: {position}")
-            entry = entries.get(position)
-            if entry is None:
-                click.echo(f"  no entry of {log_path.name} starts at position {position}")
-                problems += 1
-            elif (
-                not entry.base_offset <= offset <= entry.last_offset and entry.last_offset != offset
-            ):
-                click.echo(
-                    f"  Index offset {offset}, log offset {entry.last_offset} mismatch "
-                    f"at position {position}"
-                )
-                problems += 1
-    finally:
-        index.close()
+    for n, (offset, position) in enumerate(index):
+        if n > 0 and offset == base and position == 0:
+            break  # an entry never written: nothing after it is one either
+        if not verify_only:
+            click.echo(f"offset: {offset} position: {position}")
+        entry = entries.get(position)
+        if entry is None:
+            click.echo(f"  no entry of {log_path.name} starts at position {position}")
+            problems += 1
+        elif not entry.base_offset <= offset <= entry.last_offset and entry.last_offset != offset:
+            click.echo(
+                f"  Index offset {offset}, log offset {entry.last_offset} mismatch "
+                f"at position {position}"
+            )
+            problems += 1
     return problems
 
 
@@ -164,29 +153,25 @@ def _dump_time_index(path: Path, verify_only: bool) -> int:
     for offset in sorted(by_last_offset):
         top = max(top, by_last_offset[offset].max_timestamp)
         running_max[offset] = top
-    index = TimeIndex(path, base, max(path.stat().st_size, 12), writable=False)
+    index = TimeIndexView.load(path, base)
     problems = 0
     previous = -1
     click.echo(f"Dumping {path}")
-    try:
-        for n in range(index.entries):
-            timestamp, offset = index.entry(n)
-            if n > 0 and timestamp == 0 and offset == base:
-                break  # zero-filled tail of an index that was never trimmed
-            if not verify_only:
-                click.echo(f"timestamp: {timestamp} offset: {offset}")
-            if timestamp < previous:
-                click.echo(f"  timestamp {timestamp} is below the previous entry's {previous}")
-                problems += 1
-            previous = timestamp
-            if by_last_offset and running_max.get(offset) != timestamp:
-                click.echo(
-                    f"  Found timestamp mismatch in {path.name}: index timestamp {timestamp} "
-                    f"for offset {offset}, log max timestamp {running_max.get(offset)}"
-                )
-                problems += 1
-    finally:
-        index.close()
+    for n, (timestamp, offset) in enumerate(index):
+        if n > 0 and timestamp == 0 and offset == base:
+            break  # an entry never written: nothing after it is one either
+        if not verify_only:
+            click.echo(f"timestamp: {timestamp} offset: {offset}")
+        if timestamp < previous:
+            click.echo(f"  timestamp {timestamp} is below the previous entry's {previous}")
+            problems += 1
+        previous = timestamp
+        if by_last_offset and running_max.get(offset) != timestamp:
+            click.echo(
+                f"  Found timestamp mismatch in {path.name}: index timestamp {timestamp} "
+                f"for offset {offset}, log max timestamp {running_max.get(offset)}"
+            )
+            problems += 1
     return problems
 
 

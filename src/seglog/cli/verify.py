@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from seglog.storage import filenames
+from seglog.storage.reader import partition_dirs
 from seglog.storage.verify import verify_partition_dir
 
 
@@ -20,9 +21,7 @@ def verify(log_dir: Path) -> None:
     Exits with status 2 if any partition has a problem.
     """
     failed = 0
-    partitions = sorted(
-        p for p in log_dir.iterdir() if p.is_dir() and filenames.parse_partition_dir(p.name)
-    )
+    partitions = sorted(partition_dirs(log_dir).values())
     if not partitions and filenames.parse_partition_dir(log_dir.name):
         partitions = [log_dir]
     for directory in partitions:

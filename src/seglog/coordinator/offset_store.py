@@ -347,6 +347,12 @@ class OffsetStore:
         self.partitions = info.partitions if info is not None else partitions
 
     @property
+    def _segment_key(self) -> str:
+        # offsets.topic.segment.bytes may be below segment.bytes' floor of 1 MiB:
+        # the internal setting carries such a size, as Kafka's does.
+        return "segment.bytes" if self._segment_bytes >= 1024 * 1024 else "internal.segment.bytes"
+
+    @property
     def exists(self) -> bool:
         """Whether the topic has been created."""
         return TOPIC in self.log_dir.topics()
@@ -359,7 +365,7 @@ class OffsetStore:
             self.log_dir.create_topic(
                 TOPIC,
                 self._wanted_partitions,
-                {"cleanup.policy": "compact", "segment.bytes": str(self._segment_bytes)},
+                {"cleanup.policy": "compact", self._segment_key: str(self._segment_bytes)},
             )
         except SeglogError as exc:
             if exc.kafka_error != "TOPIC_ALREADY_EXISTS":

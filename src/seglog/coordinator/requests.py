@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
-from seglog.errors import InvalidConfigError
+from seglog.config import BrokerConfig
 
 NONE = "NONE"
 """The error name of success."""
@@ -57,27 +57,18 @@ class CoordinatorConfig:
     }
 
     @classmethod
-    def from_properties(cls, properties: Mapping[str, str]) -> CoordinatorConfig:
-        """Read the settings above from broker properties (``offsets.retention.minutes`` too)."""
-        values: dict[str, int] = {}
-        for name, attribute in cls._NAMES.items():
-            if name in properties:
-                values[attribute] = _integer(properties, name)
-        if "offsets.retention.minutes" in properties:
-            values["offsets_retention_ms"] = (
-                _integer(properties, "offsets.retention.minutes") * 60_000
-            )
-        config = cls(**values)
-        if config.offsets_topic_num_partitions < 1:
-            raise InvalidConfigError("offsets.topic.num.partitions must be at least 1")
-        return config
+    def from_properties(cls, properties: Mapping[str, object]) -> CoordinatorConfig:
+        """Read the settings above from broker properties (``offsets.retention.minutes`` too).
 
-
-def _integer(properties: Mapping[str, str], name: str) -> int:
-    try:
-        return int(str(properties[name]).strip())
-    except ValueError:
-        raise InvalidConfigError(f"invalid value for {name}: {properties[name]!r}") from None
+        Values are parsed and validated by the configuration table
+        (:data:`seglog.config.BROKER_CONFIGS`); a bad one raises InvalidConfigError.
+        """
+        config = properties if isinstance(properties, BrokerConfig) else BrokerConfig(properties)
+        values: dict[str, int] = {
+            attribute: int(config[name]) for name, attribute in cls._NAMES.items()
+        }
+        values["offsets_retention_ms"] = int(config["offsets.retention.minutes"]) * 60_000
+        return cls(**values)
 
 
 # ------------------------------------------------------------ requests, results

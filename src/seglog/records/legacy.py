@@ -191,6 +191,26 @@ def describe_entry(view: BytesLike, check_crc: bool = True) -> LegacyEntryInfo:
     )
 
 
+NO_TIMESTAMP_TYPE = -1
+"""Kafka's ``TimestampType.NO_TIMESTAMP_TYPE`` id: magic 0 messages carry no timestamp."""
+
+
+def timestamp_type(entry: BytesLike) -> int:
+    """Kafka's timestamp type id of the legacy entry at the start of ``entry``.
+
+    :data:`NO_TIMESTAMP_TYPE` for magic 0; for magic 1, the attributes' bit 3:
+    ``batch.CREATE_TIME`` or ``batch.LOG_APPEND_TIME`` (a wrapper's applies to
+    every inner message).
+    """
+    view = memoryview(entry)
+    if len(view) < _PREFIX.size:
+        raise CorruptRecordError("truncated legacy message")
+    magic, attributes = _PREFIX.unpack_from(view, 0)[3:]
+    if magic == 0:
+        return NO_TIMESTAMP_TYPE
+    return batch.LOG_APPEND_TIME if attributes & batch.TIMESTAMP_TYPE_MASK else batch.CREATE_TIME
+
+
 def decode_legacy(view: BytesLike, *, check_crc: bool = False) -> list[Record]:
     """Every message of a legacy message set, wrappers expanded, with absolute offsets.
 
@@ -256,4 +276,11 @@ def convert_to_v2(view: BytesLike) -> bytes:
     return bytes(out)
 
 
-__all__ = ["LegacyEntryInfo", "convert_to_v2", "decode_legacy", "describe_entry"]
+__all__ = [
+    "NO_TIMESTAMP_TYPE",
+    "LegacyEntryInfo",
+    "convert_to_v2",
+    "decode_legacy",
+    "describe_entry",
+    "timestamp_type",
+]

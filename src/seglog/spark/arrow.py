@@ -17,14 +17,12 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from seglog._typing import BytesLike
 from seglog.errors import CorruptRecordError
 from seglog.records import batch
+from seglog.records.legacy import NO_TIMESTAMP_TYPE
 from seglog.records.record import Record, records_block
 from seglog.records.varint import decode_varlong
 from seglog.spark.schema import ARROW_HEADERS_TYPE, ARROW_TIMESTAMP, arrow_schema
 
 __all__ = ["NO_TIMESTAMP_TYPE", "ColumnBuilder"]
-
-NO_TIMESTAMP_TYPE = -1
-"""Kafka's ``TimestampType.NO_TIMESTAMP_TYPE`` id (magic 0 messages)."""
 
 _MS = pa.timestamp("ms", tz="UTC")
 HeaderList = list[tuple[str, bytes | None]] | None

@@ -5,34 +5,53 @@ Grammar (the entry layout is the subclass's)::
     index-file := entry* padding
     padding    := zero-filled whole entries      (only while the index is active)
 
-Lifecycle, as in Kafka:
+Lifecycle, as in Kafka (``AbstractIndex`` behind a ``LazyIndex``):
 
-* A new index (file missing or empty) opened writable is preallocated to the
-  maximum index size rounded down to whole entries, zero-filled, with blocks
-  reserved, and mapped; appends store into the map.
-* An existing non-empty file is trusted to be entries only: ``entries`` is its
-  length divided by the entry size. Only the active segment's index is ever
-  longer than its entries, and after an unclean shutdown it is rebuilt from
-  the log, so the loader must run :meth:`IndexFile.sanity_check` (which spots a
-  crash-left zero tail) before trusting it. Opened writable, the file is grown
-  back to the maximum size so appends can continue.
+* Nothing is opened or mapped when an index is constructed: the file is opened,
+  mapped and its descriptor closed at first use (a lookup, an append, a
+  property that needs the entries). A partition with thousands of segments
+  therefore opens without touching their indexes, and holds neither a
+  descriptor nor a mapping for an index nobody reads (Kafka's ``LazyIndex``).
+  The map does not need the descriptor: it is closed as soon as the map exists.
+* A file that does not exist yet, opened writable, is created at the maximum
+  index size rounded down to whole entries, as a *sparse* file (ftruncate):
+  it takes no disk blocks until entries are stored.
+* An existing file is trusted to be entries only: ``entries`` is its length
+  divided by the entry size, and it is mapped at that length. Only the active
+  segment's index is longer than its entries, and after an unclean shutdown it
+  is rebuilt from the log, so the loader runs :meth:`IndexFile.sanity_check`
+  (which spots a crash-left zero tail) on it before trusting it. Only the
+  owner of the active segment grows an index again (:meth:`IndexFile.resize`).
 * When the segment stops being active, or is closed, the file is trimmed to
   exactly its entries.
+
+Disk blocks and SIGBUS: a store into a page of a mapped file that has no disk
+block behind it makes the kernel allocate one; if the disk is full, the process
+gets SIGBUS and dies instead of seeing an error. Reserving the whole maximum
+size up front (as this module once did) makes that impossible but costs 10 MiB
+per index of real disk, which a restart cannot always find. Instead, before a
+store reaches a page that was not yet reserved, the blocks of that page are
+reserved with ``posix_fallocate`` (:meth:`IndexFile._reserve`): the only cost
+is one open/fallocate/close per page of index (512 offset entries), a full
+disk becomes a StorageError on that append, and the disk an index uses is what
+its entries use. (Writing entries with ``pwrite`` would fail as cleanly, but
+needs a descriptor kept open per active index, which Kafka does not keep.)
 
 Everything past ``entries`` is kept zero (truncation zeroes what it drops), so
 a crash-left file always ends in zero entries and never in stale ones that
 would look valid.
 
 An index is not thread-safe: its owner serialises every call, including
-lookups against remapping (resize, trim, close).
+lookups against remapping (resize, trim, close). Loading at first use is the
+exception: it takes a lock, because concurrent readers may be first together.
 """
 
 from __future__ import annotations
 
-import contextlib
 import mmap
 import os
 import struct
+import threading
 from pathlib import Path
 from typing import ClassVar
 
@@ -44,6 +63,9 @@ DEFAULT_MAX_INDEX_SIZE = 10_485_760
 # end, so a lookup near the tail (the common case: consumers that keep up)
 # touches only the pages recent appends already made hot.
 _WARM_BYTES = 8192
+# Blocks are reserved a page at a time, just before the first store into it.
+_RESERVE_BYTES = mmap.PAGESIZE
+_ZERO_PAGE = bytes(mmap.PAGESIZE)
 
 
 class IndexFile:
@@ -67,88 +89,115 @@ class IndexFile:
         self._writable = writable
         self._max_size = max_index_size - max_index_size % self.entry_size
         self._warm_entries = _WARM_BYTES // self.entry_size
-        self._mmap: mmap.mmap | None = None
+        # The map, and its buffer: the buffer is what lookups and stores use.
+        self._file_map: io.FileMap | None = None
+        self._mmap: memoryview | mmap.mmap | None = None
         self._length = 0
         self._entries = 0
+        # Bytes from the start of the file whose disk blocks are known to be
+        # reserved: a store below it cannot SIGBUS. Starts at 0 even for a
+        # file with entries (they might be a crash-left sparse tail); reserving
+        # blocks that already exist costs little.
+        self._reserved = 0
         self._closed = False
+        self._loaded = False
+        self._load_lock = threading.Lock()
         # Set by every store into the map and cleared by flush: a flush with
         # nothing new skips the msync (most flushes add no index entry).
         self._dirty = False
-        if writable:
-            self._open_writable()
-        else:
-            self._open_read_only()
         self._entries_changed()
 
-    def _open_writable(self) -> None:
-        try:
-            fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise io.storage_error("open index", self._path, exc) from exc
-        try:
-            length = _file_size(fd, self._path)
-            size = self.entry_size
-            if length == 0:
-                target = self._max_size
-            elif length % size != 0:
-                # Not a whole number of entries: leave it for sanity_check to
-                # report, rather than hide the evidence by resizing it.
-                target = length
+    # --------------------------------------------------------------- loading
+
+    def load(self) -> None:
+        """Open and map the file now instead of at first use (no-op once done or closed)."""
+        if self._loaded:
+            return
+        with self._load_lock:
+            if self._loaded or self._closed:
+                return
+            if self._writable:
+                self._open_writable()
             else:
-                target = max(self._max_size, length)
-            self._entries = length // size
-            self._set_length(fd, length, target)
+                self._open_read_only()
+            self._loaded = True
+            self._entries_changed()
+
+    @property
+    def loaded(self) -> bool:
+        """True once the file has been opened and mapped."""
+        return self._loaded
+
+    def _use(self) -> None:
+        """Raise if the index is closed; open it at its first use."""
+        if self._closed:
+            raise StorageError(f"index {self._path} is closed")
+        if not self._loaded:
+            self.load()
+
+    def _peek(self) -> None:
+        """Open the index at its first use, for properties (which do not raise when closed)."""
+        if not self._loaded and not self._closed:
+            self.load()
+
+    def _open_writable(self) -> None:
+        # Kafka's rule: only a file that this open creates gets the full length.
+        # An existing file keeps its length (trimmed, for an inactive segment)
+        # until the active segment's owner resizes it.
+        created = True
+        try:
+            fd = io.open_fd(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            created = False
+            fd = io.open_fd(self._path, os.O_RDWR)
+        except FileNotFoundError as exc:
+            raise io.storage_error("create index", self._path, exc) from exc
+        try:
+            length = io.file_size(fd)
+            self._entries = length // self.entry_size
+            target = self._max_size if created else length
+            if target != length:
+                try:
+                    self._set_length(fd, target)
+                except StorageError:
+                    # Leave no file behind, so the next open creates it again.
+                    io.unlink_if_exists(self._path)
+                    raise
             self._map(fd, target)
         finally:
-            os.close(fd)
+            io.close_fd(fd)
 
     def _open_read_only(self) -> None:
         try:
-            fd = os.open(self._path, os.O_RDONLY)
+            fd = io.open_fd(self._path, os.O_RDONLY)
         except FileNotFoundError:
             return
-        except OSError as exc:
-            raise io.storage_error("open index", self._path, exc) from exc
         try:
-            length = _file_size(fd, self._path)
+            length = io.file_size(fd)
             self._entries = length // self.entry_size
             self._map(fd, length)
         finally:
-            os.close(fd)
+            io.close_fd(fd)
 
-    def _set_length(self, fd: int, old: int, new: int) -> None:
-        """Make the file ``new`` bytes long, with blocks reserved for any growth.
-
-        On failure the file is put back to ``old`` bytes: a sparse tail left
-        behind would become SIGBUS on the first store into it.
-        """
-        if new == old:
-            return
+    def _set_length(self, fd: int, new: int) -> None:
+        """Make the file ``new`` bytes long; growth is sparse (see the module docstring)."""
         io.truncate_file(fd, new)
-        if new > old:
-            try:
-                io.preallocate(fd, old, new - old, name=self._path)
-            except StorageError:
-                with contextlib.suppress(StorageError):
-                    io.truncate_file(fd, old)
-                raise
+        self._reserved = min(self._reserved, new)
 
     def _map(self, fd: int, length: int) -> None:
         self._length = length
         if length == 0:
             # mmap refuses an empty mapping; an empty index needs none.
-            self._mmap = None
+            self._file_map = self._mmap = None
             return
-        access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-        try:
-            self._mmap = mmap.mmap(fd, length, access=access)
-        except OSError as exc:
-            raise io.storage_error("map index", self._path, exc) from exc
+        self._file_map = io.map_file(fd, length, writable=self._writable, name=self._path)
+        self._mmap = self._file_map.buffer
 
     def _unmap(self) -> None:
-        if self._mmap is not None:
-            self._mmap.close()
+        if self._file_map is not None:
             self._mmap = None
+            self._file_map.close()
+            self._file_map = None
 
     def _remap(self, new_length: int) -> None:
         """Resize the file to ``new_length`` and map it again.
@@ -156,15 +205,12 @@ class IndexFile:
         If resizing fails the old mapping is restored; if even that fails the
         index is closed, so that no lookup can quietly find nothing.
         """
-        try:
-            fd = os.open(self._path, os.O_RDWR)
-        except OSError as exc:
-            raise io.storage_error("open index", self._path, exc) from exc
+        fd = io.open_fd(self._path, os.O_RDWR)
         old_length = self._length
         try:
             self._unmap()
             try:
-                self._set_length(fd, old_length, new_length)
+                self._set_length(fd, new_length)
             except StorageError:
                 self._map(fd, old_length)
                 raise
@@ -174,7 +220,23 @@ class IndexFile:
                 self._closed = True
             raise
         finally:
-            os.close(fd)
+            io.close_fd(fd)
+
+    def _reserve(self, end: int) -> None:
+        """Reserve disk blocks for the file up to ``end`` before a store below it.
+
+        Whole pages at a time, never past the file's length. A full disk
+        raises StorageError here, before anything is stored.
+        """
+        if end <= self._reserved:
+            return
+        upto = min(self._length, -(-end // _RESERVE_BYTES) * _RESERVE_BYTES)
+        fd = io.open_fd(self._path, os.O_RDWR)
+        try:
+            io.preallocate(fd, self._reserved, upto - self._reserved, name=self._path)
+        finally:
+            io.close_fd(fd)
+        self._reserved = upto
 
     def _entries_changed(self) -> None:
         """Hook: ``_entries`` was set other than by an append (open, truncation)."""
@@ -204,40 +266,47 @@ class IndexFile:
     @property
     def entries(self) -> int:
         """The number of entries."""
+        self._peek()
         return self._entries
 
     @property
     def max_entries(self) -> int:
         """How many entries the file holds at its current length."""
+        self._peek()
         return self._length // self.entry_size
 
     @property
     def is_full(self) -> bool:
         """True when no entry can be appended."""
+        self._peek()
         return self._entries >= self._length // self.entry_size
 
     @property
     def size_in_bytes(self) -> int:
         """The bytes taken by the entries: ``entries * entry_size``."""
+        self._peek()
         return self._entries * self.entry_size
 
     @property
     def file_length(self) -> int:
         """The length of the file as this index last set or found it."""
+        self._peek()
         return self._length
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StorageError(f"index {self._path} is closed")
+    def _writable_map(self, end: int) -> memoryview | mmap.mmap:
+        """The map, for a store below byte ``end``, with the blocks up to there reserved.
 
-    def _writable_map(self) -> mmap.mmap:
-        """The map, for a store; raises unless the index is open for writing."""
-        self._check_open()
+        Raises unless the index is open for writing, and StorageError (before
+        anything is stored) if the disk has no room for the blocks.
+        """
+        self._use()
         if not self._writable:
             raise StorageError(f"index {self._path} is open read-only")
         if self._mmap is None:
             # Only a zero-length file has no map, and it is full.
             raise StorageError(f"index {self._path} has no room for an entry")
+        if end > self._reserved:
+            self._reserve(end)
         self._dirty = True
         return self._mmap
 
@@ -284,21 +353,44 @@ class IndexFile:
             return
         buf = self._mmap
         if self._writable and buf is not None:
-            start = entries * self.entry_size
-            end = self._entries * self.entry_size
-            buf[start:end] = bytes(end - start)
-            self._dirty = True
+            self._zero(buf, entries * self.entry_size, self._entries * self.entry_size)
         self._entries = entries
         self._entries_changed()
 
+    def _zero(self, buf: memoryview | mmap.mmap, start: int, end: int) -> None:
+        """Zero bytes [start, end) of the map, storing only into pages that need it.
+
+        Beyond what this index reserved, a page may be a hole of a sparse file
+        (a crash-left tail): it reads as zeros already, and a store into it
+        could SIGBUS on a full disk. A page holding anything else has a block.
+        """
+        if end <= self._reserved:
+            buf[start:end] = bytes(end - start)
+            self._dirty = True
+            return
+        page = _RESERVE_BYTES
+        position = start
+        while position < end:
+            stop = min(end, (position // page + 1) * page)
+            zeros = _ZERO_PAGE[: stop - position]
+            if position < self._reserved or buf[position:stop] != zeros:
+                buf[position:stop] = zeros
+                self._dirty = True
+            position = stop
+
+    def truncate_to_entries(self, entries: int) -> None:
+        """Keep only the first ``entries`` entries (undoing appends)."""
+        self._use()
+        self._truncate_to_entries(entries)
+
     def truncate(self) -> None:
         """Remove every entry."""
-        self._check_open()
+        self._use()
         self._truncate_to_entries(0)
 
     def trim_to_valid_size(self) -> None:
         """Shrink the file to exactly its entries (a no-op for a read-only index)."""
-        self._check_open()
+        self._use()
         if self._writable:
             self.resize(self.size_in_bytes)
 
@@ -308,7 +400,7 @@ class IndexFile:
         Never shrinks below the entries. Growing makes room for appends again
         (the active segment's index, after load or truncation).
         """
-        self._check_open()
+        self._use()
         if not self._writable:
             raise StorageError(f"cannot resize index {self._path}: it is open read-only")
         rounded = max(new_size - new_size % self.entry_size, self.size_in_bytes)
@@ -324,13 +416,11 @@ class IndexFile:
         examined, which is cheap and catches what a crash leaves (a zero tail);
         ``full=True`` checks the order of every entry.
         """
-        self._check_open()
+        self._use()
         try:
-            length = os.stat(self._path).st_size
+            length = io.file_size(self._path)
         except FileNotFoundError:
             length = self._length
-        except OSError as exc:
-            raise io.storage_error("stat index", self._path, exc) from exc
         if length % self.entry_size != 0:
             raise CorruptIndexError(
                 f"index file {self._path} is corrupt: its length {length} is not a "
@@ -343,12 +433,9 @@ class IndexFile:
 
     def flush(self) -> None:
         """Write the mapped pages back to the file (msync)."""
-        self._check_open()
-        if self._writable and self._mmap is not None and self._dirty:
-            try:
-                self._mmap.flush()
-            except OSError as exc:
-                raise io.storage_error("flush index", self._path, exc) from exc
+        self._use()
+        if self._writable and self._file_map is not None and self._dirty:
+            io.flush_map(self._file_map, name=self._path)
             self._dirty = False
 
     def close(self) -> None:
@@ -356,8 +443,10 @@ class IndexFile:
         if self._closed:
             return
         self._closed = True
+        if not self._loaded:
+            return  # never opened: the file is as it was found
         self._unmap()
-        valid = self.size_in_bytes
+        valid = self._entries * self.entry_size
         if self._writable and self._length != valid and self._path.exists():
             io.truncate_file(self._path, valid)
             self._length = valid
@@ -377,12 +466,6 @@ class IndexFile:
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}({str(self._path)!r}, base_offset={self._base_offset}, "
-            f"entries={self._entries}, max_entries={self.max_entries})"
+            f"entries={self._entries}, max_entries={self._length // self.entry_size}"
+            f"{'' if self._loaded else ', not loaded'})"
         )
-
-
-def _file_size(fd: int, path: Path) -> int:
-    try:
-        return os.fstat(fd).st_size
-    except OSError as exc:
-        raise io.storage_error("stat index", path, exc) from exc

@@ -3,7 +3,9 @@
 Grammar::
 
     partition-dir  := topic "-" partition                  e.g. "orders-3"
-    deleted-dir    := topic "-" partition "." uuid "-delete"   (also "-future", "-stray")
+    deleted-dir    := topic-prefix "-" partition "." uuid "-delete"   (also "-stray")
+    future-dir     := topic "-" partition "." uuid "-future"
+    topic-prefix   := the topic, cut so that the whole name fits 255 bytes
     segment-file   := offset kind [transient]              e.g. "00000000000000001200.log"
     offset         := 20 decimal digits, zero-padded       (a base offset, 0 .. 2**63-1)
     kind           := ".log" | ".index" | ".timeindex" | ".txnindex" | ".snapshot"
@@ -15,6 +17,7 @@ Grammar::
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 
 from seglog.errors import InvalidTopicError
@@ -32,6 +35,9 @@ FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 
 MAX_TOPIC_NAME_LENGTH = 249
+MAX_FILE_NAME_BYTES = 255
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+"""Kafka's internal topics: written by the broker's coordinators only."""
 _MAX_OFFSET = 2**63 - 1
 _MAX_PARTITION = 2**31 - 1
 
@@ -92,6 +98,32 @@ def parse_base_offset(name: str) -> int | None:
 def partition_dir_name(topic: str, partition: int) -> str:
     """``<topic>-<partition>``, the directory of one partition."""
     return f"{topic}-{partition}"
+
+
+def delete_dir_name(topic: str, partition: int, unique: uuid.UUID | None = None) -> str:
+    """The name a partition directory is renamed to when its topic is deleted.
+
+    ``<topic>-<partition>.<uuid>-delete``, with the topic cut short (as Kafka's
+    ``logDeleteDirName`` does) so that the whole name fits a file name's 255
+    bytes: a topic of 249 characters would otherwise give 291.
+    """
+    suffix = f"-{partition}.{(unique or uuid.uuid4()).hex}{DELETE_DIR_SUFFIX}"
+    return topic[: max(0, MAX_FILE_NAME_BYTES - len(suffix))] + suffix
+
+
+def is_internal(topic: str) -> bool:
+    """Whether ``topic`` is one of Kafka's internal topics (``__consumer_offsets`` ...)."""
+    return topic in INTERNAL_TOPICS
+
+
+def unify_collision_chars(topic: str) -> str:
+    """The topic with ``.`` as ``_``: two names equal so would clash in metric names."""
+    return topic.replace(".", "_")
+
+
+def has_collision_chars(topic: str) -> bool:
+    """Whether the topic holds a ``.`` or a ``_``."""
+    return "." in topic or "_" in topic
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:

@@ -15,8 +15,13 @@ them with ``monkeypatch.setattr(io, "fsync_dir", ...)``:
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import mmap
 import os
+import sys
+import weakref
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -181,3 +186,175 @@ def preallocate(fd: int, offset: int, length: int, *, name: object = None) -> No
         if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", None)):
             target = name if name is not None else f"file descriptor {fd}"
             raise storage_error(f"reserve {length} bytes for", target, exc) from exc
+
+
+# ----------------------------------------------------- descriptors and maps
+
+
+def open_fd(path: Path | str, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` with close-on-exec; a failure names the file.
+
+    FileNotFoundError and FileExistsError pass through as they are: callers
+    test for them (a missing index, a file created with ``O_EXCL``).
+    """
+    try:
+        return os.open(path, flags | getattr(os, "O_CLOEXEC", 0), mode)
+    except (FileNotFoundError, FileExistsError):
+        raise
+    except OSError as exc:
+        raise storage_error("open", path, exc) from exc
+
+
+def close_fd(fd: int) -> None:
+    """Close a descriptor; an error closing one is reported, not hidden."""
+    try:
+        os.close(fd)
+    except OSError as exc:
+        raise storage_error("close", f"file descriptor {fd}", exc) from exc
+
+
+def file_size(path_or_fd: Path | str | int) -> int:
+    """The length in bytes of a file given by path or descriptor."""
+    try:
+        return (
+            os.fstat(path_or_fd).st_size
+            if isinstance(path_or_fd, int)
+            else os.stat(path_or_fd).st_size
+        )
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise storage_error(
+            "stat", _describe(path_or_fd) if isinstance(path_or_fd, int) else path_or_fd, exc
+        ) from exc
+
+
+class FileMap:
+    """A shared memory map of a file that holds no file descriptor.
+
+    ``buffer`` is what readers and writers use (``struct.unpack_from``,
+    slicing, slice assignment). Python's own ``mmap`` keeps a duplicate of
+    the descriptor it was made from for as long as it lives (until Python
+    3.13's ``trackfd=False``), which would cost every mapped index a
+    descriptor: on Linux the map is made with libc's ``mmap`` instead.
+
+    The pages are unmapped when the last reference to ``buffer`` goes (after
+    :meth:`close`, once no lookup in flight still holds it): a reader racing a
+    remap keeps reading the old pages instead of faulting on unmapped memory.
+    """
+
+    __slots__ = ("_address", "_closed", "_length", "_mmap", "buffer")
+
+    def __init__(self, fd: int, length: int, *, writable: bool) -> None:
+        self._length = length
+        self._closed = False
+        self._address = 0
+        self._mmap: mmap.mmap | None = None
+        self.buffer: memoryview | mmap.mmap
+        access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
+        if _LIBC is None:
+            if sys.version_info >= (3, 13):
+                self._mmap = mmap.mmap(fd, length, access=access, trackfd=False)
+            else:  # pragma: no cover - platforms without libc's mmap reachable
+                self._mmap = mmap.mmap(fd, length, access=access)
+            self.buffer = self._mmap
+            return
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+        address = _LIBC.mmap(None, length, prot, mmap.MAP_SHARED, fd, 0)
+        if address is None or address == _MAP_FAILED:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+        self._address = address
+        pages = (ctypes.c_ubyte * length).from_address(address)
+        # Unmapped when the array dies, which is when the last view of it does.
+        weakref.finalize(pages, _LIBC.munmap, address, length)
+        view = memoryview(pages).cast("B")
+        self.buffer = view if writable else view.toreadonly()
+
+    def flush(self) -> None:
+        """Write dirty pages back to the file (msync); raises OSError."""
+        if self._closed:
+            return
+        if self._mmap is not None:
+            self._mmap.flush()
+            return
+        assert _LIBC is not None
+        if _LIBC.msync(self._address, self._length, _MS_SYNC) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+
+    def close(self) -> None:
+        """Drop this map; the pages go with the last reference to :attr:`buffer`."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._mmap is not None:
+            self._mmap.close()
+        else:
+            del self.buffer
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    if sys.platform != "linux":
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_long,
+        ]
+        libc.munmap.restype = ctypes.c_int
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        libc.msync.restype = ctypes.c_int
+        libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = None if sys.version_info >= (3, 13) else _load_libc()
+_MAP_FAILED = ctypes.c_void_p(-1).value
+_MS_SYNC = 4  # Linux's value; the libc path is taken on Linux only
+
+
+def map_file(fd: int, length: int, *, writable: bool, name: object = None) -> FileMap:
+    """Map ``length`` bytes of an open file; the descriptor may be closed at once."""
+    try:
+        return FileMap(fd, length, writable=writable)
+    except OSError as exc:
+        raise storage_error(
+            "map", name if name is not None else f"file descriptor {fd}", exc
+        ) from exc
+
+
+def flush_map(file_map: FileMap, *, name: object = None) -> None:
+    """msync a map made by :func:`map_file`: its stores reach the file."""
+    try:
+        file_map.flush()
+    except OSError as exc:
+        raise storage_error("flush", name if name is not None else "a mapped file", exc) from exc
+
+
+def pwritev(
+    fd: int,
+    buffers: Sequence[bytes | bytearray | memoryview],
+    position: int,
+    *,
+    name: object = None,
+) -> int:
+    """Write ``buffers`` at ``position``; returns the bytes written (a write may be short).
+
+    A failure (the disk is full, an I/O error) raises StorageError; the caller
+    decides what to do with the bytes an earlier call of the same append wrote.
+    """
+    try:
+        return os.pwritev(fd, buffers, position)
+    except OSError as exc:
+        raise storage_error(
+            "write", name if name is not None else f"file descriptor {fd}", exc
+        ) from exc

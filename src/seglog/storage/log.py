@@ -46,7 +46,7 @@ from seglog.errors import (
 from seglog.records import batch
 from seglog.storage import filenames, io
 from seglog.storage.producer_state import ProducerBatch, ProducerStateManager
-from seglog.storage.segment import LogSegment, SegmentRead, TimestampAndOffset
+from seglog.storage.segment import MAX_SEGMENT_BYTES, LogSegment, SegmentRead, TimestampAndOffset
 from seglog.storage.validator import validate_and_assign
 
 logger = logging.getLogger(__name__)
@@ -277,14 +277,18 @@ class Log:
                         duplicate=True,
                     )
             size = validated.size
-            if size > config.segment_bytes:
+            # A segment never holds more than an int32 of bytes, whatever the config says.
+            segment_limit = min(config.segment_bytes, MAX_SEGMENT_BYTES)
+            if size > segment_limit:
                 raise RecordBatchTooLargeError(
-                    f"an append of {size} bytes is larger than segment.bytes "
-                    f"({config.segment_bytes})"
+                    f"an append of {size} bytes is larger than the largest segment "
+                    f"({segment_limit} bytes)"
                 )
             segment = self._maybe_roll(
                 size, validated.max_timestamp, validated.first_offset, validated.last_offset, now
             )
+            # All or nothing: a failed append leaves the segment as it was
+            # (LogSegment.append undoes its writes), and nothing below runs.
             segment.append(validated.chunks, validated.entries, size)
             self._log_end_offset = validated.last_offset + 1
             if producer_batches:
@@ -698,8 +702,16 @@ class Log:
             self.flush()
             self._producer_state.take_snapshot(self._log_end_offset, sync=True)
             self._closed = True
+            # Every segment is closed even if one fails (a full disk refusing
+            # a final time-index entry): its descriptor must not outlive the log.
+            failure: BaseException | None = None
             for segment in self._segments:
-                segment.close()
+                try:
+                    segment.close()
+                except StorageError as exc:
+                    failure = failure or exc
+            if failure is not None:
+                raise failure
 
     @property
     def closed(self) -> bool:

@@ -30,6 +30,7 @@ which runs it on a thread.
 from __future__ import annotations
 
 import fcntl
+import functools
 import heapq
 import itertools
 import json
@@ -39,15 +40,16 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from seglog.config import LogConfig
+from seglog.config import DOUBLE_MAX, BrokerConfig, LogConfig
 from seglog.errors import (
     InvalidPartitionsError,
+    InvalidTopicError,
     LogDirLockedError,
     StorageError,
     TopicExistsError,
@@ -74,7 +76,7 @@ class LogDirSettings:
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15_000
     log_cleaner_dedupe_buffer_size: int = 134_217_728
-    log_cleaner_io_max_bytes_per_second: float = float("inf")
+    log_cleaner_io_max_bytes_per_second: float = DOUBLE_MAX
     num_partitions: int = 1
     node_id: int = 1
     producer_id_expiration_ms: int = 86_400_000
@@ -82,22 +84,26 @@ class LogDirSettings:
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, object]) -> LogDirSettings:
-        """Read the settings from ``server.properties``-style keys; others are ignored."""
-        values: dict[str, Any] = {}
-        for name in cls.__dataclass_fields__:
-            key = name.replace("_", ".")
-            if key in properties:
-                raw = str(properties[key]).strip()
-                default = getattr(cls(), name)
-                if isinstance(default, bool):
-                    values[name] = raw.lower() == "true"
-                elif isinstance(default, float):
-                    values[name] = float(raw)
-                else:
-                    values[name] = int(raw)
-        if "broker.id" in properties and "node.id" not in properties:
-            values["node_id"] = int(str(properties["broker.id"]))
+        """Read the settings from ``server.properties``-style keys; others are ignored.
+
+        Each field is the Kafka name with dots as underscores; values are parsed
+        and validated by the configuration table (InvalidConfigError if bad).
+        """
+        config = properties if isinstance(properties, BrokerConfig) else BrokerConfig(properties)
+        values: dict[str, Any] = {
+            name: config[name.replace("_", ".")]
+            for name in cls.__dataclass_fields__
+            if name != "node_id"
+        }
+        values["node_id"] = node_id(config)
         return cls(**values)
+
+
+def node_id(config: BrokerConfig) -> int:
+    """``node.id``, else the older ``broker.id``, else 1."""
+    if config.is_set("node.id") or not config.is_set("broker.id"):
+        return int(config["node.id"])
+    return int(config["broker.id"])
 
 
 @dataclass
@@ -136,9 +142,21 @@ class LogDir:
         self.defaults = defaults
         self.settings = settings
         self._clock = clock
+        # Two locks: _admin_lock serialises topic administration, which does file
+        # work and may run on a worker thread for a while; _lock guards the maps of
+        # topics and partitions and is only ever held for a moment, so that readers
+        # on the event loop (Metadata, Produce) never wait for a creation's files.
+        self._admin_lock = threading.RLock()
         self._lock = threading.RLock()
+        self._checkpoint_lock = threading.Lock()
         self._topics: dict[str, TopicInfo] = {}
         self._logs: dict[tuple[str, int], Log] = {}
+        # Partitions that could not be opened at start, with the reason: they answer
+        # KAFKA_STORAGE_ERROR (Kafka's offline partitions) while the rest are served.
+        self._offline: dict[tuple[str, int], str] = {}
+        # Their checkpoint entries, kept as read so that a later start still has them.
+        self._offline_recovery: dict[tuple[str, int], int] = {}
+        self._offline_start: dict[tuple[str, int], int] = {}
         self._pending: list[_PendingDeletion] = []
         self._pending_lock = threading.Lock()
         self._sequence = itertools.count()
@@ -223,6 +241,7 @@ class LogDir:
             if not entry.is_dir():
                 continue
             if entry.name.endswith(filenames.DELETE_DIR_SUFFIX):
+                # A deletion that a crash interrupted: finish it.
                 shutil.rmtree(entry, ignore_errors=True)
                 continue
             parsed = filenames.parse_partition_dir(entry.name)
@@ -235,23 +254,59 @@ class LogDir:
                 info = TopicInfo(topic, uuid.uuid4(), 0)
                 self._topics[topic] = info
             info.partitions = max(info.partitions, partition + 1)
-            self._logs[(topic, partition)] = Log.open(
-                entry,
-                self.topic_config(topic),
-                recovery_point=recovery_points.get((topic, partition), 0),
-                log_start_offset=start_offsets.get((topic, partition), 0),
-                had_clean_shutdown=self._had_clean_shutdown,
-                clock=self._clock,
-                delete_scheduler=self._schedule_deletion,
-                producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
-            )
+            key = (topic, partition)
+            recovery_point = recovery_points.get(key, 0)
+            start_offset = start_offsets.get(key, 0)
+
+            def open_existing(
+                entry: Path = entry,
+                key: tuple[str, int] = key,
+                rp: int = recovery_point,
+                so: int = start_offset,
+            ) -> Log:
+                return Log.open(
+                    entry,
+                    self.topic_config(key[0]),
+                    recovery_point=rp,
+                    log_start_offset=so,
+                    had_clean_shutdown=self._had_clean_shutdown,
+                    clock=self._clock,
+                    delete_scheduler=self._schedule_deletion,
+                    producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
+                )
+
+            self._open_at_start(key, open_existing)
         # Partitions a topic declares but whose directory is gone are created empty.
         for info in self._topics.values():
             for partition in range(info.partitions):
-                if (info.name, partition) not in self._logs:
-                    self._logs[(info.name, partition)] = self._create_log(info, partition)
+                key = (info.name, partition)
+                if key not in self._logs and key not in self._offline:
+                    self._open_at_start(key, functools.partial(self._create_log, info, partition))
+        for key in self._offline:
+            if key in recovery_points:
+                self._offline_recovery[key] = recovery_points[key]
+            if key in start_offsets:
+                self._offline_start[key] = start_offsets[key]
         self._write_topics()
         self.checkpoint()
+
+    def _open_at_start(self, key: tuple[str, int], opener: Callable[[], Log]) -> None:
+        """Open one partition; a failure marks it offline instead of refusing the start."""
+        try:
+            self._logs[key] = opener()
+        except Exception as exc:
+            # Kafka takes a failed log directory offline and serves the rest; one
+            # directory holds every partition here, so the unit is the partition.
+            topic, partition = key
+            logger.error(
+                "partition %d of topic %s cannot be opened; it is offline until the broker "
+                "is restarted with the problem fixed: %s",
+                partition,
+                topic,
+                exc,
+                exc_info=exc,
+            )
+            self._offline[key] = f"it could not be opened at start: {type(exc).__name__}: {exc}"
 
     # ---------------------------------------------------------------- topics
 
@@ -271,17 +326,18 @@ class LogDir:
             raise StorageError(f"{path} is not a valid topic list: {exc}") from exc
 
     def _write_topics(self) -> None:
-        payload = {
-            "version": 1,
-            "topics": {
-                info.name: {
-                    "id": str(info.topic_id),
-                    "partitions": info.partitions,
-                    "configs": info.overrides,
-                }
-                for info in sorted(self._topics.values(), key=lambda i: i.name)
-            },
-        }
+        with self._lock:
+            payload = {
+                "version": 1,
+                "topics": {
+                    info.name: {
+                        "id": str(info.topic_id),
+                        "partitions": info.partitions,
+                        "configs": dict(info.overrides),
+                    }
+                    for info in sorted(self._topics.values(), key=lambda i: i.name)
+                },
+            }
         io.atomic_write_text(self.path / TOPICS_FILE, json.dumps(payload, indent=2) + "\n")
 
     def topic_config(self, topic: str) -> LogConfig:
@@ -298,6 +354,16 @@ class LogDir:
                 for name, i in self._topics.items()
             }
 
+    def topic(self, name: str) -> TopicInfo | None:
+        """A copy of one topic's definition, or None: without copying :meth:`topics`."""
+        with self._lock:
+            i = self._topics.get(name)
+            return (
+                None
+                if i is None
+                else TopicInfo(i.name, i.topic_id, i.partitions, dict(i.overrides))
+            )
+
     def has_topic(self, name: str) -> bool:
         """Whether ``name`` exists: the produce path's check, without copying :meth:`topics`."""
         return name in self._topics
@@ -306,7 +372,7 @@ class LogDir:
         directory = self.path / filenames.partition_dir_name(info.name, partition)
         log = Log.open(
             directory,
-            self.topic_config(info.name),
+            LogConfig.from_properties(info.overrides, self.defaults),
             had_clean_shutdown=True,
             clock=self._clock,
             delete_scheduler=self._schedule_deletion,
@@ -332,21 +398,80 @@ class LogDir:
             raise InvalidPartitionsError(f"number of partitions must be positive, got {count}")
         overrides = {k: str(v) for k, v in (configs or {}).items()}
         LogConfig.from_properties(overrides, self.defaults)  # validate before creating
-        with self._lock:
+        with self._admin_lock:
             self._check_open()
             if name in self._topics:
                 raise TopicExistsError(f"topic '{name}' already exists")
+            self._check_collision(name)
             info = TopicInfo(name, uuid.uuid4(), count, overrides)
-            self._topics[name] = info
-            self._write_topics()
-            for partition in range(count):
-                self._logs[(name, partition)] = self._create_log(info, partition)
+            # All or nothing: the topic is recorded (in memory and in the topics
+            # file) only once every partition exists; a failure removes what was made.
+            logs = self._create_logs(info, range(count))
+            with self._lock:
+                # Partitions first: whoever sees the topic finds every partition.
+                self._logs.update(((name, p), log) for p, log in enumerate(logs))
+                self._topics[name] = info
+            try:
+                self._write_topics()
+            except BaseException:
+                with self._lock:
+                    del self._topics[name]
+                    for p in range(count):
+                        self._logs.pop((name, p), None)
+                self._discard_logs(logs)
+                raise
             logger.info("created topic %s with %d partition(s)", name, count)
             return info
 
+    def _check_collision(self, name: str) -> None:
+        """Kafka refuses a name equal to an existing one once ``.`` and ``_`` are alike."""
+        if not filenames.has_collision_chars(name):
+            return
+        unified = filenames.unify_collision_chars(name)
+        for existing in self._topics:
+            if filenames.unify_collision_chars(existing) == unified:
+                raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {existing}")
+
+    def _create_logs(self, info: TopicInfo, partitions: range) -> list[Log]:
+        """Create the partitions ``partitions`` of ``info``; on failure, none of them."""
+        logs: list[Log] = []
+        try:
+            for partition in partitions:
+                directory = self.path / filenames.partition_dir_name(info.name, partition)
+                if directory.exists():
+                    # Left by a creation that a crash interrupted (never recorded): start afresh.
+                    shutil.rmtree(directory)
+                logs.append(self._create_log(info, partition))
+        except BaseException as exc:
+            logger.error(
+                "cannot create partition %d of topic %s; removing the %d created: %s",
+                partitions.start + len(logs),
+                info.name,
+                len(logs),
+                exc,
+                exc_info=exc,
+            )
+            self._discard_logs(logs)
+            # The partition whose creation failed may have left its directory.
+            failed = self.path / filenames.partition_dir_name(
+                info.name, partitions.start + len(logs)
+            )
+            shutil.rmtree(failed, ignore_errors=True)
+            raise
+        return logs
+
+    def _discard_logs(self, logs: Sequence[Log]) -> None:
+        """Close and remove partitions that were never recorded."""
+        for log in logs:
+            try:
+                log.close()
+            except Exception:
+                logger.exception("cannot close %s", log.directory)
+            shutil.rmtree(log.directory, ignore_errors=True)
+
     def create_partitions(self, name: str, total: int) -> None:
         """Grow ``name`` to ``total`` partitions (Kafka never shrinks a topic)."""
-        with self._lock:
+        with self._admin_lock:
             self._check_open()
             info = self._require_topic(name)
             if total <= info.partitions:
@@ -354,16 +479,26 @@ class LogDir:
                     f"topic '{name}' has {info.partitions} partitions; the new count must be "
                     f"larger, got {total}"
                 )
-            for partition in range(info.partitions, total):
-                self._logs[(name, partition)] = self._create_log(info, partition)
-            info.partitions = total
-            self._write_topics()
+            previous = info.partitions
+            logs = self._create_logs(info, range(previous, total))
+            with self._lock:
+                self._logs.update(((name, previous + i), log) for i, log in enumerate(logs))
+                info.partitions = total
+            try:
+                self._write_topics()
+            except BaseException:
+                with self._lock:
+                    info.partitions = previous
+                    for i in range(len(logs)):
+                        self._logs.pop((name, previous + i), None)
+                self._discard_logs(logs)
+                raise
 
     def alter_topic_config(
         self, name: str, set_configs: Mapping[str, object], delete_configs: Sequence[str] = ()
     ) -> LogConfig:
         """Set and remove topic-level overrides; applies to the live partitions at once."""
-        with self._lock:
+        with self._admin_lock:
             self._check_open()
             info = self._require_topic(name)
             overrides = dict(info.overrides)
@@ -374,26 +509,61 @@ class LogDir:
             info.overrides = overrides
             self._write_topics()
             for partition in range(info.partitions):
-                self._logs[(name, partition)].update_config(config)
+                log = self._logs.get((name, partition))
+                if log is not None:  # an offline partition takes it at its next open
+                    log.update_config(config)
             return config
 
     def delete_topic(self, name: str) -> None:
-        """Remove a topic: its directories are renamed ``*-delete`` and removed."""
-        with self._lock:
+        """Remove a topic: its directories are renamed ``*-delete`` and removed.
+
+        A partition whose directory cannot be renamed stays (offline) and the
+        topic with it, and a StorageError is raised; deleting again retries.
+        """
+        with self._admin_lock:
             self._check_open()
             info = self._require_topic(name)
+            failures: list[tuple[int, StorageError]] = []
+            with self._lock:
+                # Gone for readers at once; the files go below.
+                logs = {p: self._logs.pop((name, p), None) for p in range(info.partitions)}
             for partition in range(info.partitions):
-                log = self._logs.pop((name, partition))
-                log.close()
-                target = log.directory.with_name(
-                    f"{log.directory.name}.{uuid.uuid4().hex}{filenames.DELETE_DIR_SUFFIX}"
-                )
-                io.rename(log.directory, target)
-                shutil.rmtree(target, ignore_errors=True)
-            del self._topics[name]
-            self._write_topics()
+                key = (name, partition)
+                log = logs[partition]
+                if log is not None:
+                    log.close()
+                directory = self.path / filenames.partition_dir_name(name, partition)
+                if directory.exists():
+                    target = self.path / filenames.delete_dir_name(name, partition)
+                    try:
+                        io.rename(directory, target)
+                    except StorageError as exc:
+                        logger.error(
+                            "cannot delete partition %d of topic %s: %s",
+                            partition,
+                            name,
+                            exc,
+                            exc_info=exc,
+                        )
+                        failures.append((partition, exc))
+                        self._offline[key] = f"its deletion failed: {exc}"
+                        continue
+                    shutil.rmtree(target, ignore_errors=True)
+                self._offline.pop(key, None)
+                self._offline_recovery.pop(key, None)
+                self._offline_start.pop(key, None)
+            if not failures:
+                with self._lock:
+                    del self._topics[name]
+                self._write_topics()
             io.fsync_dir(self.path)
             self.checkpoint()
+            if failures:
+                first_partition, first_error = failures[0]
+                raise StorageError(
+                    f"cannot delete topic '{name}': {len(failures)} partition(s) could not be "
+                    f"removed; partition {first_partition}: {first_error}"
+                ) from first_error
 
     def _require_topic(self, name: str) -> TopicInfo:
         info = self._topics.get(name)
@@ -407,10 +577,17 @@ class LogDir:
         """The partition's :class:`Log`; UnknownTopicOrPartitionError if there is none."""
         log = self._logs.get((topic, partition))
         if log is None:
+            reason = self._offline.get((topic, partition))
+            if reason is not None:
+                raise StorageError(f"partition {partition} of topic '{topic}' is offline: {reason}")
             raise UnknownTopicOrPartitionError(
                 f"this log directory has no partition {partition} of topic '{topic}'"
             )
         return log
+
+    def offline(self) -> dict[tuple[str, int], str]:
+        """Partitions that could not be opened at start, with the reason."""
+        return dict(self._offline)
 
     def logs(self) -> dict[tuple[str, int], Log]:
         """A snapshot of every partition's log by (topic, partition)."""
@@ -501,18 +678,26 @@ class LogDir:
 
     def checkpoint(self) -> None:
         """Write the recovery-point and log-start-offset checkpoint files."""
+        with self._checkpoint_lock:  # the maintenance thread and administration both write
+            self._write_checkpoints()
+
+    def _write_checkpoints(self) -> None:
         logs = dict(self._logs)
+        # Offline partitions keep the entries they had, for the start that opens them.
         checkpoints.write_offset_checkpoint(
             self.path / checkpoints.RECOVERY_POINT_CHECKPOINT,
-            {k: log.recovery_point for k, log in logs.items()},
+            {**self._offline_recovery, **{k: log.recovery_point for k, log in logs.items()}},
         )
         # Kafka lists only partitions whose start has moved past their first segment.
         checkpoints.write_offset_checkpoint(
             self.path / checkpoints.LOG_START_OFFSET_CHECKPOINT,
             {
-                k: log.log_start_offset
-                for k, log in logs.items()
-                if log.log_start_offset > log.segments[0].base_offset
+                **self._offline_start,
+                **{
+                    k: log.log_start_offset
+                    for k, log in logs.items()
+                    if log.log_start_offset > log.segments[0].base_offset
+                },
             },
         )
 
@@ -572,7 +757,7 @@ class LogDir:
 
     def close(self) -> None:
         """Flush and close every partition, write checkpoints and the clean-shutdown marker."""
-        with self._lock:
+        with self._admin_lock:
             if self._closed:
                 return
             self._stop.set()

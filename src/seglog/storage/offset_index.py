@@ -52,11 +52,12 @@ class OffsetIndex(IndexFile):
     @property
     def last_offset(self) -> int:
         """Absolute offset of the last entry, or the base offset when empty."""
+        self._peek()
         return self._last_offset
 
     def entry(self, n: int) -> tuple[int, int]:
         """The n-th entry (0-based) as (absolute offset, position)."""
-        self._check_open()
+        self._use()
         buf = self._mmap
         if not 0 <= n < self._entries or buf is None:
             raise IndexError(f"entry {n} out of range: {self._path} has {self._entries}")
@@ -77,7 +78,7 @@ class OffsetIndex(IndexFile):
         ``offset`` is not above the last entry's or cannot be stored relative to
         the base, and StorageError if the index is closed or read-only.
         """
-        self._check_open()
+        self._use()
         if not self._writable:
             raise StorageError(f"cannot append to index {self._path}: it is open read-only")
         n = self._entries
@@ -96,7 +97,7 @@ class OffsetIndex(IndexFile):
             )
         if not 0 <= position <= _MAX_INT32:
             raise ValueError(f"position {position} does not fit an int32")
-        buf = self._writable_map()
+        buf = self._writable_map((n + 1) * 8)
         _ENTRY.pack_into(buf, n * 8, relative, position)
         self._entries = n + 1
         self._last_offset = offset
@@ -107,7 +108,7 @@ class OffsetIndex(IndexFile):
         ``(base_offset, 0)`` if there is none: the scan then starts at the
         beginning of the segment.
         """
-        self._check_open()
+        self._use()
         slot = self._floor_slot(_INT32, 0, target - self._base_offset)
         buf = self._mmap
         if slot < 0 or buf is None:
@@ -123,7 +124,7 @@ class OffsetIndex(IndexFile):
         A read of ``fetch_size`` bytes from ``start_position`` cannot reach past
         that entry's batch, so it bounds how much of the ``.log`` to look at.
         """
-        self._check_open()
+        self._use()
         target = start_position + fetch_size
         slot = self._floor_slot(_INT32, _POSITION_FIELD, target - 1) + 1
         if slot >= self._entries:
@@ -136,7 +137,7 @@ class OffsetIndex(IndexFile):
         If ``offset`` falls between two entries the lower one stays: it still
         points at a batch that precedes ``offset``.
         """
-        self._check_open()
+        self._use()
         keep = self._floor_slot(_INT32, 0, offset - self._base_offset - 1) + 1
         self._truncate_to_entries(keep)
 

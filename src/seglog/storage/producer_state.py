@@ -321,13 +321,14 @@ class ProducerStateManager:
             if path is None:
                 continue
             try:
-                with open(path, "rb") as file:
-                    io.fsync_file(file)
+                fd = io.open_fd(path, os.O_RDONLY)
             except FileNotFoundError:
                 pass
-            except OSError as exc:
-                raise io.storage_error("open", path, exc) from exc
             else:
+                try:
+                    io.fsync_file(fd)
+                finally:
+                    io.close_fd(fd)
                 synced += 1
             with self._unsynced_lock:
                 if self._unsynced.get(offset) == path:

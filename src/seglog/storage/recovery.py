@@ -7,9 +7,12 @@ The steps are Kafka's LogLoader, in order:
    smallest ``.cleaned`` base (an interrupted split).
 2. The remaining ``*.swap`` files are a replacement that had begun: the
    segments they cover are removed and the swap files take their final names.
-3. Index files without a ``.log`` are removed. Every segment is opened; one
-   whose offset index is missing, or whose indexes fail their sanity check, is
-   recovered (its indexes rebuilt from the log).
+3. Index files without a ``.log`` are removed. Every segment's ``.log`` is
+   opened; its indexes are not (they are mapped at first use, as Kafka's
+   LazyIndex), only their sizes are checked. A segment with an index missing
+   or not whole entries is recovered (its indexes rebuilt from the log), and
+   so is the active segment if its indexes fail their sanity check or, after
+   a clean shutdown, if its tail does not match them (a file cut short).
 4. After an unclean shutdown, every segment from the recovery point on is
    recovered: batches are re-read and CRC-checked and the log is cut at the
    first bad byte. If a segment lost bytes, every later segment is removed: the
@@ -29,7 +32,9 @@ from pathlib import Path
 from seglog.config import LogConfig
 from seglog.errors import CorruptIndexError, CorruptRecordError, StorageError
 from seglog.storage import filenames, io
+from seglog.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from seglog.storage.segment import LogSegment
+from seglog.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +107,37 @@ def _complete_swaps(directory: Path, config: LogConfig) -> None:
     io.fsync_dir(directory)
 
 
-def _open_segment(directory: Path, base: int, config: LogConfig) -> LogSegment:
-    index_missing = not filenames.index_path(directory, base).exists()
+def _index_problem(directory: Path, base: int) -> str | None:
+    """Why the indexes of segment ``base`` cannot be trusted, from their sizes alone.
+
+    Neither index is opened: a stat of each is enough to see a missing file or
+    one that is not whole entries, which is all Kafka checks before an index is
+    used (the entries of the active segment are checked too; see
+    :func:`_open_segment`).
+    """
+    for path, entry_size in (
+        (filenames.index_path(directory, base), OFFSET_ENTRY_SIZE),
+        (filenames.time_index_path(directory, base), TIME_ENTRY_SIZE),
+    ):
+        try:
+            length = io.file_size(path)
+        except FileNotFoundError:
+            return f"{path.name} is missing"
+        if length % entry_size != 0:
+            return f"{path.name} is {length} bytes long, not a multiple of {entry_size}"
+    return None
+
+
+def _open_segment(
+    directory: Path, base: int, config: LogConfig, *, active: bool, clean: bool
+) -> LogSegment:
+    """Open one segment, rebuilding its indexes if they cannot be trusted.
+
+    An inactive segment's indexes stay unopened (they are mapped at first use);
+    the active segment's are opened and sanity-checked at once, since appends
+    and most reads need them.
+    """
+    problem = _index_problem(directory, base)
     segment = LogSegment.open(
         directory,
         base,
@@ -111,17 +145,24 @@ def _open_segment(directory: Path, base: int, config: LogConfig) -> LogSegment:
         max_index_size=config.segment_index_bytes,
         writable=True,
     )
-    needs_recovery = index_missing
-    if not needs_recovery:
-        try:
-            segment.sanity_check()
-        except CorruptIndexError as exc:
-            logger.warning("rebuilding the indexes of %s: %s", segment.log_path, exc)
-            needs_recovery = True
-    if needs_recovery:
-        truncated = segment.recover()
-        if truncated:
-            logger.warning("cut %d invalid bytes from %s", truncated, segment.log_path)
+    try:
+        if problem is None and active:
+            try:
+                segment.sanity_check()
+            except CorruptIndexError as exc:
+                problem = str(exc)
+            if problem is None and clean:
+                # After an unclean shutdown the active segment is recovered
+                # anyway; after a clean one its tail must still match.
+                problem = segment.check_tail()
+        if problem is not None:
+            logger.warning("rebuilding the indexes of %s: %s", segment.log_path, problem)
+            truncated = segment.recover()
+            if truncated:
+                logger.warning("cut %d invalid bytes from %s", truncated, segment.log_path)
+    except BaseException:
+        segment.close()
+        raise
     return segment
 
 
@@ -152,8 +193,11 @@ def load_segments(
 
     segments: list[LogSegment] = []
     try:
-        for base in bases:
-            segments.append(_open_segment(directory, base, config))
+        for i, base in enumerate(bases):
+            active = i == len(bases) - 1
+            segments.append(
+                _open_segment(directory, base, config, active=active, clean=had_clean_shutdown)
+            )
         if not had_clean_shutdown:
             segments = _recover_unflushed(segments, recovery_point, config)
     except BaseException:
@@ -183,10 +227,8 @@ def load_segments(
         ]
     log_end = segments[-1].read_next_offset()
     new_recovery_point = log_end if had_clean_shutdown else min(recovery_point, log_end)
-    # Inactive segments keep trimmed indexes; only the active one grows.
-    for segment in segments[:-1]:
-        segment.offset_index.trim_to_valid_size()
-        segment.time_index.trim_to_valid_size()
+    # Inactive segments keep their indexes as found (trimmed, and unopened
+    # until used); only the active one is grown, sparsely, to take appends.
     segments[-1].resize_indexes(config.segment_index_bytes)
     return segments, new_recovery_point
 

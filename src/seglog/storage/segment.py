@@ -33,7 +33,7 @@ relative to the base.
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
 import struct
 import time
@@ -50,6 +50,8 @@ from seglog.storage.offset_index import OffsetIndex
 from seglog.storage.region import FileRegion
 from seglog.storage.time_index import TimeIndex
 
+logger = logging.getLogger(__name__)
+
 _SCAN_CHUNK = 8 * 1024
 _HEADER_SIZE = batch.HEADER_SIZE
 # From a v2 header: base offset, batch length, last offset delta (and max timestamp).
@@ -57,6 +59,9 @@ _SPAN = struct.Struct(">qi11xi")
 _SPAN_AND_MAX_TIMESTAMP = struct.Struct(">qi11xi8xq")
 _RECOVERY_CHUNK = 1 << 20
 _MAX_RELATIVE_OFFSET = 2**31 - 1
+#: The most bytes a segment's ``.log`` may hold, whatever ``segment.bytes`` says:
+#: index entries store positions as int32 (Kafka's FileRecords has the same limit).
+MAX_SEGMENT_BYTES = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +165,14 @@ class LogSegment:
             suffix=suffix,
         )
         segment._next_offset = base_offset
+        try:
+            # The active segment's indexes are used at once: create them now,
+            # at full length as sparse files (an inactive segment's open lazily).
+            segment.offset_index.load()
+            segment.time_index.load()
+        except BaseException:
+            segment.delete()
+            raise
         return segment
 
     @classmethod
@@ -173,8 +186,14 @@ class LogSegment:
         suffix: str = "",
         writable: bool = False,
     ) -> LogSegment:
-        """Open an existing segment. Indexes are opened as they are: call
-        :meth:`sanity_check` (and :meth:`recover` when it fails) before trusting them."""
+        """Open an existing segment.
+
+        Only the ``.log`` is opened; each index is opened and mapped at its
+        first use (Kafka's LazyIndex), at the length it has on disk. The owner
+        of the active segment calls :meth:`sanity_check` (and :meth:`recover`
+        when it fails) before trusting its indexes, and :meth:`resize_indexes`
+        to make room for appends.
+        """
         log = cls._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
         fd = _open_fd(log)
         try:
@@ -318,8 +337,12 @@ class LogSegment:
         segment_ms: int,
         roll_jitter_ms: int = 0,
     ) -> bool:
-        """Kafka's roll decision for an append of ``incoming_size`` bytes."""
-        if self._size > segment_bytes - incoming_size:
+        """Kafka's roll decision for an append of ``incoming_size`` bytes.
+
+        Whatever ``segment_bytes`` is, a segment rolls before any position in
+        it would not fit an int32.
+        """
+        if self._size > min(segment_bytes, MAX_SEGMENT_BYTES) - incoming_size:
             return True
         if self._size > 0:
             first_ts = self._rolling_timestamp()
@@ -342,10 +365,23 @@ class LogSegment:
         """Append whole entries (offsets assigned), given as buffers written in order.
 
         ``entries`` describes the bytes (positions relative to the first chunk).
+
+        All or nothing: if anything fails (a short or failed write, a full
+        disk while reserving index blocks, an index that refuses an entry),
+        the bytes written are cut away and the index entries added are
+        removed before the error propagates, so the segment is exactly as it
+        was, on disk and in memory, and nothing of the append survives a
+        restart.
         """
         if not entries:
             return
-        self._load_tail_state()
+        position = self._size
+        total = sum(map(len, chunks)) if size is None else size
+        if total > MAX_SEGMENT_BYTES - position:
+            raise StorageError(
+                f"an append of {total} bytes does not fit {self.log_path} at position "
+                f"{position}: a segment holds at most {MAX_SEGMENT_BYTES} bytes"
+            )
         last_offset = entries[-1].last_offset
         if not self.can_hold_offset(last_offset) or not self.can_hold_offset(
             entries[0].base_offset
@@ -354,23 +390,67 @@ class LogSegment:
                 f"offsets {entries[0].base_offset}..{last_offset} cannot be stored in the "
                 f"segment with base offset {self.base_offset}"
             )
-        position = self._size
-        if position == 0:
-            self._rolling_based_timestamp = entries[0].max_timestamp
-        total = sum(map(len, chunks)) if size is None else size
-        _pwritev_all(self._fd, chunks, total, position, self)
-        self._size = position + total
-        interval = self.index_interval_bytes
-        for entry in entries:
-            if entry.max_timestamp > self._max_timestamp:
-                self._max_timestamp = entry.max_timestamp
-                self._offset_of_max_timestamp = entry.last_offset
-            if self._bytes_since_last_index_entry > interval:
-                self.offset_index.append(entry.last_offset, position + entry.position)
-                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-                self._bytes_since_last_index_entry = 0
-            self._bytes_since_last_index_entry += entry.size
-        self._next_offset = last_offset + 1
+        self._load_tail_state()
+        # What a failure puts back.
+        saved = (
+            self._max_timestamp,
+            self._offset_of_max_timestamp,
+            self._bytes_since_last_index_entry,
+            self._rolling_based_timestamp,
+            self._next_offset,
+        )
+        # The indexes' entry counts before the first entry this append adds.
+        marks: tuple[int, int] | None = None
+        try:
+            _pwritev_all(self._fd, chunks, total, position, self)
+            if position == 0:
+                self._rolling_based_timestamp = entries[0].max_timestamp
+            interval = self.index_interval_bytes
+            for entry in entries:
+                if entry.max_timestamp > self._max_timestamp:
+                    self._max_timestamp = entry.max_timestamp
+                    self._offset_of_max_timestamp = entry.last_offset
+                if self._bytes_since_last_index_entry > interval:
+                    if marks is None:
+                        marks = (self.offset_index.entries, self.time_index.entries)
+                    self.offset_index.append(entry.last_offset, position + entry.position)
+                    self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+                    self._bytes_since_last_index_entry = 0
+                self._bytes_since_last_index_entry += entry.size
+            # Last: readers see the new bytes only once the append cannot fail.
+            self._size = position + total
+            self._next_offset = last_offset + 1
+        except BaseException as exc:
+            self._undo_append(position, marks, exc)
+            (
+                self._max_timestamp,
+                self._offset_of_max_timestamp,
+                self._bytes_since_last_index_entry,
+                self._rolling_based_timestamp,
+                self._next_offset,
+            ) = saved
+            raise
+
+    def _undo_append(
+        self, position: int, marks: tuple[int, int] | None, cause: BaseException
+    ) -> None:
+        """Cut the ``.log`` back to ``position`` and the indexes back to their entries.
+
+        If even that fails the failure is logged and the original error goes
+        on: the log end offset did not move, so the next append writes over
+        the leftover bytes at ``position``, and a restart's tail check or
+        recovery cuts whatever is left.
+        """
+        self._size = position
+        try:
+            if marks is not None:
+                self.offset_index.truncate_to_entries(marks[0])
+                self.time_index.truncate_to_entries(marks[1])
+            io.truncate_file(self._fd, position)
+        except StorageError as exc:
+            logger.error(
+                "cannot undo a failed append to %s (%s) after: %s", self.log_path, exc, cause
+            )
 
     def flush(self) -> None:
         """fsync the ``.log`` and write back both indexes."""
@@ -551,6 +631,68 @@ class LogSegment:
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
 
+    def check_tail(self) -> str | None:
+        """Why the end of the segment does not match its indexes, or None when it does.
+
+        After a clean shutdown Kafka trusts the active segment's indexes and finds
+        the log end by scanning from the last offset-index entry; a file cut short
+        meanwhile (a copy, a repair) would then leave the indexes pointing past
+        the end, and the next append behind a partial batch. So the same scan
+        checks, with CRCs, that whole valid batches run from the last indexed
+        one to the end of the file and that both indexes stay below their end.
+        Its cost is bounded by ``index.interval.bytes`` plus a batch.
+        """
+        indexed: int | None = None
+        start = 0
+        entries = self.offset_index.entries
+        if entries:
+            indexed, start = self.offset_index.entry(entries - 1)
+        if start > self._size:
+            return (
+                f"its offset index points at position {start}, past the end of the log "
+                f"({self._size} bytes)"
+            )
+        valid_end, next_offset = self._scan_valid(start)
+        if valid_end != self._size:
+            return f"{self._size - valid_end} bytes at position {valid_end} are not a whole batch"
+        if indexed is not None and (next_offset is None or next_offset <= indexed):
+            return f"its offset index names offset {indexed}, which the log does not hold"
+        if self.time_index.entries:
+            _, time_offset = self.time_index.last_entry
+            end = self.base_offset if next_offset is None else next_offset
+            if time_offset >= end:
+                return f"its time index names offset {time_offset}, which the log does not hold"
+        return None
+
+    def _scan_valid(self, start: int) -> tuple[int, int | None]:
+        """(end of the whole valid batches from ``start``, the offset after them or None)."""
+        size = self._size
+        position = start
+        next_offset: int | None = None
+        while position < size:
+            data = self._read_at(position, min(_RECOVERY_CHUNK, size - position))
+            result = log_entries.scan(data, check_crc=True)
+            if result.entries:
+                next_offset = result.entries[-1].next_offset
+            position += result.valid_end
+            if result.error is None:
+                continue
+            if result.valid_end > 0:
+                continue  # the chunk cut an entry: read it again, whole
+            # The first entry of the chunk is bad, or larger than a chunk.
+            try:
+                _, needed = batch.peek_offset_and_size(data, 0)
+            except CorruptRecordError:
+                break
+            if needed <= len(data) or position + needed > size:
+                break
+            whole = log_entries.scan(self._read_at(position, needed), check_crc=True)
+            if whole.error is not None or not whole.entries:
+                break
+            next_offset = whole.entries[-1].next_offset
+            position += whole.valid_end
+        return position, next_offset
+
     def recover(self) -> int:
         """Rebuild both indexes from the log, cutting it at the first bad entry.
 
@@ -577,6 +719,10 @@ class LogSegment:
             self.time_index.maybe_append(
                 self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
             )
+        # As Kafka's recover: the rebuilt indexes are left at their entries;
+        # only the active segment's owner grows them again.
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
         return truncated
 
     def _recover_entries(self) -> tuple[int, int]:
@@ -762,31 +908,35 @@ def _pwritev_all(
     position: int,
     segment: LogSegment,
 ) -> None:
+    """Write all of ``chunks`` at ``position``, continuing after short writes.
+
+    Raises StorageError on a failed write or one that writes nothing; the
+    caller (:meth:`LogSegment.append`) cuts away whatever was written.
+    """
     written = 0
-    try:
-        if len(chunks) <= _IOV_MAX:
-            # The common case: one call writes everything.
-            written = os.pwritev(fd, chunks, position)
-            if written == total:
-                return
-        pending = [memoryview(c) for c in chunks]
-        first = 0
-        done = written
-        while True:
-            # Skip what went out; a short write leaves part of one buffer.
-            while first < len(pending) and done >= len(pending[first]):
-                done -= len(pending[first])
-                first += 1
-            if first < len(pending) and done:
-                pending[first] = pending[first][done:]
-            if first >= len(pending):
-                break
-            done = os.pwritev(fd, pending[first : first + _IOV_MAX], position + written)
-            written += done
-    except OSError as exc:
-        # Leave no partial entry behind: the log must end on a batch boundary.
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, position)
-        raise StorageError(f"cannot append to {segment.log_path}: {exc.strerror}") from exc
+    name = segment.log_path
+    if len(chunks) <= _IOV_MAX:
+        # The common case: one call writes everything.
+        written = io.pwritev(fd, chunks, position, name=name)
+        if written == total:
+            return
+    pending = [memoryview(c) for c in chunks]
+    first = 0
+    done = written
+    while True:
+        # Skip what went out; a short write leaves part of one buffer.
+        while first < len(pending) and done >= len(pending[first]):
+            done -= len(pending[first])
+            first += 1
+        if first < len(pending) and done:
+            pending[first] = pending[first][done:]
+        if first >= len(pending):
+            break
+        done = io.pwritev(fd, pending[first : first + _IOV_MAX], position + written, name=name)
+        if done <= 0:
+            raise StorageError(
+                f"cannot append to {name}: a write at {position + written} wrote 0 bytes"
+            )
+        written += done
     if written != total:
-        raise StorageError(f"appended {written} bytes to {segment.log_path}, expected {total}")
+        raise StorageError(f"appended {written} bytes to {name}, expected {total}")

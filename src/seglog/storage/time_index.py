@@ -59,16 +59,18 @@ class TimeIndex(IndexFile):
     @property
     def is_full(self) -> bool:
         """True when only the slot reserved for the final entry is left."""
+        self._peek()
         return self._entries >= self._length // ENTRY_SIZE - 1
 
     @property
     def last_entry(self) -> tuple[int, int]:
         """(timestamp, absolute offset) of the last entry, or ``(-1, base_offset)`` when empty."""
+        self._peek()
         return self._last_entry
 
     def entry(self, n: int) -> tuple[int, int]:
         """The n-th entry (0-based) as (timestamp, absolute offset)."""
-        self._check_open()
+        self._use()
         buf = self._mmap
         if not 0 <= n < self._entries or buf is None:
             raise IndexError(f"entry {n} out of range: {self._path} has {self._entries}")
@@ -88,7 +90,7 @@ class TimeIndex(IndexFile):
         entry's or cannot be stored relative to the base, and StorageError if
         the index is closed, or read-only and the entry would be written.
         """
-        self._check_open()
+        self._use()
         n = self._entries
         if not skip_full_check and n >= self._length // ENTRY_SIZE - 1:
             raise IndexFullError(f"time index {self._path} is full ({n} entries)")
@@ -112,7 +114,7 @@ class TimeIndex(IndexFile):
             raise StorageError(f"cannot append to time index {self._path}: it is open read-only")
         if n >= self._length // ENTRY_SIZE:
             raise IndexFullError(f"time index {self._path} has no slot left ({n} entries)")
-        buf = self._writable_map()
+        buf = self._writable_map((n + 1) * ENTRY_SIZE)
         _ENTRY.pack_into(buf, n * ENTRY_SIZE, timestamp, relative)
         self._entries = n + 1
         self._last_entry = (timestamp, offset)
@@ -123,7 +125,7 @@ class TimeIndex(IndexFile):
         ``(-1, base_offset)`` if there is none: the search then starts at the
         beginning of the segment.
         """
-        self._check_open()
+        self._use()
         slot = self._floor_slot(_INT64, 0, target_timestamp)
         buf = self._mmap
         if slot < 0 or buf is None:
@@ -133,7 +135,7 @@ class TimeIndex(IndexFile):
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= ``offset``."""
-        self._check_open()
+        self._use()
         keep = self._floor_slot(_INT32, _OFFSET_FIELD, offset - self._base_offset - 1) + 1
         self._truncate_to_entries(keep)
 

@@ -34,6 +34,8 @@ _BASE_OFFSET = struct.Struct(">q")
 _HEADER_SIZE = batch.HEADER_SIZE
 _LOG_OVERHEAD = batch.LOG_OVERHEAD
 _CRC_START = batch.ATTRIBUTES_OFFSET
+_MAGIC_OFFSET = batch.MAGIC_OFFSET
+_V2 = batch.CURRENT_MAGIC
 _CLIENT_FORBIDDEN_ATTRIBUTES = batch.CONTROL_MASK | batch.DELETE_HORIZON_MASK
 
 _CODEC_BY_TOPIC_COMPRESSION = {
@@ -98,21 +100,22 @@ def validate_and_assign(
     make_header = batch.BatchHeader._make
     while position < end:
         # The common case first: a whole v2 batch with a valid CRC that breaks no
-        # rule. Anything else takes the checks below, which raise the precise error.
-        if end - position >= _HEADER_SIZE and view[position + 16] == 2:
-            fields = unpack_header(view, position)
-            size = fields[1] + _LOG_OVERHEAD
-            count = fields[12]
+        # rule, judged from its header unpacked once (batch.BatchHeader, without
+        # read_header's checks, which raise). Anything else takes the checks
+        # below, which raise the precise error.
+        if end - position >= _HEADER_SIZE and view[position + _MAGIC_OFFSET] == _V2:
+            header = make_header(unpack_header(view, position))
+            size = header.batch_length + _LOG_OVERHEAD
+            count = header.record_count
             if (
                 _HEADER_SIZE <= size <= max_size
                 and position + size <= end
                 and count > 0
-                and count == fields[6] + 1
-                and not fields[5] & _CLIENT_FORBIDDEN_ATTRIBUTES
-                and fields[8] <= max_timestamp_allowed
-                and crc32c(view[position + _CRC_START : position + size]) == fields[4]
+                and count == header.last_offset_delta + 1
+                and not header.attributes & _CLIENT_FORBIDDEN_ATTRIBUTES
+                and header.max_timestamp <= max_timestamp_allowed
+                and crc32c(view[position + _CRC_START : position + size]) == header.crc
             ):
-                header = make_header(fields)
                 # The rules that need the records decoded, in the order below.
                 if check_before:
                     _check_timestamps(view, position, header, config, now_ms)

@@ -10,17 +10,19 @@ partition it checks that:
   the indexed offset, and entries increase;
 * time-index timestamps never decrease, and each indexed offset exists;
 * the log end offset is the next offset of the last segment.
+
+Files are read through :mod:`seglog.storage.reader` as they are on disk, also
+for an open log: what is checked is what a restart or another reader would
+find, not what the log holds in memory.
 """
 
 from __future__ import annotations
 
-import mmap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seglog.records import log_entries
 from seglog.storage.log import Log
-from seglog.storage.segment import LogSegment
+from seglog.storage.reader import SegmentReader, segment_bases
 
 
 @dataclass
@@ -38,23 +40,15 @@ class VerifyReport:
         return not self.problems
 
 
-def _scan_segment(segment: LogSegment, upper: int | None, report: VerifyReport) -> int | None:
-    """Check one segment's log and indexes; return its next offset."""
-    name = segment.log_path.name
-    size = segment.size
-    if size == 0:
-        if segment.offset_index.entries:
+def _scan_segment(segment: SegmentReader, upper: int | None, report: VerifyReport) -> int | None:
+    """Check one segment's log and indexes, as they are on disk; return its next offset."""
+    name = segment.path.name
+    offset_index = segment.offset_index
+    if segment.size == 0:
+        if len(offset_index):
             report.problems.append(f"{name}: empty log but its offset index has entries")
         return None
-    with (
-        open(segment.log_path, "rb") as handle,
-        mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_READ) as mapped,
-    ):
-        view = memoryview(mapped)
-        try:
-            result = log_entries.scan(view, 0, size, check_crc=True)
-        finally:
-            view.release()
+    result = segment.scan(check_crc=True)
     if result.error is not None:
         report.problems.append(f"{name}: at position {result.valid_end}: {result.error}")
     boundaries: dict[int, int] = {}
@@ -77,8 +71,7 @@ def _scan_segment(segment: LogSegment, upper: int | None, report: VerifyReport) 
     report.bytes += result.valid_end
 
     last_indexed = -1
-    for n in range(segment.offset_index.entries):
-        offset, position = segment.offset_index.entry(n)
+    for n, (offset, position) in enumerate(offset_index):
         if offset <= last_indexed:
             report.problems.append(f"{name}: offset index entry {n} ({offset}) does not increase")
         last_indexed = offset
@@ -94,8 +87,7 @@ def _scan_segment(segment: LogSegment, upper: int | None, report: VerifyReport) 
     last_ts = -1
     offsets = set(boundaries.values())
     last_offset = previous_last
-    for n in range(segment.time_index.entries):
-        timestamp, offset = segment.time_index.entry(n)
+    for n, (timestamp, offset) in enumerate(segment.time_index):
         if timestamp < last_ts:
             report.problems.append(f"{name}: time index entry {n} goes back in time")
         last_ts = timestamp
@@ -115,7 +107,8 @@ def verify_log(log: Log) -> VerifyReport:
         upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
         if upper is not None and upper <= segment.base_offset:
             report.problems.append(f"segments {segment.base_offset} and {upper} are out of order")
-        found = _scan_segment(segment, upper, report)
+        with SegmentReader(segment.log_path, segment.base_offset) as reader:
+            found = _scan_segment(reader, upper, report)
         if found is not None:
             next_offset = found
     expected_end = next_offset if next_offset is not None else segments[-1].base_offset
@@ -133,30 +126,9 @@ def verify_log(log: Log) -> VerifyReport:
 
 def verify_partition_dir(directory: Path) -> VerifyReport:
     """Check a partition directory on disk without changing it (opened read-only)."""
-    from seglog.config import LogConfig
-    from seglog.storage import filenames
-
     report = VerifyReport(directory.name)
-    bases = sorted(
-        b
-        for b in (
-            filenames.parse_base_offset(p.name)
-            for p in directory.iterdir()
-            if p.name.endswith(filenames.LOG_SUFFIX)
-        )
-        if b is not None
-    )
-    config = LogConfig()
+    bases = segment_bases(directory)
     for i, base in enumerate(bases):
-        segment = LogSegment.open(
-            directory,
-            base,
-            index_interval_bytes=config.index_interval_bytes,
-            max_index_size=config.segment_index_bytes,
-            writable=False,
-        )
-        try:
+        with SegmentReader.open(directory, base) as segment:
             _scan_segment(segment, bases[i + 1] if i + 1 < len(bases) else None, report)
-        finally:
-            segment.close()
     return report

@@ -1,16 +1,27 @@
 """CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, DescribeConfigs,
-IncrementalAlterConfigs."""
+IncrementalAlterConfigs.
+
+Every change to topics creates, renames or removes files and fsyncs them: it
+runs on a worker thread (``asyncio.to_thread``), never on the event loop.
+:class:`~seglog.storage.log_dir.LogDir` serialises administration with its
+own lock and holds the lock readers take only for a moment.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 from seglog.broker.state import BrokerState
-from seglog.config import CONFIGS_BY_NAME, LogConfig
-from seglog.errors import InvalidConfigError, SeglogError
+from seglog.config import BROKER_CONFIGS, CONFIGS_BY_NAME, BrokerConfig, LogConfig, is_sensitive
+from seglog.errors import InvalidConfigError, SeglogError, StorageError
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
-from seglog.storage import retention
+from seglog.storage import filenames, retention
+from seglog.storage.log import Log
+
+logger = logging.getLogger(__name__)
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
@@ -21,7 +32,17 @@ DEFAULT_CONFIG = 5
 
 
 def _error(exc: SeglogError) -> tuple[int, str]:
+    if isinstance(exc, StorageError):
+        # The client sees KAFKA_STORAGE_ERROR; the operator needs the cause.
+        logger.error("storage error: %s", exc, exc_info=exc)
     return error_codes.code_for_exception(exc), str(exc)
+
+
+def _internal_topic_refusal(name: str) -> str:
+    return (
+        f"Creation of internal topic {name} is prohibited: the broker creates it, with the "
+        "settings its coordinator needs, when the coordinator first uses it"
+    )
 
 
 async def create_topics(
@@ -40,6 +61,9 @@ async def create_topics(
             if topic["replication_factor"] not in (-1, 1):
                 result["error_code"] = error_codes.code_for("INVALID_REPLICATION_FACTOR")
                 result["error_message"] = "replication factor must be 1 on a single broker"
+            elif filenames.is_internal(name):
+                result["error_code"] = error_codes.code_for("INVALID_REQUEST")
+                result["error_message"] = _internal_topic_refusal(name)
             elif topic.get("assignments"):
                 result["error_code"] = error_codes.code_for("INVALID_REQUEST")
                 result["error_message"] = "manual replica assignment is not supported"
@@ -49,7 +73,7 @@ async def create_topics(
                     result["error_message"] = f"topic '{name}' already exists"
                 LogConfig.from_properties(configs, state.log_dir.defaults)
             else:
-                info = state.log_dir.create_topic(name, count, configs)
+                info = await asyncio.to_thread(state.log_dir.create_topic, name, count, configs)
                 result["topic_id"] = info.topic_id
         except SeglogError as exc:
             result["error_code"], result["error_message"] = _error(exc)
@@ -84,7 +108,7 @@ async def delete_topics(
     for name in names:
         entry: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
         try:
-            state.log_dir.delete_topic(name)
+            await asyncio.to_thread(state.log_dir.delete_topic, name)
         except SeglogError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
         responses.append(entry)
@@ -100,11 +124,24 @@ async def create_partitions(
         entry: dict[str, Any] = {"name": topic["name"], "error_code": 0, "error_message": None}
         try:
             if not body.get("validate_only"):
-                state.log_dir.create_partitions(topic["name"], topic["count"])
+                await asyncio.to_thread(
+                    state.log_dir.create_partitions, topic["name"], topic["count"]
+                )
         except SeglogError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
         results.append(entry)
     return {"throttle_time_ms": 0, "results": results}
+
+
+def _delete_records(log: Log, offset: int) -> int:
+    """Move the log start to ``offset`` (-1: the high watermark) and drop whole segments below.
+
+    Blocking (checkpoints and segment files): run on a worker thread.
+    """
+    target = log.high_watermark if offset == -1 else offset
+    low_watermark = log.increment_log_start_offset(target)
+    retention.delete_log_start_offset_breached(log)
+    return low_watermark
 
 
 async def delete_records(
@@ -122,12 +159,11 @@ async def delete_records(
             }
             try:
                 log = state.log_dir.log(topic["name"], request["partition_index"])
-                offset = request["offset"]
-                target = log.high_watermark if offset == -1 else offset
-                entry["low_watermark"] = log.increment_log_start_offset(target)
-                retention.delete_log_start_offset_breached(log)
+                entry["low_watermark"] = await asyncio.to_thread(
+                    _delete_records, log, request["offset"]
+                )
             except SeglogError as exc:
-                entry["error_code"] = error_codes.code_for_exception(exc)
+                entry["error_code"], _ = _error(exc)
             partitions.append(entry)
         topics.append({"name": topic["name"], "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
@@ -152,7 +188,7 @@ def _describe_topic(
             "read_only": False,
             "is_default": source == DEFAULT_CONFIG,
             "config_source": source,
-            "is_sensitive": False,
+            "is_sensitive": CONFIGS_BY_NAME[key].sensitive,
             "synonyms": [],
         }
         if synonyms:
@@ -168,6 +204,39 @@ def _describe_topic(
                 }
             )
         out.append(entry)
+    return out
+
+
+def _describe_broker(state: BrokerState) -> list[dict[str, Any]]:
+    """Every broker setting: the table's, then any other given; secrets as null."""
+    given = state.settings.properties
+    config = BrokerConfig(given)
+    log_defaults = {
+        CONFIGS_BY_NAME[k].broker_name: v for k, v in state.log_dir.defaults.to_properties().items()
+    }
+    values: dict[str, str | None] = {}
+    for name, definition in BROKER_CONFIGS.items():
+        if definition.internal:
+            continue
+        # A log default is shown as resolved (log.retention.hours gives log.retention.ms).
+        values[name] = log_defaults.get(name, definition.to_string(config[name]))
+    for name in given:
+        values.setdefault(name, None)
+    out: list[dict[str, Any]] = []
+    for name, value in sorted(values.items()):
+        # Kafka answers a secret (and a setting it cannot type) with a null value.
+        sensitive = is_sensitive(name)
+        out.append(
+            {
+                "name": name,
+                "value": None if sensitive else value,
+                "read_only": True,
+                "is_default": name not in given,
+                "config_source": STATIC_BROKER_CONFIG if name in given else DEFAULT_CONFIG,
+                "is_sensitive": sensitive,
+                "synonyms": [],
+            }
+        )
     return out
 
 
@@ -191,29 +260,15 @@ async def describe_configs(
                 result["error_code"] = error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
                 result["error_message"] = f"topic '{name}' does not exist"
             else:
-                result["configs"] = _describe_topic(
-                    state, name, keys, bool(body.get("include_synonyms"))
-                )
+                try:
+                    result["configs"] = _describe_topic(
+                        state, name, keys, bool(body.get("include_synonyms"))
+                    )
+                except SeglogError as exc:  # a stored config that is no longer valid
+                    result["error_code"], result["error_message"] = _error(exc)
         elif kind == BROKER_RESOURCE:
-            props = {
-                CONFIGS_BY_NAME[k].broker_name: v
-                for k, v in state.log_dir.defaults.to_properties().items()
-            }
-            props.update({k: v for k, v in state.settings.properties.items()})
             result["configs"] = [
-                {
-                    "name": k,
-                    "value": v,
-                    "read_only": True,
-                    "is_default": k not in state.settings.properties,
-                    "config_source": STATIC_BROKER_CONFIG
-                    if k in state.settings.properties
-                    else DEFAULT_CONFIG,
-                    "is_sensitive": False,
-                    "synonyms": [],
-                }
-                for k, v in sorted(props.items())
-                if keys is None or k in keys
+                entry for entry in _describe_broker(state) if keys is None or entry["name"] in keys
             ]
         else:
             result["error_code"] = error_codes.code_for("INVALID_REQUEST")
@@ -253,7 +308,7 @@ async def incremental_alter_configs(
             if body.get("validate_only"):
                 LogConfig.from_properties(to_set, state.log_dir.defaults)
             else:
-                state.log_dir.alter_topic_config(name, to_set, to_delete)
+                await asyncio.to_thread(state.log_dir.alter_topic_config, name, to_set, to_delete)
         except SeglogError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
         responses.append(entry)

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
 from typing import Any
 
 from seglog.broker.state import BrokerState
-from seglog.coordinator.offset_store import TOPIC as OFFSETS_TOPIC
-from seglog.errors import SeglogError
+from seglog.errors import SeglogError, StorageError
 from seglog.protocol import error_codes
 from seglog.protocol.api_keys import SUPPORTED
 from seglog.protocol.headers import RequestHeader
+from seglog.storage import filenames
+from seglog.storage.log_dir import TopicInfo
+
+logger = logging.getLogger(__name__)
 
 
 def api_versions_body(error_code: int = 0) -> dict[str, Any]:
@@ -42,70 +47,82 @@ def _broker(state: BrokerState) -> dict[str, Any]:
     }
 
 
-def _topic_metadata(state: BrokerState, name: str, error: int = 0) -> dict[str, Any]:
-    info = state.log_dir.topics().get(name)
+def _partition_metadata(partition: int, node: int, *, offline: bool) -> dict[str, Any]:
+    if offline:
+        # As Kafka shows a partition whose only replica's log directory is offline:
+        # no leader, the replica listed as offline.
+        return {
+            "error_code": error_codes.code_for("LEADER_NOT_AVAILABLE"),
+            "partition_index": partition,
+            "leader_id": -1,
+            "leader_epoch": 0,
+            "replica_nodes": [node],
+            "isr_nodes": [],
+            "offline_replicas": [node],
+        }
+    return {
+        "error_code": 0,
+        "partition_index": partition,
+        "leader_id": node,
+        "leader_epoch": 0,
+        "replica_nodes": [node],
+        "isr_nodes": [node],
+        "offline_replicas": [],
+    }
+
+
+def _topic_metadata(
+    state: BrokerState, name: str, error: int = 0, info: TopicInfo | None = None
+) -> dict[str, Any]:
+    if info is None:
+        info = state.log_dir.topic(name)
     node = state.settings.node_id
     partitions = []
     if info is not None:
+        offline = state.log_dir.offline()
         partitions = [
-            {
-                "error_code": 0,
-                "partition_index": p,
-                "leader_id": node,
-                "leader_epoch": 0,
-                "replica_nodes": [node],
-                "isr_nodes": [node],
-                "offline_replicas": [],
-            }
+            _partition_metadata(p, node, offline=(name, p) in offline)
             for p in range(info.partitions)
         ]
     return {
         "error_code": error,
         "name": name,
         "topic_id": info.topic_id if info is not None else uuid.UUID(int=0),
-        "is_internal": name.startswith("__"),
+        "is_internal": filenames.is_internal(name),
         "partitions": partitions,
         "topic_authorized_operations": -2147483648,
     }
 
 
-# Kafka's Topic.INTERNAL_TOPICS: written only by the broker's own coordinators.
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
-
-
 def maybe_auto_create(state: BrokerState, name: str) -> int:
-    """Create ``name`` if auto-creation is on; returns the error code for it."""
+    """Create ``name`` if auto-creation is on; returns the error code for it.
+
+    Blocking (it creates files): call it from a worker thread, as
+    :func:`auto_create` does.
+    """
     if state.log_dir.has_topic(name):
         return 0
-    if not state.settings.auto_create_topics_enable:
+    if not state.settings.auto_create_topics_enable or filenames.is_internal(name):
+        # Internal topics are created by their coordinator only, with its settings.
         return error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
-    if name in INTERNAL_TOPICS:
-        return _auto_create_internal(state, name)
     try:
         state.log_dir.create_topic(name, state.settings.num_partitions)
     except SeglogError as exc:
         if exc.kafka_error == "TOPIC_ALREADY_EXISTS":
             return 0
+        if isinstance(exc, StorageError):
+            logger.error("cannot create topic %s: %s", name, exc, exc_info=exc)
         return error_codes.code_for_exception(exc)
     # A new topic is reported as LEADER_NOT_AVAILABLE once, as Kafka does.
     return error_codes.code_for("LEADER_NOT_AVAILABLE")
 
 
-def _auto_create_internal(state: BrokerState, name: str) -> int:
-    """An internal topic is created only with its coordinator's settings.
+async def auto_create(state: BrokerState, *names: str) -> dict[str, int]:
+    """Auto-create ``names`` on a worker thread; the error code for each.
 
-    As Kafka's AutoTopicCreationManager does: ``__consumer_offsets`` gets the
-    group coordinator's partitions and ``cleanup.policy=compact``, never the
-    defaults of an ordinary topic. seglog has no transaction or share-group
-    coordinator, so their topics are not created at all.
+    Creating a topic makes directories, files and fsyncs: never on the event loop.
     """
-    if name != OFFSETS_TOPIC:
-        return error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
-    try:
-        state.coordinator.store.ensure_topic()
-    except SeglogError as exc:
-        return error_codes.code_for_exception(exc)
-    return error_codes.code_for("LEADER_NOT_AVAILABLE")
+    return await asyncio.to_thread(lambda: {name: maybe_auto_create(state, name) for name in names})
 
 
 async def metadata(
@@ -116,34 +133,44 @@ async def metadata(
     version = header.api_version
     topics: list[dict[str, Any]] = []
     if requested is None or (version == 0 and not requested):
-        topics = [_topic_metadata(state, name) for name in sorted(state.log_dir.topics())]
+        every = state.log_dir.topics()
+        topics = [_topic_metadata(state, name, info=every[name]) for name in sorted(every)]
     else:
         allow = body.get("allow_auto_topic_creation", True)
+        by_id: dict[uuid.UUID, str] | None = None
+        names: list[str | None] = []
         for item in requested:
             name = item.get("name")
             if name is None:
-                topic_id = item.get("topic_id")
-                found = [n for n, i in state.log_dir.topics().items() if i.topic_id == topic_id]
-                if not found:
+                if by_id is None:
+                    by_id = {i.topic_id: n for n, i in state.log_dir.topics().items()}
+                name = by_id.get(item.get("topic_id"))
+                if name is None:
                     topics.append(
                         {
                             **_topic_metadata(state, ""),
                             "name": None,
-                            "topic_id": topic_id,
+                            "topic_id": item.get("topic_id"),
                             "error_code": error_codes.code_for("UNKNOWN_TOPIC_ID"),
                         }
                     )
+                    names.append(None)
                     continue
-                name = found[0]
-            if state.log_dir.has_topic(name):
+            names.append(name)
+        missing = [n for n in names if n is not None and not state.log_dir.has_topic(n)]
+        created = await auto_create(state, *dict.fromkeys(missing)) if allow and missing else {}
+        unknown = error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
+        answers = iter(topics)
+        topics = []
+        for name in names:
+            if name is None:
+                topics.append(next(answers))
+            elif name in created:
+                topics.append(_topic_metadata(state, name, created[name]))
+            elif state.log_dir.has_topic(name):
                 topics.append(_topic_metadata(state, name))
-            elif allow:
-                error = maybe_auto_create(state, name)
-                topics.append(_topic_metadata(state, name, error))
             else:
-                topics.append(
-                    _topic_metadata(state, name, error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION"))
-                )
+                topics.append(_topic_metadata(state, name, unknown))
     return {
         "throttle_time_ms": 0,
         "brokers": [_broker(state)],

@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from seglog.broker.handlers.metadata import INTERNAL_TOPICS, maybe_auto_create
+from seglog.broker.handlers.metadata import auto_create
 from seglog.broker.state import BrokerState
 from seglog.errors import SeglogError
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 from seglog.records import batch
+from seglog.storage import filenames
 from seglog.storage.log import Log
 
 _REQUIRED_ACKS = (0, 1, -1)
@@ -112,15 +113,12 @@ async def produce(
     for topic_data in body["topic_data"]:
         name = topic_data["name"]
         known = state.log_dir.has_topic(name)
+        # Auto-creation refuses internal topics: an absent one is unknown, as in Kafka.
+        error = 0 if known else (await auto_create(state, name))[name]
         # A client's record in an internal topic could make its coordinator misread
         # its state, so a Produce to one is refused whoever sends it (Kafka lets the
         # client id "__admin_client" through; seglog has no tool that needs that door).
-        internal = name in INTERNAL_TOPICS
-        if internal:
-            # Never auto-created by a client's Produce: an absent one is unknown, as in Kafka.
-            error = 0 if known else error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
-        else:
-            error = 0 if known else maybe_auto_create(state, name)
+        internal = filenames.is_internal(name)
         partitions: list[dict[str, Any]] = []
         for partition_data in topic_data["partition_data"]:
             index = partition_data["index"]

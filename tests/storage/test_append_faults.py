@@ -1,0 +1,186 @@
+"""An append is all or nothing: a write or index failure leaves no trace.
+
+Faults come through the io seam (the way a full disk or an I/O error reaches
+storage): the write of a batch fails after some of its bytes, or the disk has
+no block for the next page of an index. Afterwards the log's end, the file's
+size and both indexes are as before, the log takes the next append at the same
+offset, and a restart (clean or not) shows nothing of the failed append.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from seglog.config import LogConfig
+from seglog.errors import StorageError
+from seglog.records import log_entries
+from seglog.storage import io
+from seglog.storage.log import Log
+from seglog.storage.segment import MAX_SEGMENT_BYTES, LogSegment
+from seglog.storage.verify import verify_log
+from tests.storage.conftest import make_batch
+from tests.storage.test_log import read_all
+
+CONFIG = LogConfig(segment_bytes=4000, index_interval_bytes=100)
+
+
+def _disk_full() -> OSError:
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def _state(log: Log) -> tuple[int, int, int, int, list[tuple[int, int]], list[tuple[int, int]]]:
+    """What a failed append must not change: offsets, file size, index entries."""
+    segment = log.active_segment
+    offset_index, time_index = segment.offset_index, segment.time_index
+    return (
+        log.log_end_offset,
+        log.high_watermark,
+        segment.size,
+        os.stat(segment.log_path).st_size,
+        [offset_index.entry(i) for i in range(offset_index.entries)],
+        [time_index.entry(i) for i in range(time_index.entries)],
+    )
+
+
+def _check_reopened(directory: Path, expected: list[bytes | None], clean: bool) -> None:
+    again = Log.open(directory, CONFIG, recovery_point=0, had_clean_shutdown=clean)
+    try:
+        assert [r.value for r in read_all(again)] == expected
+        assert again.log_end_offset == len(expected)
+        report = verify_log(again)
+        assert report.ok, report.problems
+    finally:
+        again.close()
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    before=st.integers(min_value=0, max_value=30),
+    values=st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=8),
+    fraction=st.floats(min_value=0.0, max_value=0.999),
+    short_first=st.booleans(),
+    clean=st.booleans(),
+)
+def test_a_write_that_fails_midway_leaves_no_trace(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    before: int,
+    values: list[bytes],
+    fraction: float,
+    short_first: bool,
+    clean: bool,
+) -> None:
+    directory = tmp_path_factory.mktemp("fault") / "t-0"
+    log = Log.open(directory, CONFIG)
+    written: list[bytes | None] = []
+    for i in range(before):
+        value = bytes([i]) * (10 + 7 * i)
+        log.append(make_batch([value]))
+        written.append(value)
+    records = make_batch(list(values))
+    cut = int(len(records) * fraction)
+    state = _state(log)
+    calls = 0
+
+    def failing(
+        fd: int,
+        buffers: Sequence[bytes | bytearray | memoryview],
+        position: int,
+        *,
+        name: object = None,
+    ) -> int:
+        # ENOSPC after ``cut`` bytes: in the same call, or after a short write.
+        nonlocal calls
+        calls += 1
+        data = b"".join(bytes(b) for b in buffers)
+        if short_first and calls == 1 and cut > 0:
+            return os.pwrite(fd, data[:cut], position)
+        if not short_first and cut > 0:
+            os.pwrite(fd, data[:cut], position)
+        raise io.storage_error("write", name, _disk_full())
+
+    with monkeypatch.context() as patch:
+        patch.setattr(io, "pwritev", failing)
+        with pytest.raises(StorageError, match="disk is full"):
+            log.append(records)
+    assert _state(log) == state
+    # The next append goes where the failed one would have.
+    info = log.append(make_batch([b"next"]))
+    assert info.first_offset == len(written)
+    written.append(b"next")
+    if clean:
+        log.close()
+    else:
+        log.flush()
+        for segment in log.segments:
+            os.close(segment.fd)
+    _check_reopened(directory, written, clean)
+
+
+def test_no_block_for_an_index_page_undoes_the_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch is written first; when its index entry then needs a block the disk
+    does not have, the batch's bytes are cut away again."""
+    config = LogConfig(index_interval_bytes=0)  # an entry for every batch after the first
+    log = Log.open(tmp_path / "t-0", config)
+    log.append(make_batch([b"first"]))
+    state = _state(log)
+
+    def full(fd: int, offset: int, length: int, *, name: object = None) -> None:
+        raise io.storage_error(f"reserve {length} bytes for", name, _disk_full())
+
+    with monkeypatch.context() as patch:
+        patch.setattr(io, "preallocate", full)
+        with pytest.raises(StorageError, match="disk is full"):
+            log.append(make_batch([b"second", b"third"]))
+    assert _state(log) == state
+    assert log.append(make_batch([b"second"])).first_offset == 1
+    assert log.active_segment.offset_index.entries == 1
+    log.close()
+    again = Log.open(tmp_path / "t-0", config, had_clean_shutdown=False)
+    assert [r.value for r in read_all(again)] == [b"first", b"second"]
+    again.close()
+
+
+def test_a_segment_never_grows_past_an_int32_of_bytes(tmp_path: Path) -> None:
+    """Whatever segment.bytes says, a segment rolls before a position would not fit the
+    index's int32, and an append that would not fit is refused before writing."""
+    segment = LogSegment.create(tmp_path, 0)
+    first = make_batch([b"first"])
+    segment.append([first], log_entries.scan(first).entries)
+    segment.close()
+    near_full = MAX_SEGMENT_BYTES - 100
+    os.truncate(segment.log_path, near_full)  # sparse: takes no disk
+    big = LogSegment.open(tmp_path, 0, writable=True)
+    try:
+        assert big.size == near_full
+        big.resize_indexes(1 << 20)  # made active, as the loader does
+        decision = {
+            "incoming_max_timestamp": 0,
+            "incoming_last_offset": 0,
+            "now_ms": 0,
+            "segment_bytes": 2**40,
+            "segment_ms": 2**62,
+        }
+        assert big.should_roll(incoming_size=101, **decision)
+        assert not big.should_roll(incoming_size=100, **decision)
+        records = make_batch([b"x" * 200])
+        entries = log_entries.scan(records).entries
+        with pytest.raises(StorageError, match="at most 2147483647 bytes"):
+            big.append([records], entries)
+        assert big.size == near_full == os.stat(big.log_path).st_size
+        assert big.offset_index.entries == 0
+    finally:
+        big.close()
