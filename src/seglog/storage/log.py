@@ -259,7 +259,9 @@ class Log:
         with self._lock:
             self._check_open()
             config = self._config
-            validated = validate_and_assign(records, config, self._log_end_offset, now)
+            validated = validate_and_assign(
+                records, config, self._log_end_offset, now, self.directory.name
+            )
             producer_batches = validated.producer_batches
             if producer_batches:
                 duplicate = self._producer_state.check(producer_batches)

@@ -1,0 +1,155 @@
+"""Kafka parity of Produce and the admin APIs, with real clients against a real broker.
+
+Each test names what Kafka 4.x answers; seglog must answer the same.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from typing import Any
+
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from seglog.protocol.api_keys import ApiKey
+from seglog.protocol.headers import decode_response, encode_request
+from seglog.records.builder import SimpleRecord, build_batch
+from tests.broker.conftest import BrokerProcess
+
+
+def _raw_produce(
+    broker: BrokerProcess,
+    topic: str,
+    keys: list[bytes | None],
+    timestamps: list[int] | None = None,
+) -> dict[str, Any]:
+    """One Produce v9 of one batch of records with ``keys``; the decoded answer."""
+    now = int(time.time() * 1000)
+    stamps = timestamps or [now] * len(keys)
+    records = [SimpleRecord(b"value", key, stamp) for key, stamp in zip(keys, stamps, strict=True)]
+    body = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 10000,
+        "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": build_batch(records)}]}
+        ],
+    }
+    return _request(broker, ApiKey.PRODUCE, 9, body)
+
+
+def _request(broker: BrokerProcess, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    """Send one request with seglog's own codec over a socket; the decoded answer."""
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        sock.sendall(encode_request(api_key, version, 1, "parity-test", body, framed=True))
+        size = struct.unpack(">i", _read(sock, 4))[0]
+        return decode_response(api_key, version, _read(sock, size))[1]
+
+
+def _read(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        assert chunk, "the broker closed the connection"
+        data += chunk
+    return data
+
+
+def _admin(broker: BrokerProcess) -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def _create(broker: BrokerProcess, topic: str, partitions: int = 1, **config: str) -> None:
+    admin = _admin(broker)
+    admin.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic].result(10)
+
+
+def _deliver(
+    broker: BrokerProcess, topic: str, messages: list[tuple[bytes | None, bytes]], **conf: Any
+) -> list[tuple[bytes, KafkaError | None]]:
+    """Produce ``messages`` (key, value) in one batch; each value with its delivery error."""
+    reports: list[tuple[bytes, KafkaError | None]] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "linger.ms": 1000,
+            "batch.num.messages": len(messages),
+            "message.send.max.retries": 3,
+            **conf,
+        }
+    )
+    for key, value in messages:
+        producer.produce(
+            topic,
+            key=key,
+            value=value,
+            partition=0,
+            on_delivery=lambda err, msg: reports.append((msg.value(), err)),
+        )
+    assert producer.flush(30) == 0
+    return reports
+
+
+def test_produce_names_each_unkeyed_record_of_a_compacted_batch(
+    broker: BrokerProcess, topic: str
+) -> None:
+    """KIP-467: Kafka refuses the batch with one record error per unkeyed record, so that
+    librdkafka fails those with INVALID_RECORD and the rest of the batch with
+    _INVALID_DIFFERENT_RECORD (librdkafka's test 0011, variation 1)."""
+    _create(broker, topic, **{"cleanup.policy": "compact"})
+    messages = [(None if i % 10 == 0 else b"k%d" % i, b"v%d" % i) for i in range(100)]
+    reports = _deliver(broker, topic, messages)
+    codes = {value: err.code() if err else None for value, err in reports}
+    assert len(codes) == 100
+    for i in range(100):
+        expected = (
+            KafkaError.INVALID_RECORD if i % 10 == 0 else KafkaError._INVALID_DIFFERENT_RECORD
+        )
+        assert codes[b"v%d" % i] == expected, i
+
+
+def test_produce_record_errors_on_the_wire(broker: BrokerProcess, topic: str) -> None:
+    """The Produce v9 answer itself, read by kafka-python: Kafka's LogValidator words."""
+    _create(broker, topic, **{"cleanup.policy": "compact"})
+    response = _raw_produce(broker, topic, [b"a", None, b"c", None])
+    partition = response["responses"][0]["partition_responses"][0]
+    assert partition["error_code"] == 87  # INVALID_RECORD
+    assert partition["record_errors"] == [
+        {
+            "batch_index": 1,
+            "batch_index_error_message": "Compacted topic cannot accept message without key "
+            f"in topic partition {topic}-0",
+        },
+        {
+            "batch_index": 3,
+            "batch_index_error_message": "Compacted topic cannot accept message without key "
+            f"in topic partition {topic}-0",
+        },
+    ]
+    assert partition["error_message"].startswith(
+        "One or more records have been rejected due to 2 record errors in total, and only "
+        "showing the first three errors at most: [RecordError(batchIndex=1, message='Compacted"
+    )
+
+
+def test_produce_names_records_with_timestamps_out_of_range(
+    broker: BrokerProcess, topic: str
+) -> None:
+    _create(broker, topic, **{"message.timestamp.before.max.ms": "60000"})
+    now = int(time.time() * 1000)
+    response = _raw_produce(
+        broker, topic, [b"a", b"b", b"c"], timestamps=[now, now - 3_600_000, now]
+    )
+    partition = response["responses"][0]["partition_responses"][0]
+    assert partition["error_code"] == 32  # INVALID_TIMESTAMP
+    assert partition["error_message"] == (
+        "One or more records have been rejected due to invalid timestamp"
+    )
+    [error] = partition["record_errors"]
+    assert error["batch_index"] == 1
+    assert error["batch_index_error_message"].startswith(
+        f"Timestamp {now - 3_600_000} of message with offset 1 is out of range. "
+        "The timestamp should be within ["
+    )
