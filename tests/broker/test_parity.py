@@ -10,7 +10,8 @@ import struct
 import time
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from seglog.protocol.api_keys import ApiKey
@@ -153,3 +154,64 @@ def test_produce_names_records_with_timestamps_out_of_range(
         f"Timestamp {now - 3_600_000} of message with offset 1 is out of range. "
         "The timestamp should be within ["
     )
+
+
+def _node_id(admin: AdminClient) -> int:
+    return int(admin.describe_cluster().result(10).nodes[0].id)
+
+
+def _partitions(admin: AdminClient, topic: str) -> int:
+    return len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+
+
+def test_create_topics_with_an_explicit_assignment_on_this_node(
+    broker: BrokerProcess, topic: str
+) -> None:
+    """Kafka accepts an assignment naming live brokers and refuses any other with
+    INVALID_REPLICA_ASSIGNMENT."""
+    admin = _admin(broker)
+    node = _node_id(admin)
+    assigned = NewTopic(topic, 3, replica_assignment=[[node], [node], [node]])
+    admin.create_topics([assigned])[topic].result(10)
+    assert _partitions(admin, topic) == 3
+
+    elsewhere = NewTopic(f"{topic}.x", 1, replica_assignment=[[node + 1]])
+    with pytest.raises(KafkaException) as refused:
+        admin.create_topics([elsewhere])[f"{topic}.x"].result(10)
+    error = refused.value.args[0]
+    assert error.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert f"includes broker {node + 1}, but no such broker is registered" in error.str()
+
+    twice = NewTopic(f"{topic}.y", 1, replica_assignment=[[node, node]])
+    with pytest.raises(KafkaException) as refused:
+        admin.create_topics([twice])[f"{topic}.y"].result(10)
+    assert refused.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+
+
+def test_create_topics_kip_464_defaults_and_validate_only(
+    broker: BrokerProcess, topic: str
+) -> None:
+    admin = _admin(broker)
+    # -1 partitions and -1 replication factor: the broker's defaults.
+    admin.create_topics([NewTopic(topic)])[topic].result(10)
+    assert _partitions(admin, topic) == 1
+    # validate_only checks everything and creates nothing.
+    admin.create_topics([NewTopic(f"{topic}.v", 4, 1)], validate_only=True)[f"{topic}.v"].result(10)
+    assert f"{topic}.v" not in admin.list_topics(timeout=10).topics
+    with pytest.raises(KafkaException) as refused:
+        admin.create_topics([NewTopic(topic, 4, 1)], validate_only=True)[topic].result(10)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+    with pytest.raises(KafkaException) as refused:
+        admin.create_topics([NewTopic(f"{topic}.r", 1, 3)], validate_only=True)[
+            f"{topic}.r"
+        ].result(10)
+    assert refused.value.args[0].code() == KafkaError.INVALID_REPLICATION_FACTOR
+    assert refused.value.args[0].str() == (
+        "Unable to replicate the partition 3 time(s): The target replication factor of 3 "
+        "cannot be reached because only 1 broker(s) are registered."
+    )
+    with pytest.raises(KafkaException) as refused:
+        admin.create_topics(
+            [NewTopic(f"{topic}.b", 1, 1, config={"segment.ms": "0"})], validate_only=True
+        )[f"{topic}.b"].result(10)
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import Any
 
 from seglog.broker.state import BrokerState
 from seglog.config import BROKER_CONFIGS, CONFIGS_BY_NAME, BrokerConfig, LogConfig, is_sensitive
-from seglog.errors import InvalidConfigError, SeglogError, StorageError
+from seglog.errors import InvalidConfigError, SeglogError, StorageError, TopicExistsError
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 from seglog.storage import filenames, retention
@@ -45,36 +46,141 @@ def _internal_topic_refusal(name: str) -> str:
     )
 
 
+def _assigned_partitions(state: BrokerState, topic: dict[str, Any]) -> int:
+    """The partition count of an explicit replica assignment, checked as Kafka's controller does.
+
+    Raises :class:`_Refusal` (INVALID_REQUEST or INVALID_REPLICA_ASSIGNMENT,
+    with Kafka's message) for anything but one replica per partition on this
+    node, for consecutive partitions from 0.
+    """
+    if topic["replication_factor"] != -1:
+        raise _Refusal(
+            "INVALID_REQUEST",
+            "A manual partition assignment was specified, but replication factor was not set "
+            "to -1.",
+        )
+    if topic["num_partitions"] != -1:
+        raise _Refusal(
+            "INVALID_REQUEST",
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        )
+    seen: set[int] = set()
+    replicas: int | None = None
+    for assignment in topic["assignments"]:
+        index = assignment["partition_index"]
+        if index in seen:
+            raise _Refusal(
+                "INVALID_REPLICA_ASSIGNMENT",
+                f"Found multiple manual partition assignments for partition {index}",
+            )
+        brokers = sorted(assignment["broker_ids"])
+        if not brokers:
+            raise _Refusal(
+                "INVALID_REPLICA_ASSIGNMENT",
+                "The manual partition assignment includes an empty replica list.",
+            )
+        previous = None
+        for broker in brokers:
+            if broker != state.settings.node_id:
+                raise _Refusal(
+                    "INVALID_REPLICA_ASSIGNMENT",
+                    f"The manual partition assignment includes broker {broker}, but no such "
+                    "broker is registered.",
+                )
+            if broker == previous:
+                raise _Refusal(
+                    "INVALID_REPLICA_ASSIGNMENT",
+                    f"The manual partition assignment includes the broker {broker} more than once.",
+                )
+            previous = broker
+        if replicas is not None and len(brokers) != replicas:
+            raise _Refusal(
+                "INVALID_REPLICA_ASSIGNMENT",
+                f"The manual partition assignment includes a partition with {len(brokers)} "
+                "replica(s), but this is not consistent with previous partitions, which have "
+                f"{replicas} replica(s).",
+            )
+        replicas = len(brokers)
+        seen.add(index)
+    if seen != set(range(len(seen))):
+        raise _Refusal(
+            "INVALID_REPLICA_ASSIGNMENT",
+            "partitions should be a consecutive 0-based integer sequence",
+        )
+    return len(seen)
+
+
+class _Refusal(Exception):
+    """A request refused with a Kafka error name and message."""
+
+    def __init__(self, error: str, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+def _partition_count(state: BrokerState, topic: dict[str, Any]) -> int:
+    """The partitions to create: KIP-464's defaults (-1) and Kafka's checks, on one node."""
+    if topic.get("assignments"):
+        return _assigned_partitions(state, topic)
+    factor, count = topic["replication_factor"], topic["num_partitions"]
+    if factor < -1 or factor == 0:
+        raise _Refusal(
+            "INVALID_REPLICATION_FACTOR",
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    if count < -1 or count == 0:
+        raise _Refusal(
+            "INVALID_PARTITIONS", "Number of partitions was set to an invalid non-positive value."
+        )
+    # default.replication.factor is 1, the only factor a single node can place.
+    if factor > 1:
+        raise _Refusal(
+            "INVALID_REPLICATION_FACTOR",
+            f"Unable to replicate the partition {factor} time(s): The target replication "
+            f"factor of {factor} cannot be reached because only 1 broker(s) are registered.",
+        )
+    return state.settings.num_partitions if count == -1 else count
+
+
+def _check_new_topic(state: BrokerState, name: str, configs: dict[str, str | None]) -> None:
+    """What creating ``name`` would check, without creating it (validate_only)."""
+    filenames.validate_topic_name(name)
+    if state.log_dir.has_topic(name):
+        raise TopicExistsError(f"topic '{name}' already exists")  # as create_topic says
+    LogConfig.from_properties(configs, state.log_dir.defaults)
+
+
 async def create_topics(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """CreateTopics: replication factor must be 1 (or -1 for the default)."""
+    """CreateTopics, as Kafka's controller answers on a cluster of this one node.
+
+    KIP-464's defaults (-1 partitions, -1 replication factor), an explicit
+    assignment of one replica per partition on this node, and
+    ``validate_only`` (every check made, nothing created).
+    """
     results = []
+    names = [topic["name"] for topic in body["topics"]]
     for topic in body["topics"]:
         name = topic["name"]
-        count = topic["num_partitions"]
-        if count == -1:
-            count = state.settings.num_partitions
         configs = {c["name"]: c["value"] for c in topic.get("configs") or []}
         result: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
         try:
-            if topic["replication_factor"] not in (-1, 1):
-                result["error_code"] = error_codes.code_for("INVALID_REPLICATION_FACTOR")
-                result["error_message"] = "replication factor must be 1 on a single broker"
-            elif filenames.is_internal(name):
-                result["error_code"] = error_codes.code_for("INVALID_REQUEST")
-                result["error_message"] = _internal_topic_refusal(name)
-            elif topic.get("assignments"):
-                result["error_code"] = error_codes.code_for("INVALID_REQUEST")
-                result["error_message"] = "manual replica assignment is not supported"
-            elif body.get("validate_only"):
-                if state.log_dir.has_topic(name):
-                    result["error_code"] = error_codes.code_for("TOPIC_ALREADY_EXISTS")
-                    result["error_message"] = f"topic '{name}' already exists"
-                LogConfig.from_properties(configs, state.log_dir.defaults)
+            if names.count(name) > 1:
+                raise _Refusal("INVALID_REQUEST", "Duplicate topic name.")
+            if filenames.is_internal(name):
+                raise _Refusal("INVALID_REQUEST", _internal_topic_refusal(name))
+            count = _partition_count(state, topic)
+            if body.get("validate_only"):
+                _check_new_topic(state, name, configs)
+                result["topic_id"] = uuid.uuid4()  # Kafka answers the id it would have used
             else:
                 info = await asyncio.to_thread(state.log_dir.create_topic, name, count, configs)
                 result["topic_id"] = info.topic_id
+        except _Refusal as refusal:
+            result["error_code"] = error_codes.code_for(refusal.error)
+            result["error_message"] = refusal.message
         except SeglogError as exc:
             result["error_code"], result["error_message"] = _error(exc)
         if result["error_code"] == 0:
