@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from seglog.protocol.api_keys import ApiKey
 from seglog.protocol.headers import decode_response, encode_request
@@ -215,3 +221,98 @@ def test_create_topics_kip_464_defaults_and_validate_only(
             [NewTopic(f"{topic}.b", 1, 1, config={"segment.ms": "0"})], validate_only=True
         )[f"{topic}.b"].result(10)
     assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+
+
+def _topic_configs(admin: AdminClient, topic: str) -> dict[str, Any]:
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    return admin.describe_configs([resource])[resource].result(10)  # type: ignore[no-any-return]
+
+
+# confluent-kafka warns that AlterConfigs is deprecated; tools still send it.
+alter_configs_is_deprecated = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@alter_configs_is_deprecated
+def test_alter_configs_replaces_all_topic_overrides(broker: BrokerProcess, topic: str) -> None:
+    """AlterConfigs (API 33): the overrides given replace all others, which fall back to
+    their defaults (Kafka's legacyAlterConfigs)."""
+    _create(broker, topic, **{"retention.ms": "1000", "segment.bytes": "2000000"})
+    admin = _admin(broker)
+    resource = ConfigResource(
+        ConfigResource.Type.TOPIC, topic, set_config={"cleanup.policy": "compact"}
+    )
+    admin.alter_configs([resource])[resource].result(10)
+    configs = _topic_configs(admin, topic)
+    assert configs["cleanup.policy"].value == "compact"
+    assert not configs["cleanup.policy"].is_default
+    assert configs["retention.ms"].value == "604800000"
+    assert configs["retention.ms"].is_default
+    assert configs["segment.bytes"].is_default
+
+    # validate_only changes nothing; a bad value is refused with Kafka's message.
+    check = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={"segment.ms": "5"})
+    admin.alter_configs([check], validate_only=True)[check].result(10)
+    assert _topic_configs(admin, topic)["segment.ms"].is_default
+    bad = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={"segment.ms": "0"})
+    with pytest.raises(KafkaException) as refused:
+        admin.alter_configs([bad])[bad].result(10)
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert _topic_configs(admin, topic)["cleanup.policy"].value == "compact"
+
+
+def test_alter_configs_with_kafka_python(broker: BrokerProcess, topic: str) -> None:
+    from kafka.admin import ConfigResource as KpResource
+    from kafka.admin import ConfigResourceType, KafkaAdminClient
+
+    _create(broker, topic, **{"retention.ms": "1000"})
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        response = client.alter_configs(
+            [KpResource(ConfigResourceType.TOPIC, topic, configs={"segment.ms": "60000"})],
+            incremental=False,
+        )
+        assert response == {"topic": {topic: "OK"}}
+    finally:
+        client.close()
+    configs = _topic_configs(_admin(broker), topic)
+    assert configs["segment.ms"].value == "60000"
+    # kafka-python sends the overrides it read back with the new one, to keep them.
+    assert configs["retention.ms"].value == "1000"
+
+
+@alter_configs_is_deprecated
+def test_alter_configs_on_the_broker_is_refused_clearly(broker: BrokerProcess) -> None:
+    admin = _admin(broker)
+    node = str(_node_id(admin))
+    resource = ConfigResource(
+        ConfigResource.Type.BROKER, node, set_config={"log.retention.ms": "1000"}
+    )
+    with pytest.raises(KafkaException) as refused:
+        admin.alter_configs([resource])[resource].result(10)
+    assert refused.value.args[0].code() == KafkaError.INVALID_REQUEST
+    assert (
+        "Cannot update these configs dynamically: log.retention.ms" in refused.value.args[0].str()
+    )
+
+
+def test_incremental_alter_configs_appends_to_a_list(broker: BrokerProcess, topic: str) -> None:
+    """APPEND and SUBTRACT on a LIST config (librdkafka's test 0011 makes its topic compacted
+    with APPEND cleanup.policy=compact); on any other type Kafka answers INVALID_CONFIG."""
+    _create(broker, topic)
+    admin = _admin(broker)
+
+    def alter(op: AlterConfigOpType, name: str, value: str) -> None:
+        entry = ConfigEntry(name, value, incremental_operation=op)
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[entry])
+        admin.incremental_alter_configs([resource])[resource].result(10)
+
+    alter(AlterConfigOpType.APPEND, "cleanup.policy", "compact")
+    assert _topic_configs(admin, topic)["cleanup.policy"].value == "delete,compact"
+    alter(AlterConfigOpType.SUBTRACT, "cleanup.policy", "delete")
+    assert _topic_configs(admin, topic)["cleanup.policy"].value == "compact"
+    with pytest.raises(KafkaException) as refused:
+        alter(AlterConfigOpType.APPEND, "segment.ms", "5")
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+    assert refused.value.args[0].str() == (
+        "Can't APPEND to key segment.ms because its type is not LIST."
+    )

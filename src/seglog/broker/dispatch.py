@@ -32,6 +32,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CREATE_PARTITIONS: admin.create_partitions,
     ApiKey.DELETE_RECORDS: admin.delete_records,
     ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
+    ApiKey.ALTER_CONFIGS: admin.alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
     ApiKey.FIND_COORDINATOR: groups.find_coordinator,
     ApiKey.JOIN_GROUP: groups.join_group,

@@ -15,8 +15,21 @@ import uuid
 from typing import Any
 
 from seglog.broker.state import BrokerState
-from seglog.config import BROKER_CONFIGS, CONFIGS_BY_NAME, BrokerConfig, LogConfig, is_sensitive
-from seglog.errors import InvalidConfigError, SeglogError, StorageError, TopicExistsError
+from seglog.config import (
+    BROKER_CONFIGS,
+    CONFIGS_BY_NAME,
+    BrokerConfig,
+    LogConfig,
+    Type,
+    is_sensitive,
+)
+from seglog.errors import (
+    InvalidConfigError,
+    SeglogError,
+    StorageError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 from seglog.storage import filenames, retention
@@ -108,6 +121,12 @@ def _assigned_partitions(state: BrokerState, topic: dict[str, Any]) -> int:
             "partitions should be a consecutive 0-based integer sequence",
         )
     return len(seen)
+
+
+class InvalidRequestError(SeglogError):
+    """A request Kafka refuses with INVALID_REQUEST."""
+
+    kafka_error = "INVALID_REQUEST"
 
 
 class _Refusal(Exception):
@@ -383,10 +402,93 @@ async def describe_configs(
     return {"throttle_time_ms": 0, "results": results}
 
 
-async def incremental_alter_configs(
+def _list_items(state: BrokerState, name: str, key: str) -> list[str]:
+    """The items of list config ``key`` of topic ``name``: its override, else Kafka's default."""
+    info = state.log_dir.topic(name)
+    value = info.overrides.get(key) if info is not None else None
+    if value is None:
+        definition = CONFIGS_BY_NAME.get(key)
+        value = definition.to_string(definition.default) if definition is not None else None
+    return [item for item in (value or "").split(",") if item]
+
+
+def _incremental_changes(
+    state: BrokerState, name: str, configs: list[dict[str, Any]]
+) -> tuple[dict[str, str], list[str]]:
+    """IncrementalAlterConfigs operations as (values to set, overrides to delete).
+
+    SET (0), DELETE (1), and for LIST configs APPEND (2) and SUBTRACT (3), as
+    Kafka's ConfigurationControlManager applies them.
+    """
+    to_set: dict[str, str] = {}
+    to_delete: list[str] = []
+    for config in configs:
+        key, operation, value = config["name"], config["config_operation"], config["value"]
+        if operation == 0:
+            to_set[key] = value
+        elif operation == 1:
+            to_delete.append(key)
+        elif operation in (2, 3):
+            definition = CONFIGS_BY_NAME.get(key)
+            verb = "APPEND" if operation == 2 else "SUBTRACT"
+            if definition is None or definition.type is not Type.LIST:
+                raise InvalidConfigError(f"Can't {verb} to key {key} because its type is not LIST.")
+            items = to_set[key].split(",") if key in to_set else _list_items(state, name, key)
+            for item in (value or "").split(","):
+                if operation == 2 and item not in items:
+                    items.append(item)
+                elif operation == 3:
+                    items = [x for x in items if x != item]
+            to_set[key] = ",".join(items)
+        else:
+            raise InvalidRequestError(f"Unknown alter configs operation {operation}")
+    return to_set, to_delete
+
+
+async def _alter_topic(
+    state: BrokerState,
+    name: str,
+    to_set: dict[str, str],
+    to_delete: list[str],
+    validate_only: bool,
+) -> None:
+    info = state.log_dir.topic(name)
+    if info is None:
+        raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
+    if validate_only:
+        overrides = {k: v for k, v in info.overrides.items() if k not in to_delete}
+        LogConfig.from_properties({**overrides, **to_set}, state.log_dir.defaults)
+    else:
+        await asyncio.to_thread(state.log_dir.alter_topic_config, name, to_set, to_delete)
+
+
+def _alter_broker(state: BrokerState, name: str, keys: list[str]) -> None:
+    """Broker configs are static here: nothing to change is accepted, anything else refused.
+
+    Kafka updates its dynamic broker configs; seglog reads the broker's
+    settings once, at start, so a change is refused rather than ignored.
+    """
+    if name not in ("", str(state.settings.node_id)):
+        raise InvalidRequestError(
+            f"Unexpected broker id, expected {state.settings.node_id} or empty string, "
+            f"but received {name}"
+        )
+    if keys:
+        raise InvalidRequestError(
+            "Cannot update these configs dynamically: "
+            + ", ".join(sorted(keys))
+            + " (seglog reads its broker configs at start only)"
+        )
+
+
+async def alter_configs(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """IncrementalAlterConfigs for topics: SET (0) and DELETE (1)."""
+    """AlterConfigs (the non-incremental form): the given configs replace all others.
+
+    A topic's overrides become exactly those given (a null value, or a key not
+    given, falls back to the default), as Kafka's legacyAlterConfigs does.
+    """
     responses = []
     for resource in body["resources"]:
         kind, name = resource["resource_type"], resource["resource_name"]
@@ -397,24 +499,44 @@ async def incremental_alter_configs(
             "resource_name": name,
         }
         try:
-            if kind != TOPIC_RESOURCE:
-                raise InvalidConfigError("only topic configs can be altered at runtime")
-            to_set: dict[str, str] = {}
-            to_delete: list[str] = []
-            for config in resource["configs"]:
-                operation = config["config_operation"]
-                if operation == 0:
-                    to_set[config["name"]] = config["value"]
-                elif operation == 1:
-                    to_delete.append(config["name"])
-                else:
-                    raise InvalidConfigError(
-                        f"config operation {operation} (APPEND/SUBTRACT) is not supported"
-                    )
-            if body.get("validate_only"):
-                LogConfig.from_properties(to_set, state.log_dir.defaults)
+            given = {c["name"]: c["value"] for c in resource["configs"]}
+            if kind == TOPIC_RESOURCE:
+                info = state.log_dir.topic(name)
+                current = list(info.overrides) if info is not None else []
+                to_set = {k: v for k, v in given.items() if v is not None}
+                to_delete = [k for k in current if k not in to_set]
+                await _alter_topic(state, name, to_set, to_delete, bool(body.get("validate_only")))
+            elif kind == BROKER_RESOURCE:
+                _alter_broker(state, name, list(given))
             else:
-                await asyncio.to_thread(state.log_dir.alter_topic_config, name, to_set, to_delete)
+                raise InvalidRequestError(f"Unexpected resource type {kind}")
+        except SeglogError as exc:
+            entry["error_code"], entry["error_message"] = _error(exc)
+        responses.append(entry)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def incremental_alter_configs(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """IncrementalAlterConfigs for topics: SET, DELETE, APPEND and SUBTRACT."""
+    responses = []
+    for resource in body["resources"]:
+        kind, name = resource["resource_type"], resource["resource_name"]
+        entry: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": kind,
+            "resource_name": name,
+        }
+        try:
+            if kind == TOPIC_RESOURCE:
+                to_set, to_delete = _incremental_changes(state, name, resource["configs"])
+                await _alter_topic(state, name, to_set, to_delete, bool(body.get("validate_only")))
+            elif kind == BROKER_RESOURCE:
+                _alter_broker(state, name, [c["name"] for c in resource["configs"]])
+            else:
+                raise InvalidRequestError(f"Unexpected resource type {kind}")
         except SeglogError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
         responses.append(entry)
