@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -316,3 +316,22 @@ def test_incremental_alter_configs_appends_to_a_list(broker: BrokerProcess, topi
     assert refused.value.args[0].str() == (
         "Can't APPEND to key segment.ms because its type is not LIST."
     )
+
+
+def test_delete_records_on_a_compact_only_topic_is_a_policy_violation(
+    broker: BrokerProcess, topic: str
+) -> None:
+    """Kafka refuses to move the log start of a log whose cleanup.policy lacks delete."""
+    _create(broker, topic, **{"cleanup.policy": "compact"})
+    _deliver(broker, topic, [(b"k%d" % i, b"v") for i in range(5)])
+    admin = _admin(broker)
+    [future] = admin.delete_records([TopicPartition(topic, 0, 3)]).values()
+    with pytest.raises(KafkaException) as refused:
+        future.result(10)
+    assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
+
+    # compact,delete may be trimmed.
+    _create(broker, f"{topic}.both", **{"cleanup.policy": "compact,delete"})
+    _deliver(broker, f"{topic}.both", [(b"k%d" % i, b"v") for i in range(5)])
+    [future] = admin.delete_records([TopicPartition(f"{topic}.both", 0, 3)]).values()
+    assert future.result(10).low_watermark == 3

@@ -129,6 +129,12 @@ class InvalidRequestError(SeglogError):
     kafka_error = "INVALID_REQUEST"
 
 
+class PolicyViolationError(SeglogError):
+    """A request that breaks the policy of the resource it names."""
+
+    kafka_error = "POLICY_VIOLATION"
+
+
 class _Refusal(Exception):
     """A request refused with a Kafka error name and message."""
 
@@ -261,8 +267,15 @@ async def create_partitions(
 def _delete_records(log: Log, offset: int) -> int:
     """Move the log start to ``offset`` (-1: the high watermark) and drop whole segments below.
 
-    Blocking (checkpoints and segment files): run on a worker thread.
+    Blocking (checkpoints and segment files): run on a worker thread. A log
+    whose cleanup.policy lacks ``delete`` keeps its start (POLICY_VIOLATION),
+    as Kafka's Partition.deleteRecordsOnLeader.
     """
+    if not log.config.delete:
+        raise PolicyViolationError(
+            f"Records of partition {log.directory.name} can not be deleted due to the "
+            "configured policy"
+        )
     target = log.high_watermark if offset == -1 else offset
     low_watermark = log.increment_log_start_offset(target)
     retention.delete_log_start_offset_breached(log)
