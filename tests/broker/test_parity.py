@@ -335,3 +335,23 @@ def test_delete_records_on_a_compact_only_topic_is_a_policy_violation(
     _deliver(broker, f"{topic}.both", [(b"k%d" % i, b"v") for i in range(5)])
     [future] = admin.delete_records([TopicPartition(f"{topic}.both", 0, 3)]).values()
     assert future.result(10).low_watermark == 3
+
+
+def test_segment_jitter_is_drawn_per_segment(broker: BrokerProcess, topic: str) -> None:
+    """Kafka draws each segment's roll jitter in [0, min(segment.jitter.ms, segment.ms)):
+    half way through segment.ms, about half of the partitions have rolled, not all."""
+    partitions = 20
+    _create(broker, topic, partitions, **{"segment.ms": "2000", "segment.jitter.ms": "2000"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for partition in range(partitions):
+        producer.produce(topic, b"first", partition=partition)
+    assert producer.flush(10) == 0
+    time.sleep(1.0)
+    for partition in range(partitions):
+        producer.produce(topic, b"second", partition=partition)
+    assert producer.flush(10) == 0
+    rolled = sum(
+        len(list((broker.data / f"{topic}-{p}").glob("*.log"))) > 1 for p in range(partitions)
+    )
+    # A roll needs a jitter above 1000 ms: each partition rolled with probability ~1/2.
+    assert 2 <= rolled <= partitions - 2, rolled

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -137,6 +138,9 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms(clock)
         self._closed = False
+        # The active segment's roll jitter, drawn once per segment (see _roll_jitter).
+        self._jitter_segment: LogSegment | None = None
+        self._jitter_ms = 0
         self._producer_state = ProducerStateManager(
             directory, expiration_ms=producer_id_expiration_ms
         )
@@ -328,10 +332,23 @@ class Log:
             now_ms=now,
             segment_bytes=config.segment_bytes,
             segment_ms=config.segment_ms,
-            roll_jitter_ms=config.segment_jitter_ms,
+            roll_jitter_ms=self._roll_jitter(segment, config),
         ):
             return self._roll(max(first_offset, self._log_end_offset))
         return segment
+
+    def _roll_jitter(self, segment: LogSegment, config: LogConfig) -> int:
+        """The roll jitter of the active ``segment``: one random draw per segment.
+
+        Kafka draws each segment's jitter uniformly in [0, min(segment.jitter.ms,
+        segment.ms)) so that partitions created together do not all roll at the
+        same instant; the draw is kept for the segment's life.
+        """
+        if self._jitter_segment is not segment:
+            self._jitter_segment = segment
+            bound = min(config.segment_jitter_ms, config.segment_ms)
+            self._jitter_ms = random.randrange(bound) if bound > 0 else 0
+        return self._jitter_ms
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
