@@ -17,6 +17,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewTopic,
 )
 
@@ -355,3 +356,70 @@ def test_segment_jitter_is_drawn_per_segment(broker: BrokerProcess, topic: str) 
     )
     # A roll needs a jitter above 1000 ms: each partition rolled with probability ~1/2.
     assert 2 <= rolled <= partitions - 2, rolled
+
+
+def test_describe_configs_answers_each_values_source_and_synonyms(make_broker: Any) -> None:
+    """Kafka's ConfigHelper: a topic override is TOPIC_CONFIG, a value set in the broker's
+    properties STATIC_BROKER_CONFIG, anything else DEFAULT_CONFIG; the synonyms list the
+    override, then the broker names given, then the broker defaults. (Schema Registry
+    and Kafka Connect read cleanup.policy this way.)"""
+    broker: BrokerProcess = make_broker(**{"log.segment.bytes": "2097152"})
+    topic = "described"
+    _create(broker, topic, **{"cleanup.policy": "compact"})
+    configs = _topic_configs(_admin(broker), topic)
+    policy = configs["cleanup.policy"]
+    assert policy.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert [(s.name, s.value, s.source) for s in policy.synonyms.values()] == [
+        ("cleanup.policy", "compact", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+        ("log.cleanup.policy", "delete", ConfigSource.DEFAULT_CONFIG.value),
+    ]
+    segment = configs["segment.bytes"]
+    assert (segment.value, segment.source) == ("2097152", ConfigSource.STATIC_BROKER_CONFIG.value)
+    # librdkafka keeps one synonym per name; the answer itself lists both.
+    body = {
+        "resources": [
+            {"resource_type": 2, "resource_name": topic, "configuration_keys": ["segment.bytes"]}
+        ],
+        "include_synonyms": True,
+        "include_documentation": False,
+    }
+    [result] = _request(broker, ApiKey.DESCRIBE_CONFIGS, 4, body)["results"]
+    assert result["configs"][0]["synonyms"] == [
+        {"name": "log.segment.bytes", "value": "2097152", "source": 4},
+        {"name": "log.segment.bytes", "value": "1073741824", "source": 5},
+    ]
+    # log.retention.ms has no default of its own in Kafka: no synonyms, source default.
+    retention = configs["retention.ms"]
+    assert retention.source == ConfigSource.DEFAULT_CONFIG.value
+    assert retention.synonyms == {}
+
+    # The broker itself: what server.properties gave is static, the rest default.
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(_node_id(_admin(broker))))
+    admin = _admin(broker)
+    brokers = admin.describe_configs([resource])[resource].result(10)
+    assert brokers["log.segment.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert brokers["log.cleanup.policy"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert brokers["log.cleanup.policy"].is_read_only
+
+
+def test_describe_configs_with_documentation(broker: BrokerProcess, topic: str) -> None:
+    """include_documentation (v3+) answers each config's documentation and type."""
+    _create(broker, topic)
+    body = {
+        "resources": [
+            {"resource_type": 2, "resource_name": topic, "configuration_keys": ["segment.ms"]}
+        ],
+        "include_synonyms": True,
+        "include_documentation": True,
+    }
+    [result] = _request(broker, ApiKey.DESCRIBE_CONFIGS, 4, body)["results"]
+    [entry] = result["configs"]
+    assert entry["name"] == "segment.ms"
+    assert entry["config_type"] == 5  # LONG
+    assert "segment" in entry["documentation"]
+    assert entry["config_source"] == 5
+    # log.roll.ms has no default of its own in Kafka (log.roll.hours gives it): none.
+    assert entry["synonyms"] == []
+    body["include_documentation"] = False
+    [result] = _request(broker, ApiKey.DESCRIBE_CONFIGS, 4, body)["results"]
+    assert result["configs"][0]["documentation"] is None

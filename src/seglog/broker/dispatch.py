@@ -7,7 +7,15 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from seglog.broker.handlers import admin, consumer_groups, fetch, groups, metadata, produce
+from seglog.broker.handlers import (
+    admin,
+    configs,
+    consumer_groups,
+    fetch,
+    groups,
+    metadata,
+    produce,
+)
 from seglog.broker.state import BrokerState
 from seglog.protocol import error_codes
 from seglog.protocol.api_keys import ApiKey
@@ -31,7 +39,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_TOPICS: admin.delete_topics,
     ApiKey.CREATE_PARTITIONS: admin.create_partitions,
     ApiKey.DELETE_RECORDS: admin.delete_records,
-    ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
+    ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
     ApiKey.ALTER_CONFIGS: admin.alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
     ApiKey.FIND_COORDINATOR: groups.find_coordinator,

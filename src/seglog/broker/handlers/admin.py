@@ -1,5 +1,5 @@
-"""CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, DescribeConfigs,
-IncrementalAlterConfigs.
+"""CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, AlterConfigs,
+IncrementalAlterConfigs (DescribeConfigs is in :mod:`seglog.broker.handlers.configs`).
 
 Every change to topics creates, renames or removes files and fsyncs them: it
 runs on a worker thread (``asyncio.to_thread``), never on the event loop.
@@ -14,14 +14,12 @@ import logging
 import uuid
 from typing import Any
 
+from seglog.broker.handlers.configs import BROKER_RESOURCE, TOPIC_RESOURCE, topic_entries
 from seglog.broker.state import BrokerState
 from seglog.config import (
-    BROKER_CONFIGS,
     CONFIGS_BY_NAME,
-    BrokerConfig,
     LogConfig,
     Type,
-    is_sensitive,
 )
 from seglog.errors import (
     InvalidConfigError,
@@ -37,12 +35,8 @@ from seglog.storage.log import Log
 
 logger = logging.getLogger(__name__)
 
-TOPIC_RESOURCE = 2
-BROKER_RESOURCE = 4
-# DescribeConfigs config sources
-DYNAMIC_TOPIC_CONFIG = 1
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
+# The fields of a DescribeConfigs entry that CreateTopics v5+ answers too.
+_CREATED_CONFIG_FIELDS = ("name", "value", "read_only", "config_source", "is_sensitive")
 
 
 def _error(exc: SeglogError) -> tuple[int, str]:
@@ -210,19 +204,11 @@ async def create_topics(
             result["error_code"], result["error_message"] = _error(exc)
         if result["error_code"] == 0:
             config = LogConfig.from_properties(configs, state.log_dir.defaults)
+            entries = topic_entries(state, config.to_properties(), configs)
             result.update(
                 num_partitions=count,
                 replication_factor=1,
-                configs=[
-                    {
-                        "name": k,
-                        "value": v,
-                        "read_only": False,
-                        "config_source": DYNAMIC_TOPIC_CONFIG if k in configs else DEFAULT_CONFIG,
-                        "is_sensitive": False,
-                    }
-                    for k, v in config.to_properties().items()
-                ],
+                configs=[{k: entry[k] for k in _CREATED_CONFIG_FIELDS} for entry in entries],
             )
         else:
             result.update(num_partitions=-1, replication_factor=-1, configs=None)
@@ -305,114 +291,6 @@ async def delete_records(
             partitions.append(entry)
         topics.append({"name": topic["name"], "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
-
-
-def _describe_topic(
-    state: BrokerState, name: str, keys: list[str] | None, synonyms: bool
-) -> list[dict[str, Any]]:
-    info = state.log_dir.topics().get(name)
-    if info is None:
-        raise SeglogError(f"topic '{name}' does not exist")
-    config = state.log_dir.topic_config(name).to_properties()
-    defaults = state.log_dir.defaults.to_properties()
-    out = []
-    for key, value in sorted(config.items()):
-        if keys is not None and key not in keys:
-            continue
-        source = DYNAMIC_TOPIC_CONFIG if key in info.overrides else DEFAULT_CONFIG
-        entry: dict[str, Any] = {
-            "name": key,
-            "value": value,
-            "read_only": False,
-            "is_default": source == DEFAULT_CONFIG,
-            "config_source": source,
-            "is_sensitive": CONFIGS_BY_NAME[key].sensitive,
-            "synonyms": [],
-        }
-        if synonyms:
-            if key in info.overrides:
-                entry["synonyms"].append(
-                    {"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG}
-                )
-            entry["synonyms"].append(
-                {
-                    "name": CONFIGS_BY_NAME[key].broker_name,
-                    "value": defaults[key],
-                    "source": DEFAULT_CONFIG,
-                }
-            )
-        out.append(entry)
-    return out
-
-
-def _describe_broker(state: BrokerState) -> list[dict[str, Any]]:
-    """Every broker setting: the table's, then any other given; secrets as null."""
-    given = state.settings.properties
-    config = BrokerConfig(given)
-    log_defaults = {
-        CONFIGS_BY_NAME[k].broker_name: v for k, v in state.log_dir.defaults.to_properties().items()
-    }
-    values: dict[str, str | None] = {}
-    for name, definition in BROKER_CONFIGS.items():
-        if definition.internal:
-            continue
-        # A log default is shown as resolved (log.retention.hours gives log.retention.ms).
-        values[name] = log_defaults.get(name, definition.to_string(config[name]))
-    for name in given:
-        values.setdefault(name, None)
-    out: list[dict[str, Any]] = []
-    for name, value in sorted(values.items()):
-        # Kafka answers a secret (and a setting it cannot type) with a null value.
-        sensitive = is_sensitive(name)
-        out.append(
-            {
-                "name": name,
-                "value": None if sensitive else value,
-                "read_only": True,
-                "is_default": name not in given,
-                "config_source": STATIC_BROKER_CONFIG if name in given else DEFAULT_CONFIG,
-                "is_sensitive": sensitive,
-                "synonyms": [],
-            }
-        )
-    return out
-
-
-async def describe_configs(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
-) -> dict[str, Any]:
-    """DescribeConfigs for topics (and the broker's log defaults)."""
-    results = []
-    for resource in body["resources"]:
-        kind, name = resource["resource_type"], resource["resource_name"]
-        result: dict[str, Any] = {
-            "error_code": 0,
-            "error_message": None,
-            "resource_type": kind,
-            "resource_name": name,
-            "configs": [],
-        }
-        keys = resource.get("configuration_keys")
-        if kind == TOPIC_RESOURCE:
-            if not state.log_dir.has_topic(name):
-                result["error_code"] = error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
-                result["error_message"] = f"topic '{name}' does not exist"
-            else:
-                try:
-                    result["configs"] = _describe_topic(
-                        state, name, keys, bool(body.get("include_synonyms"))
-                    )
-                except SeglogError as exc:  # a stored config that is no longer valid
-                    result["error_code"], result["error_message"] = _error(exc)
-        elif kind == BROKER_RESOURCE:
-            result["configs"] = [
-                entry for entry in _describe_broker(state) if keys is None or entry["name"] in keys
-            ]
-        else:
-            result["error_code"] = error_codes.code_for("INVALID_REQUEST")
-            result["error_message"] = f"unsupported resource type {kind}"
-        results.append(result)
-    return {"throttle_time_ms": 0, "results": results}
 
 
 def _list_items(state: BrokerState, name: str, key: str) -> list[str]:
