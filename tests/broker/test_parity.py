@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -423,3 +424,120 @@ def test_describe_configs_with_documentation(broker: BrokerProcess, topic: str) 
     body["include_documentation"] = False
     [result] = _request(broker, ApiKey.DESCRIBE_CONFIGS, 4, body)["results"]
     assert result["configs"][0]["documentation"] is None
+
+
+@pytest.fixture
+def kafka_python_admin(broker: BrokerProcess) -> Iterator[Any]:
+    from kafka.admin import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    yield client
+    client.close()
+
+
+def test_describe_log_dirs(broker: BrokerProcess, topic: str, kafka_python_admin: Any) -> None:
+    """One log directory; each partition's size on disk and offset lag 0 (no future replica)."""
+    _create(broker, topic, 2)
+    _deliver(broker, topic, [(b"k", b"v" * 100)])
+    [answer] = kafka_python_admin.describe_log_dirs()
+    [log_dir] = answer["log_dirs"]
+    assert log_dir["error_code"] == 0
+    assert log_dir["log_dir"] == str(broker.data.resolve())
+    assert log_dir["total_bytes"] > 0 and log_dir["usable_bytes"] > 0
+    [mine] = [t for t in log_dir["topics"] if t["name"] == topic]
+    sizes = {p["partition_index"]: p["partition_size"] for p in mine["partitions"]}
+    assert sizes[0] == (broker.data / f"{topic}-0" / "00000000000000000000.log").stat().st_size
+    assert sizes[0] > 100 and sizes[1] == 0
+    assert {p["offset_lag"] for p in mine["partitions"]} == {0}
+
+
+def test_alter_replica_log_dirs_is_refused_clearly(
+    broker: BrokerProcess, topic: str, kafka_python_admin: Any
+) -> None:
+    """seglog has one log directory: any other is LOG_DIR_NOT_FOUND (Kafka's answer for a path
+    outside log.dirs); the directory a replica is in already is a no-op."""
+    from kafka.errors import LogDirNotFoundError, NoError
+    from kafka.structs import TopicPartitionReplica
+
+    _create(broker, topic)
+    node = _node_id(_admin(broker))
+    replica = TopicPartitionReplica(topic, 0, node)
+    moved = kafka_python_admin.alter_replica_log_dirs({replica: "/elsewhere"})
+    assert moved == {replica: LogDirNotFoundError}
+    stayed = kafka_python_admin.alter_replica_log_dirs({replica: str(broker.data.resolve())})
+    assert stayed == {replica: NoError}
+
+
+def test_describe_producers(broker: BrokerProcess, topic: str, kafka_python_admin: Any) -> None:
+    """The idempotent producers a partition remembers, with their last sequence."""
+    from kafka import TopicPartition as KpTopicPartition
+
+    _create(broker, topic)
+    _deliver(broker, topic, [(b"k", b"v%d" % i) for i in range(5)], **{"enable.idempotence": True})
+    partition = KpTopicPartition(topic, 0)
+    states = kafka_python_admin.describe_producers([partition])
+    [producer] = states[partition].active_producers
+    assert producer.producer_id >= 0
+    assert producer.producer_epoch == 0
+    assert producer.last_sequence == 4
+    assert producer.last_timestamp > 0
+    assert producer.coordinator_epoch == -1
+    assert producer.current_transaction_start_offset == -1
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(
+    broker: BrokerProcess, topic: str, kafka_python_admin: Any
+) -> None:
+    """KIP-966: this node leads every partition and is its whole ISR; a page holds at most
+    response_partition_limit partitions and names where the next one starts."""
+    _create(broker, topic, 3)
+    node = _node_id(_admin(broker))
+    first = kafka_python_admin.describe_topic_partitions([topic], response_partition_limit=2)
+    [described] = first["topics"]
+    assert described["error_code"] == 0 and not described["is_internal"]
+    assert [p["partition_index"] for p in described["partitions"]] == [0, 1]
+    assert {(p["leader_id"], tuple(p["isr_nodes"])) for p in described["partitions"]} == {
+        (node, (node,))
+    }
+    assert first["next_cursor"] == {"topic_name": topic, "partition_index": 2}
+    rest = kafka_python_admin.describe_topic_partitions(
+        [topic], response_partition_limit=2, cursor=first["next_cursor"]
+    )
+    assert [p["partition_index"] for p in rest["topics"][0]["partitions"]] == [2]
+    assert rest["next_cursor"] is None
+    unknown = kafka_python_admin.describe_topic_partitions([f"{topic}.none"])
+    assert unknown["topics"][0]["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_elect_leaders_is_never_needed(broker: BrokerProcess, topic: str) -> None:
+    """The one replica is already the preferred leader: ELECTION_NOT_NEEDED, as Kafka."""
+    from confluent_kafka import ElectionType
+
+    _create(broker, topic)
+    admin = _admin(broker)
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(10)
+    [(partition, error)] = result.items()
+    assert (partition.topic, partition.partition) == (topic, 0)
+    assert error.code() == KafkaError.ELECTION_NOT_NEEDED
+    missing = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(topic, 5)]).result(10)
+    assert [e.code() for e in missing.values()] == [KafkaError.UNKNOWN_TOPIC_OR_PART]
+
+
+def test_partition_reassignments_on_one_node(
+    broker: BrokerProcess, topic: str, kafka_python_admin: Any
+) -> None:
+    """No reassignment is ever in progress; a partition may only be "moved" to this node
+    (a no-op), any other broker is INVALID_REPLICA_ASSIGNMENT, a cancellation
+    NO_REASSIGNMENT_IN_PROGRESS."""
+    from kafka import TopicPartition as KpTopicPartition
+    from kafka.errors import InvalidReplicationAssignmentError, NoReassignmentInProgressError
+
+    _create(broker, topic, 2)
+    node = _node_id(_admin(broker))
+    assert kafka_python_admin.list_partition_reassignments() == {}
+    zero, one = KpTopicPartition(topic, 0), KpTopicPartition(topic, 1)
+    answer = kafka_python_admin.alter_partition_reassignments({zero: [node], one: [node + 1]})
+    assert answer[zero] is None
+    assert answer[one] is InvalidReplicationAssignmentError
+    cancelled = kafka_python_admin.alter_partition_reassignments({zero: None})
+    assert cancelled[zero] is NoReassignmentInProgressError

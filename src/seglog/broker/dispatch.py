@@ -9,6 +9,7 @@ from typing import Any
 
 from seglog.broker.handlers import (
     admin,
+    cluster,
     configs,
     consumer_groups,
     fetch,
@@ -42,6 +43,13 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
     ApiKey.ALTER_CONFIGS: admin.alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
+    ApiKey.DESCRIBE_LOG_DIRS: cluster.describe_log_dirs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: cluster.alter_replica_log_dirs,
+    ApiKey.DESCRIBE_PRODUCERS: cluster.describe_producers,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: cluster.describe_topic_partitions,
+    ApiKey.ELECT_LEADERS: cluster.elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: cluster.alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: cluster.list_partition_reassignments,
     ApiKey.FIND_COORDINATOR: groups.find_coordinator,
     ApiKey.JOIN_GROUP: groups.join_group,
     ApiKey.SYNC_GROUP: groups.sync_group,

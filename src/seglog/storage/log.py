@@ -30,6 +30,7 @@ first bad byte, with all later segments removed.
 from __future__ import annotations
 
 import bisect
+import copy
 import logging
 import random
 import threading
@@ -46,7 +47,7 @@ from seglog.errors import (
 )
 from seglog.records import batch
 from seglog.storage import filenames, io
-from seglog.storage.producer_state import ProducerBatch, ProducerStateManager
+from seglog.storage.producer_state import ProducerBatch, ProducerEntry, ProducerStateManager
 from seglog.storage.segment import MAX_SEGMENT_BYTES, LogSegment, SegmentRead, TimestampAndOffset
 from seglog.storage.validator import validate_and_assign
 
@@ -236,6 +237,11 @@ class Log:
     def size(self) -> int:
         """Total bytes of all segments' ``.log`` files."""
         return sum(s.size for s in self._segments)
+
+    def active_producers(self) -> list[ProducerEntry]:
+        """The producers the log remembers (DescribeProducers), as copies."""
+        with self._lock:
+            return [copy.copy(entry) for entry in self._producer_state.producers.values()]
 
     @property
     def unflushed_messages(self) -> int:

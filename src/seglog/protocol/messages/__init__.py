@@ -20,6 +20,7 @@ from seglog.protocol.messages import (
     offsets,
     produce,
     producer,
+    replicas,
     sasl,
 )
 from seglog.protocol.schema import Api
@@ -47,15 +48,21 @@ ALL: tuple[Api, ...] = (
     offsets.OFFSET_FOR_LEADER_EPOCH,
     admin.DESCRIBE_CONFIGS,
     admin.ALTER_CONFIGS,
+    replicas.ALTER_REPLICA_LOG_DIRS,
     admin.DESCRIBE_LOG_DIRS,
     sasl.SASL_AUTHENTICATE,
     admin.CREATE_PARTITIONS,
     groups.DELETE_GROUPS,
+    replicas.ELECT_LEADERS,
     admin.INCREMENTAL_ALTER_CONFIGS,
+    replicas.ALTER_PARTITION_REASSIGNMENTS,
+    replicas.LIST_PARTITION_REASSIGNMENTS,
     groups.OFFSET_DELETE,
     admin.DESCRIBE_CLUSTER,
+    replicas.DESCRIBE_PRODUCERS,
     groups.CONSUMER_GROUP_HEARTBEAT,
     groups.CONSUMER_GROUP_DESCRIBE,
+    replicas.DESCRIBE_TOPIC_PARTITIONS,
 )
 """Every described API, in API key order."""
 
