@@ -5,10 +5,12 @@ Each test names what Kafka 4.x answers; seglog must answer the same.
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -541,3 +543,18 @@ def test_partition_reassignments_on_one_node(
     assert answer[one] is InvalidReplicationAssignmentError
     cancelled = kafka_python_admin.alter_partition_reassignments({zero: None})
     assert cancelled[zero] is NoReassignmentInProgressError
+
+
+def test_the_readme_lists_every_api_served(broker: BrokerProcess) -> None:
+    """The README's API table names every API and version range ApiVersions advertises."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    table = {}
+    for line in readme.splitlines():
+        match = re.fullmatch(r"\| \w+ \((\d+)\) \| (\d+)(?:-(\d+))? \| .+ \|", line)
+        if match:
+            low = int(match.group(2))
+            table[int(match.group(1))] = (low, int(match.group(3) or low))
+    body = {"client_software_name": "parity", "client_software_version": "1"}
+    answer = _request(broker, ApiKey.API_VERSIONS, 3, body)
+    advertised = {e["api_key"]: (e["min_version"], e["max_version"]) for e in answer["api_keys"]}
+    assert table == advertised
