@@ -558,3 +558,130 @@ def test_the_readme_lists_every_api_served(broker: BrokerProcess) -> None:
     answer = _request(broker, ApiKey.API_VERSIONS, 3, body)
     advertised = {e["api_key"]: (e["min_version"], e["max_version"]) for e in answer["api_keys"]}
     assert table == advertised
+
+
+def _alter_quotas(broker: BrokerProcess, entity: dict[str, str | None], **values: float) -> Any:
+    body = {
+        "entries": [
+            {
+                "entity": [{"entity_type": k, "entity_name": v} for k, v in entity.items()],
+                "ops": [{"key": k, "value": v, "remove": False} for k, v in values.items()],
+            }
+        ],
+        "validate_only": False,
+    }
+    return _request(broker, ApiKey.ALTER_CLIENT_QUOTAS, 1, body)["entries"]
+
+
+def _describe_quotas(broker: BrokerProcess, kind: str, match: str | None) -> Any:
+    body = {
+        "components": [{"entity_type": kind, "match_type": 0, "match": match}],
+        "strict": False,
+    }
+    return _request(broker, ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, body)
+
+
+def test_client_quotas_are_kept_and_described(make_broker: Any) -> None:
+    """AlterClientQuotas and DescribeClientQuotas (no Python client has them: seglog's own
+    codec sends them); the settings survive a restart, as Kafka's quota records do."""
+    broker: BrokerProcess = make_broker()
+    [ok] = _alter_quotas(broker, {"client-id": "app"}, producer_byte_rate=1024.0)
+    assert ok["error_code"] == 0
+    [bad] = _alter_quotas(broker, {"client-id": "app"}, producer_byte_rate=1.5)
+    assert (bad["error_code"], bad["error_message"]) == (
+        42,
+        "producer_byte_rate cannot be a fractional value.",
+    )
+    [bad] = _alter_quotas(broker, {"user": "u"}, bogus_rate=1.0)
+    assert bad["error_message"] == "Invalid configuration key bogus_rate"
+    broker.stop()
+    broker.start()
+    answer = _describe_quotas(broker, "client-id", "app")
+    assert answer["error_code"] == 0
+    assert answer["entries"] == [
+        {
+            "entity": [{"entity_type": "client-id", "entity_name": "app"}],
+            "values": [{"key": "producer_byte_rate", "value": 1024.0}],
+        }
+    ]
+    assert _describe_quotas(broker, "user", "someone")["entries"] == []
+
+
+def test_produce_byte_rate_quota_delays_the_answer(make_broker: Any) -> None:
+    """KIP-13: past its producer_byte_rate a client is throttled for (rate - quota) / quota
+    times the measuring window (at least ten 1-second windows): 110 kB against 10 kB/s is
+    a rate of about 11 kB/s, so about one second. librdkafka reports the throttle time;
+    another client id is not throttled."""
+    broker: BrokerProcess = make_broker()
+    topic = "quoted"
+    _create(broker, topic, **{"max.message.bytes": "1000000"})
+    _alter_quotas(broker, {"client-id": "slow"}, producer_byte_rate=10_000.0)
+    throttles: list[float] = []
+
+    def produce(client_id: str) -> float:
+        producer = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "client.id": client_id,
+                "throttle_cb": lambda event: throttles.append(event.throttle_time),
+                "linger.ms": 0,
+            }
+        )
+        began = time.monotonic()
+        producer.produce(topic, b"x" * 110_000, partition=0)
+        assert producer.flush(30) == 0
+        producer.poll(0)
+        return time.monotonic() - began
+
+    assert produce("fast") < 0.8
+    assert throttles == []
+    took = produce("slow")
+    assert len(throttles) == 1 and 0.5 < throttles[0] < 1.5, throttles
+    assert took >= throttles[0]
+
+
+def test_request_percentage_quota_throttles_every_request(make_broker: Any) -> None:
+    """KIP-124: a request quota far below one request's time throttles each request, by at
+    most one quota window (1 s), and the answer says so in throttle_time_ms."""
+    broker: BrokerProcess = make_broker()
+    _alter_quotas(broker, {"client-id": "parity-test"}, request_percentage=0.0001)
+    began = time.monotonic()
+    answer = _request(
+        broker, ApiKey.METADATA, 12, {"topics": [], "allow_auto_topic_creation": False}
+    )
+    assert 0 < answer["throttle_time_ms"] <= 1000
+    assert time.monotonic() - began >= answer["throttle_time_ms"] / 1000
+
+
+def test_consumer_byte_rate_quota_throttles_fetches(make_broker: Any) -> None:
+    """consumer_byte_rate counts Fetch answer bytes: 110 kB against 10 kB/s is about one
+    second of throttle, reported to librdkafka's consumer."""
+    from confluent_kafka import Consumer
+
+    broker: BrokerProcess = make_broker()
+    topic = "fetched"
+    _create(broker, topic, **{"max.message.bytes": "1000000"})
+    _deliver(broker, topic, [(b"k", b"x" * 110_000)])
+    _alter_quotas(broker, {"client-id": "reader"}, consumer_byte_rate=10_000.0)
+    throttles: list[float] = []
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "client.id": "reader",
+            "group.id": "readers",
+            "auto.offset.reset": "earliest",
+            "throttle_cb": lambda event: throttles.append(event.throttle_time),
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 20
+        message = None
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+        assert message is not None and message.error() is None
+        while not throttles and time.monotonic() < deadline:
+            consumer.poll(0.2)
+    finally:
+        consumer.close()
+    assert throttles and 0.5 < max(throttles) < 1.5, throttles

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -16,6 +17,13 @@ from seglog.broker.handlers import (
     groups,
     metadata,
     produce,
+    quotas,
+)
+from seglog.broker.quotas import (
+    ANONYMOUS,
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
 )
 from seglog.broker.state import BrokerState
 from seglog.protocol import error_codes
@@ -50,6 +58,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ELECT_LEADERS: cluster.elect_leaders,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: cluster.alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: cluster.list_partition_reassignments,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: quotas.describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,
     ApiKey.FIND_COORDINATOR: groups.find_coordinator,
     ApiKey.JOIN_GROUP: groups.join_group,
     ApiKey.SYNC_GROUP: groups.sync_group,
@@ -64,6 +74,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.consumer_group_describe,
 }
+
+
+_WAITING_APIS = frozenset({ApiKey.FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP})
 
 
 class CloseConnection(Exception):
@@ -100,7 +113,58 @@ async def handle_frame(state: BrokerState, frame: memoryview) -> list[Any] | Non
     header = request.header
     handler = HANDLERS[header.api_key]
     response = await handler(state, header, request.body)
-    state.metrics.observe(request.api.name, "NONE", time.perf_counter() - began)
-    if response is None:
-        return None
-    return encode_response(header.api_key, header.api_version, header.correlation_id, response)
+    elapsed = time.perf_counter() - began
+    state.metrics.observe(request.api.name, "NONE", elapsed)
+    if not state.quotas.active:
+        if response is None:
+            return None
+        return encode_response(header.api_key, header.api_version, header.correlation_id, response)
+    return await _throttled(state, header, response, len(frame), elapsed)
+
+
+async def _throttled(
+    state: BrokerState,
+    header: RequestHeader,
+    response: dict[str, Any] | None,
+    request_size: int,
+    elapsed: float,
+) -> list[Any] | None:
+    """Charge the request to the client's quotas; answer late by the throttle time, if any.
+
+    Every request counts against ``request_percentage`` (its handling time,
+    but for the APIs that wait by design), a
+    Produce against ``producer_byte_rate`` (its size), a Fetch against
+    ``consumer_byte_rate`` (its answer's size). The throttle time is the
+    largest of them; it is reported in ``throttle_time_ms`` and the answer
+    (or, for acks=0, the connection's next request) waits that long.
+    """
+    quotas = state.quotas
+    user, client_id = ANONYMOUS, header.client_id or ""
+    now_ms = int(time.time() * 1000)
+    # Kafka charges the time a request thread spends; the APIs that wait by design
+    # (a long-polling Fetch, a JoinGroup held for a rebalance) mostly wait here, so
+    # their time is not charged.
+    busy = 0.0 if header.api_key in _WAITING_APIS else elapsed
+    throttle = quotas.record(REQUEST_PERCENTAGE, user, client_id, busy * 100, now_ms)
+    if header.api_key == ApiKey.PRODUCE:
+        throttle = max(
+            throttle, quotas.record(PRODUCER_BYTE_RATE, user, client_id, request_size, now_ms)
+        )
+    chunks = None
+    if response is not None:
+        chunks = encode_response(
+            header.api_key, header.api_version, header.correlation_id, response
+        )
+        if header.api_key == ApiKey.FETCH:
+            size = sum(len(chunk) for chunk in chunks)
+            throttle = max(
+                throttle, quotas.record(CONSUMER_BYTE_RATE, user, client_id, size, now_ms)
+            )
+        if throttle > 0 and "throttle_time_ms" in response:
+            response["throttle_time_ms"] = throttle
+            chunks = encode_response(
+                header.api_key, header.api_version, header.correlation_id, response
+            )
+    if throttle > 0:
+        await asyncio.sleep(throttle / 1000)
+    return chunks

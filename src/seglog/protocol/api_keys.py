@@ -63,6 +63,8 @@ class ApiKey(IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     CONSUMER_GROUP_HEARTBEAT = 68
@@ -117,6 +119,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    # Client quotas, enforced by delaying answers.
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
     # Consumer groups (classic protocol): from v0 where described, since librdkafka
     # enables its group features (and LZ4) only when FindCoordinator and the
     # membership APIs reach v0. FindCoordinator v5-6 only add error codes and

@@ -20,6 +20,7 @@ from seglog.protocol.messages import (
     offsets,
     produce,
     producer,
+    quotas,
     replicas,
     sasl,
 )
@@ -58,6 +59,8 @@ ALL: tuple[Api, ...] = (
     replicas.ALTER_PARTITION_REASSIGNMENTS,
     replicas.LIST_PARTITION_REASSIGNMENTS,
     groups.OFFSET_DELETE,
+    quotas.DESCRIBE_CLIENT_QUOTAS,
+    quotas.ALTER_CLIENT_QUOTAS,
     admin.DESCRIBE_CLUSTER,
     replicas.DESCRIBE_PRODUCERS,
     groups.CONSUMER_GROUP_HEARTBEAT,
