@@ -685,3 +685,107 @@ def test_consumer_byte_rate_quota_throttles_fetches(make_broker: Any) -> None:
     finally:
         consumer.close()
     assert throttles and 0.5 < max(throttles) < 1.5, throttles
+
+
+def test_every_confluent_admin_call(broker: BrokerProcess, topic: str) -> None:
+    """confluent-kafka's AdminClient, every call it has, against seglog; each line says what a
+    one-node Kafka 4 cluster answers, and seglog must answer the same (or, where noted, how
+    it differs)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, ElectionType, TopicCollection
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        NewPartitions,
+        OffsetSpec,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    admin = _admin(broker)
+    node = _node_id(admin)
+    group = f"{topic}.group"
+    # CreateTopics: created, 2 partitions.
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(10)
+    # Metadata / DescribeTopics: this node leads each partition and is its ISR.
+    described = admin.describe_topics(TopicCollection([topic]))[topic].result(10)
+    assert [(p.leader.id, [r.id for r in p.isr]) for p in described.partitions] == [
+        (node, [node]),
+        (node, [node]),
+    ]
+    # DescribeCluster: one node, which is also the controller.
+    cluster = admin.describe_cluster().result(10)
+    assert [n.id for n in cluster.nodes] == [node] and cluster.controller.id == node
+    # CreatePartitions: grown to 3.
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(10)
+    assert _partitions(admin, topic) == 3
+    # ListOffsets: the latest offset of an empty partition is 0.
+    [latest] = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.latest()}).values()
+    assert latest.result(10).offset == 0
+    # DeleteRecords: the low watermark moves to the offset given.
+    [deleted] = admin.delete_records([TopicPartition(topic, 0, 0)]).values()
+    assert deleted.result(10).low_watermark == 0
+    # ElectLeaders: ELECTION_NOT_NEEDED, the one replica leads already.
+    elected = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(10)
+    assert [e.code() for e in elected.values()] == [KafkaError.ELECTION_NOT_NEEDED]
+    # DescribeConfigs / AlterConfigs / IncrementalAlterConfigs: covered above.
+    assert _topic_configs(admin, topic)["cleanup.policy"].value == "delete"
+    # OffsetCommit (alter_consumer_group_offsets) for a group without members, then
+    # OffsetFetch, ListGroups, DescribeGroups and DeleteGroups.
+    offsets = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 0)])]
+    admin.alter_consumer_group_offsets(offsets)[group].result(10)
+    fetched = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+    assert [p.offset for p in fetched[group].result(10).topic_partitions] == [0]
+    listed = admin.list_consumer_groups().result(10).valid
+    assert group in {g.group_id for g in listed}
+    assert admin.describe_consumer_groups([group])[group].result(10).members == []
+    admin.delete_consumer_groups([group])[group].result(10)
+    # ACLs: Kafka without an authorizer answers SECURITY_DISABLED to each call.
+    no_acls = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    # (librdkafka drops DescribeAcls' top-level error and answers an empty list, as it does
+    # against Kafka; the answer itself carries SECURITY_DISABLED.)
+    assert admin.describe_acls(no_acls).result(10) == []
+    described_acls = _request(
+        broker,
+        ApiKey.DESCRIBE_ACLS,
+        3,
+        {
+            "resource_type_filter": 1,
+            "resource_name_filter": None,
+            "pattern_type_filter": 1,
+            "principal_filter": None,
+            "host_filter": None,
+            "operation": 1,
+            "permission_type": 1,
+        },
+    )
+    assert described_acls["error_code"] == 54  # SECURITY_DISABLED
+    binding = AclBinding(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        "User:x",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
+    [created] = admin.create_acls([binding]).values()
+    with pytest.raises(KafkaException) as refused:
+        created.result(10)
+    assert refused.value.args[0].code() == KafkaError.SECURITY_DISABLED
+    [deleted_acls] = admin.delete_acls([no_acls]).values()
+    with pytest.raises(KafkaException) as refused:
+        deleted_acls.result(10)
+    assert refused.value.args[0].code() == KafkaError.SECURITY_DISABLED
+    # DeleteTopics: gone.
+    admin.delete_topics([topic])[topic].result(10)
+    assert topic not in admin.list_topics(timeout=10).topics

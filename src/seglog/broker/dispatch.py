@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from seglog.broker.handlers import (
+    acls,
     admin,
     cluster,
     configs,
@@ -51,6 +52,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
     ApiKey.ALTER_CONFIGS: admin.alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
+    ApiKey.DESCRIBE_ACLS: acls.describe_acls,
+    ApiKey.CREATE_ACLS: acls.create_acls,
+    ApiKey.DELETE_ACLS: acls.delete_acls,
     ApiKey.DESCRIBE_LOG_DIRS: cluster.describe_log_dirs,
     ApiKey.ALTER_REPLICA_LOG_DIRS: cluster.alter_replica_log_dirs,
     ApiKey.DESCRIBE_PRODUCERS: cluster.describe_producers,

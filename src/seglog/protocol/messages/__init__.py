@@ -12,6 +12,7 @@ fields of the described versions are listed. There is no behaviour here;
 from __future__ import annotations
 
 from seglog.protocol.messages import (
+    acls,
     admin,
     api_versions,
     fetch,
@@ -47,6 +48,9 @@ ALL: tuple[Api, ...] = (
     admin.DELETE_RECORDS,
     producer.INIT_PRODUCER_ID,
     offsets.OFFSET_FOR_LEADER_EPOCH,
+    acls.DESCRIBE_ACLS,
+    acls.CREATE_ACLS,
+    acls.DELETE_ACLS,
     admin.DESCRIBE_CONFIGS,
     admin.ALTER_CONFIGS,
     replicas.ALTER_REPLICA_LOG_DIRS,
