@@ -789,3 +789,48 @@ def test_every_confluent_admin_call(broker: BrokerProcess, topic: str) -> None:
     # DeleteTopics: gone.
     admin.delete_topics([topic])[topic].result(10)
     assert topic not in admin.list_topics(timeout=10).topics
+
+
+def test_create_partitions_checks_assignments_and_validate_only(
+    broker: BrokerProcess, topic: str
+) -> None:
+    """Kafka checks an explicit assignment of the new partitions (one list per new partition,
+    registered brokers, the topic's replication factor) and makes every check with
+    validate_only, creating nothing."""
+    from confluent_kafka.admin import NewPartitions
+
+    _create(broker, topic)
+    admin = _admin(broker)
+    node = _node_id(admin)
+
+    def grow(count: int, assignment: list[list[int]] | None = None, **kwargs: Any) -> None:
+        if assignment is None:
+            request = NewPartitions(topic, count)
+        else:
+            request = NewPartitions(topic, count, replica_assignment=assignment)
+        admin.create_partitions([request], **kwargs)[topic].result(10)
+
+    with pytest.raises(KafkaException) as refused:
+        grow(3, [[node + 1], [node + 1]])
+    assert refused.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    # librdkafka checks the number of lists itself; the broker's answer, sent directly:
+    body = {
+        "topics": [{"name": topic, "count": 3, "assignments": [{"broker_ids": [node]}]}],
+        "timeout_ms": 10000,
+        "validate_only": False,
+    }
+    [result] = _request(broker, ApiKey.CREATE_PARTITIONS, 3, body)["results"]
+    assert result["error_message"] == (
+        "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified."
+    )
+    with pytest.raises(KafkaException) as refused:
+        grow(3, [[node + 1], [node + 1]], validate_only=True)
+    assert refused.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    body["topics"][0].update(count=1, assignments=None)
+    body["validate_only"] = True
+    [result] = _request(broker, ApiKey.CREATE_PARTITIONS, 3, body)["results"]
+    assert result["error_message"] == "Topic already has 1 partition(s)."
+    grow(4, validate_only=True)
+    assert _partitions(admin, topic) == 1
+    grow(3, [[node], [node]])
+    assert _partitions(admin, topic) == 3

@@ -14,6 +14,7 @@ import logging
 import uuid
 from typing import Any
 
+from seglog.broker.handlers.cluster import replica_list_error
 from seglog.broker.handlers.configs import BROKER_RESOURCE, TOPIC_RESOURCE, topic_entries
 from seglog.broker.state import BrokerState
 from seglog.config import (
@@ -80,33 +81,10 @@ def _assigned_partitions(state: BrokerState, topic: dict[str, Any]) -> int:
                 "INVALID_REPLICA_ASSIGNMENT",
                 f"Found multiple manual partition assignments for partition {index}",
             )
-        brokers = sorted(assignment["broker_ids"])
-        if not brokers:
-            raise _Refusal(
-                "INVALID_REPLICA_ASSIGNMENT",
-                "The manual partition assignment includes an empty replica list.",
-            )
-        previous = None
-        for broker in brokers:
-            if broker != state.settings.node_id:
-                raise _Refusal(
-                    "INVALID_REPLICA_ASSIGNMENT",
-                    f"The manual partition assignment includes broker {broker}, but no such "
-                    "broker is registered.",
-                )
-            if broker == previous:
-                raise _Refusal(
-                    "INVALID_REPLICA_ASSIGNMENT",
-                    f"The manual partition assignment includes the broker {broker} more than once.",
-                )
-            previous = broker
-        if replicas is not None and len(brokers) != replicas:
-            raise _Refusal(
-                "INVALID_REPLICA_ASSIGNMENT",
-                f"The manual partition assignment includes a partition with {len(brokers)} "
-                "replica(s), but this is not consistent with previous partitions, which have "
-                f"{replicas} replica(s).",
-            )
+        brokers = assignment["broker_ids"]
+        problem = replica_list_error(state.settings.node_id, brokers, replicas)
+        if problem is not None:
+            raise _Refusal("INVALID_REPLICA_ASSIGNMENT", problem)
         replicas = len(brokers)
         seen.add(index)
     if seen != set(range(len(seen))):
@@ -232,18 +210,54 @@ async def delete_topics(
     return {"throttle_time_ms": 0, "responses": responses}
 
 
+def _check_partitions(state: BrokerState, topic: dict[str, Any]) -> None:
+    """Kafka's checks of a CreatePartitions entry, on a cluster of this one node."""
+    name, count = topic["name"], topic["count"]
+    info = state.log_dir.topic(name)
+    if info is None:
+        raise _Refusal(
+            "UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition."
+        )
+    if count == info.partitions:
+        raise _Refusal("INVALID_PARTITIONS", f"Topic already has {count} partition(s).")
+    if count < info.partitions:
+        # The log directory's own words (Kafka: "... would not be an increase").
+        raise _Refusal(
+            "INVALID_PARTITIONS",
+            f"topic '{name}' has {info.partitions} partitions; the new count must be larger, "
+            f"got {count}",
+        )
+    assignments = topic.get("assignments")
+    if assignments is not None:
+        additional = count - info.partitions
+        if len(assignments) != additional:
+            raise _Refusal(
+                "INVALID_REPLICA_ASSIGNMENT",
+                f"Attempted to add {additional} additional partition(s), but only "
+                f"{len(assignments)} assignment(s) were specified.",
+            )
+        for assignment in assignments:
+            problem = replica_list_error(state.settings.node_id, assignment["broker_ids"], 1)
+            if problem is not None:
+                raise _Refusal("INVALID_REPLICA_ASSIGNMENT", problem)
+
+
 async def create_partitions(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """CreatePartitions: grow topics."""
+    """CreatePartitions: grow topics; explicit assignments may only name this node."""
     results = []
     for topic in body["topics"]:
         entry: dict[str, Any] = {"name": topic["name"], "error_code": 0, "error_message": None}
         try:
+            _check_partitions(state, topic)
             if not body.get("validate_only"):
                 await asyncio.to_thread(
                     state.log_dir.create_partitions, topic["name"], topic["count"]
                 )
+        except _Refusal as refusal:
+            entry["error_code"] = error_codes.code_for(refusal.error)
+            entry["error_message"] = refusal.message
         except SeglogError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
         results.append(entry)

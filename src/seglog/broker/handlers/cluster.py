@@ -36,6 +36,34 @@ def _partitions_of(state: BrokerState, topic: str) -> int:
     return info.partitions if info is not None else 0
 
 
+def replica_list_error(node_id: int, brokers: list[int], expected: int | None) -> str | None:
+    """Why a partition's replica list cannot be placed on this one node, or None.
+
+    Kafka's ``validateManualPartitionAssignment``: the list is not empty,
+    names registered brokers only (this node), none twice, and has
+    ``expected`` replicas when given (the topic's replication factor).
+    """
+    if not brokers:
+        return "The manual partition assignment includes an empty replica list."
+    previous = None
+    for broker in sorted(brokers):
+        if broker != node_id:
+            return (
+                f"The manual partition assignment includes broker {broker}, but no such broker "
+                "is registered."
+            )
+        if broker == previous:
+            return f"The manual partition assignment includes the broker {broker} more than once."
+        previous = broker
+    if expected is not None and len(brokers) != expected:
+        return (
+            f"The manual partition assignment includes a partition with {len(brokers)} "
+            "replica(s), but this is not consistent with previous partitions, which have "
+            f"{expected} replica(s)."
+        )
+    return None
+
+
 # ------------------------------------------------------------------ log directories
 
 
@@ -304,21 +332,9 @@ def _reassignment_error(
             error_codes.code_for("NO_REASSIGNMENT_IN_PROGRESS"),
             "No partition reassignment is in progress.",
         )
-    invalid = error_codes.code_for("INVALID_REPLICA_ASSIGNMENT")
-    if not replicas:
-        return invalid, "The manual partition assignment includes an empty replica list."
-    previous = None
-    for broker in sorted(replicas):
-        if broker != state.settings.node_id:
-            return invalid, (
-                f"The manual partition assignment includes broker {broker}, but no such "
-                "broker is registered."
-            )
-        if broker == previous:
-            return invalid, (
-                f"The manual partition assignment includes the broker {broker} more than once."
-            )
-        previous = broker
+    problem = replica_list_error(state.settings.node_id, replicas, None)
+    if problem is not None:
+        return error_codes.code_for("INVALID_REPLICA_ASSIGNMENT"), problem
     return _NONE, None  # the partition is already where it is asked to be
 
 
