@@ -497,6 +497,8 @@ def test_describe_topic_partitions_pages_with_a_cursor(
     first = kafka_python_admin.describe_topic_partitions([topic], response_partition_limit=2)
     [described] = first["topics"]
     assert described["error_code"] == 0 and not described["is_internal"]
+    # No authorizer: every topic operation (READ ... ALTER_CONFIGS) is authorized.
+    assert described["topic_authorized_operations"] == 3576
     assert [p["partition_index"] for p in described["partitions"]] == [0, 1]
     assert {(p["leader_id"], tuple(p["isr_nodes"])) for p in described["partitions"]} == {
         (node, (node,))

@@ -23,7 +23,9 @@ from seglog.storage import filenames
 
 _NONE = 0
 _UNKNOWN = error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
-_NO_AUTHORIZED_OPERATIONS = -0x80000000
+# Without an authorizer Kafka reports every operation a topic supports as authorized:
+# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
+_TOPIC_OPERATIONS = sum(1 << code for code in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
 def _log_dir_path(state: BrokerState) -> str:
@@ -237,7 +239,7 @@ async def describe_topic_partitions(
                     "topic_id": uuid.UUID(int=0),
                     "is_internal": False,
                     "partitions": [],
-                    "topic_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+                    "topic_authorized_operations": _TOPIC_OPERATIONS,
                 }
             )
             continue
@@ -255,7 +257,7 @@ async def describe_topic_partitions(
                 "topic_id": info.topic_id,
                 "is_internal": filenames.is_internal(name),
                 "partitions": partitions,
-                "topic_authorized_operations": _NO_AUTHORIZED_OPERATIONS,
+                "topic_authorized_operations": _TOPIC_OPERATIONS,
             }
         )
         if last < info.partitions:
