@@ -28,7 +28,11 @@ Responses: bytes chunks go to ``transport.write``. File regions (the records
 of a Fetch) go out with ``os.sendfile`` straight on the socket while the
 transport has nothing buffered and the socket takes them, so the record bytes
 never enter Python; when the socket is full, ``loop.sendfile`` (which waits
-for writability) sends the rest.
+for writability) sends the rest. A region keeps its segment's file open until
+the send ends (it is released then, or when the connection is lost), so a
+segment deleted under a slow reader is still read from its own inode; a file
+found shorter than its region closes the connection rather than leave the
+frame short.
 
 End of stream: after EOF from the peer, the requests already received are
 handled and answered (the peer may have shut down only its sending side),
@@ -49,7 +53,7 @@ from seglog.broker.dispatch import CloseConnection, handle_frame
 from seglog.broker.state import CLIENT_HOST, BrokerState
 from seglog.protocol.errors import FrameTooLargeError
 from seglog.protocol.framing import FrameBuffer, frame
-from seglog.storage.region import FileRegion
+from seglog.storage.region import FileRegion, release_regions
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +63,13 @@ _FIRST_READ = 1 << 20
 
 PAUSE_READING_BYTES = 1 << 20
 """Bytes of complete, unhandled requests at which reading from the peer pauses."""
+
+
+class ShortRegionError(ConnectionError):
+    """A file region ended early (its file was cut): the frame cannot be completed."""
+
+    def __init__(self, region: FileRegion, missing: int) -> None:
+        super().__init__(f"{region.path} ended {missing} bytes before the region's end")
 
 
 class Channel(asyncio.BufferedProtocol):
@@ -193,6 +204,8 @@ class Channel(asyncio.BufferedProtocol):
         if self._lost or self.transport.is_closing():
             # Also keeps os.sendfile off a descriptor number the closed socket freed.
             raise ConnectionResetError("the connection was lost")
+        # The region holds its file open (see seglog.storage.region): region.fd
+        # is the segment's inode even if the segment was closed or deleted since.
         position, remaining = region.position, region.length
         if self._fd >= 0 and not self.transport.get_write_buffer_size():
             # Nothing queued ahead of it: the region can go to the socket at once.
@@ -203,13 +216,17 @@ class Channel(asyncio.BufferedProtocol):
                 except BlockingIOError:
                     break
                 if sent == 0:
-                    break  # past the file's end: loop.sendfile reports nothing either
+                    raise ShortRegionError(region, remaining)
                 position += sent
                 remaining -= sent
             if not remaining:
                 return
         with open(region.fd, "rb", closefd=False) as source:
-            await self._loop.sendfile(self.transport, source, position, remaining, fallback=True)
+            sent = await self._loop.sendfile(
+                self.transport, source, position, remaining, fallback=True
+            )
+        if sent != remaining:
+            raise ShortRegionError(region, remaining - sent)
 
     def _wake_writer(self) -> None:
         waiter = self._drained
@@ -241,7 +258,16 @@ async def serve_connection(
         while (request := await channel.next_request()) is not None:
             chunks = await handle_frame(state, request)
             if chunks is not None:
-                await channel.send(frame(chunks))
+                try:
+                    await channel.send(frame(chunks))
+                finally:
+                    # Sent, or never to be: the regions' files may close now.
+                    release_regions(chunks)
+    except ShortRegionError as exc:
+        # Part of the frame is on the wire and the rest cannot come: only
+        # closing tells the client that what it got is not an answer.
+        logger.warning("closing the connection from %s: %s", peer, exc)
+        transport.abort()
     except FrameTooLargeError as exc:
         logger.warning("closing the connection from %s: %s", peer, exc)
     except CloseConnection:

@@ -47,7 +47,7 @@ from seglog.records import record as record_codec
 from seglog.records.log_entries import EntryInfo
 from seglog.storage import filenames, io
 from seglog.storage.offset_index import OffsetIndex
-from seglog.storage.region import FileRegion
+from seglog.storage.region import FileRegion, SharedFile
 from seglog.storage.time_index import TimeIndex
 
 logger = logging.getLogger(__name__)
@@ -120,6 +120,11 @@ class LogSegment:
         self.offset_index = offset_index
         self.time_index = time_index
         self._fd = fd
+        # Regions handed to sends share the descriptor: closing the segment
+        # only drops its reference (see seglog.storage.region).
+        self._file = SharedFile(
+            fd, self._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
+        )
         self._size = size
         self._bytes_since_last_index_entry = 0
         self._max_timestamp = batch.NO_TIMESTAMP
@@ -567,7 +572,7 @@ class LogSegment:
             return None
         adjusted = max(max_size, size) if min_one_message else max_size
         length = min(limit - position, adjusted)
-        return SegmentRead(FileRegion(self._fd, position, length, self.log_path), first_offset)
+        return SegmentRead(FileRegion(self._file, position, length, self.log_path), first_offset)
 
     def read_bytes(self, position: int, length: int) -> bytes:
         """A copy of ``length`` bytes at ``position`` (tools and tests; not the fetch path)."""
@@ -858,7 +863,10 @@ class LogSegment:
         self.suffix = new_suffix
 
     def close(self) -> None:
-        """Trim the indexes and close the files; the segment stays on disk."""
+        """Trim the indexes and close the files; the segment stays on disk.
+
+        The ``.log`` descriptor stays open while regions read from it are held.
+        """
         if self._closed:
             return
         self._closed = True
@@ -870,10 +878,10 @@ class LogSegment:
         finally:
             self.offset_index.close()
             self.time_index.close()
-            os.close(self._fd)
+            self._file.release()
 
     def delete(self) -> None:
-        """Close the segment and unlink its files."""
+        """Close the segment and unlink its files (held regions keep reading the inode)."""
         paths = [
             self.log_path,
             self.offset_index.path,
@@ -883,7 +891,7 @@ class LogSegment:
             self._closed = True
             self.offset_index.close()
             self.time_index.close()
-            os.close(self._fd)
+            self._file.release()
         for path in paths:
             io.unlink_if_exists(path)
 
