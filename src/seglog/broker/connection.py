@@ -21,6 +21,10 @@ faults.
 
 * reading pauses while complete requests waiting to be handled hold
   :data:`PAUSE_READING_BYTES` or more, and resumes when they drop below;
+* reading also pauses while the requests of all connections hold
+  ``queued.max.request.bytes`` (:mod:`seglog.broker.limits` keeps that sum
+  and the connection and idle limits; a frame's memory grows only as its
+  bytes arrive);
 * a response waits while the transport's write buffer is above its high-water
   mark (``pause_writing``/``resume_writing``).
 
@@ -46,10 +50,12 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections import deque
 from typing import Any
 
 from seglog.broker.dispatch import CloseConnection, handle_frame
+from seglog.broker.limits import Connections
 from seglog.broker.state import CLIENT_HOST, BrokerState
 from seglog.protocol.errors import FrameTooLargeError
 from seglog.protocol.framing import FrameBuffer, frame
@@ -75,11 +81,23 @@ class ShortRegionError(ConnectionError):
 class Channel(asyncio.BufferedProtocol):
     """A connection's transport as a queue of request frames and a response sink."""
 
-    def __init__(self, transport: asyncio.Transport, frames: FrameBuffer) -> None:
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        frames: FrameBuffer,
+        limits: Connections | None = None,
+    ) -> None:
         self.transport = transport
         self.frames = frames
+        self._limits = limits if limits is not None else Connections(queued_max_request_bytes=None)
         self._ready: deque[memoryview] = deque()
         self._ready_bytes = 0
+        self._held = 0  # request bytes counted in the broker-wide total
+        self._last_active = time.monotonic()
+        self._frame_started: float | None = None
+        self._peer_finished = False
+        self.busy = False
+        """True while a request of this connection is handled or answered."""
         self._eof = False
         self._lost = False
         self._error: BaseException | None = None
@@ -92,6 +110,7 @@ class Channel(asyncio.BufferedProtocol):
         self.closed: asyncio.Future[None] = loop.create_future()
         sock = transport.get_extra_info("socket")
         self._fd = sock.fileno() if sock is not None and hasattr(os, "sendfile") else -1
+        self._limits.register(self)
 
     # ------------------------------------------------------ protocol callbacks
 
@@ -100,6 +119,7 @@ class Channel(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.frames.buffer_updated(nbytes)
+        self._last_active = time.monotonic()
         self._collect()
 
     def eof_received(self) -> bool:
@@ -111,6 +131,9 @@ class Channel(asyncio.BufferedProtocol):
         self._lost = True
         if exc is not None and self._error is None:
             self._error = exc
+        # What the peer sent and nobody will handle no longer counts.
+        self._limits.unregister(self, self._held)
+        self._held = 0
         self._wake()
         self._wake_writer()
         if not self.closed.done():
@@ -138,12 +161,68 @@ class Channel(asyncio.BufferedProtocol):
                 self._ready_bytes += request.nbytes
         except FrameTooLargeError as exc:
             self._error = exc
-        if (
-            self._ready_bytes >= PAUSE_READING_BYTES or self._error is not None
-        ) and not self._reading_paused:
+        if self.frames.partial:
+            if self._frame_started is None:
+                self._frame_started = self._last_active
+        else:
+            self._frame_started = None
+        self._account()
+        self.sync_reading()
+        self._wake()
+
+    def _account(self) -> None:
+        """Report this connection's request bytes to the broker-wide total."""
+        if self._lost:
+            return
+        held = self.frames.buffered + self._ready_bytes
+        delta, self._held = held - self._held, held
+        self._limits.change_request_bytes(delta)
+
+    def sync_reading(self) -> None:
+        """Read from the peer unless requests wait here, or the broker holds too many."""
+        if self._lost:
+            return
+        pause = (
+            self._error is not None
+            or self._ready_bytes >= PAUSE_READING_BYTES
+            or (self._limits.reading_paused and not self._peer_finished)
+        )
+        if pause and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
-        self._wake()
+        elif not pause and self._reading_paused and not self._eof:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    # ------------------------------------------------------------------ limits
+
+    def idle_since(self) -> float | None:
+        """When bytes last arrived or a response was last sent; None while busy."""
+        return None if self.busy else self._last_active
+
+    def frame_started(self) -> float | None:
+        """When the first bytes of the frame still arriving came, if one is."""
+        return self._frame_started
+
+    def close_idle(self, reason: str) -> None:
+        """Close the connection at once (idle, or stalled mid-frame)."""
+        logger.info("closing the connection from %s: %s", _peer(self.transport), reason)
+        self.transport.abort()
+
+    def fileno(self) -> int:
+        """The socket's descriptor, -1 once closed."""
+        sock = self.transport.get_extra_info("socket")
+        return -1 if sock is None or self._lost else int(sock.fileno())
+
+    def peer_finished(self) -> None:
+        """The peer has closed its side: read to the end even if reading is paused."""
+        if not self._peer_finished:
+            self._peer_finished = True
+            self.sync_reading()
+
+    def activity(self) -> None:
+        """Note that the connection did something (a response went out)."""
+        self._last_active = time.monotonic()
 
     def _wake(self) -> None:
         waiter = self._wakeup
@@ -168,14 +247,8 @@ class Channel(asyncio.BufferedProtocol):
                 self._wakeup = None
         request = self._ready.popleft()
         self._ready_bytes -= request.nbytes
-        if (
-            self._reading_paused
-            and self._ready_bytes < PAUSE_READING_BYTES
-            and self._error is None
-            and not (self._eof or self._lost)
-        ):
-            self._reading_paused = False
-            self.transport.resume_reading()
+        self._account()
+        self.sync_reading()
         return request
 
     # --------------------------------------------------------- responses out
@@ -234,28 +307,64 @@ class Channel(asyncio.BufferedProtocol):
             waiter.set_result(None)
 
 
+def _peer(transport: asyncio.BaseTransport) -> object:
+    return transport.get_extra_info("peername")
+
+
+def _close_silent(transport: asyncio.Transport, peer: object) -> None:
+    logger.info("closing the connection from %s: it sent nothing (connections.max.idle.ms)", peer)
+    transport.abort()
+
+
 async def serve_connection(
-    state: BrokerState, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    state: BrokerState,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    connections: Connections | None = None,
 ) -> None:
-    """Serve one client until it disconnects or sends something unanswerable."""
+    """Serve one client until it disconnects, idles or sends something unanswerable."""
     peer = writer.get_extra_info("peername")
-    if isinstance(peer, tuple) and peer:
-        CLIENT_HOST.set(f"/{peer[0]}")
+    ip = str(peer[0]) if isinstance(peer, tuple) and peer else ""
+    if ip:
+        CLIENT_HOST.set(f"/{ip}")
     transport = writer.transport
     assert isinstance(transport, asyncio.Transport)
+    if connections is None:
+        connections = Connections(queued_max_request_bytes=None)
+    refused = connections.admit(ip)
+    if refused is not None:
+        logger.info("refusing the connection from %s: %s", peer, refused)
+        transport.abort()
+        return
     state.metrics.connections += 1
     channel: Channel | None = None
     try:
-        # Whatever the stream reader holds comes first; the channel takes over after.
-        data = await reader.read(_FIRST_READ)
+        # Whatever the stream reader holds comes first; the channel takes over
+        # after, in the same step: anything awaited in between (asyncio.wait_for
+        # is such a thing) would let the stream reader take bytes the channel
+        # then never sees. So the idle limit of this first read is a timer.
+        idle = connections.idle_seconds
+        timer = (
+            None
+            if idle is None
+            else asyncio.get_running_loop().call_later(idle, _close_silent, transport, peer)
+        )
+        try:
+            data = await reader.read(_FIRST_READ)
+        finally:
+            if timer is not None:
+                timer.cancel()
         if not data:
             return
-        channel = Channel(transport, FrameBuffer(state.settings.socket_request_max_bytes))
+        channel = Channel(
+            transport, FrameBuffer(state.settings.socket_request_max_bytes), connections
+        )
         transport.set_protocol(channel)
         if not transport.is_reading():
             transport.resume_reading()  # the stream reader may have paused it
         channel.receive(data, eof=reader.at_eof())
         while (request := await channel.next_request()) is not None:
+            channel.busy = True
             chunks = await handle_frame(state, request)
             if chunks is not None:
                 try:
@@ -263,6 +372,8 @@ async def serve_connection(
                 finally:
                     # Sent, or never to be: the regions' files may close now.
                     release_regions(chunks)
+            channel.activity()
+            channel.busy = False
     except ShortRegionError as exc:
         # Part of the frame is on the wire and the rest cannot come: only
         # closing tells the client that what it got is not an answer.
@@ -276,6 +387,7 @@ async def serve_connection(
         logger.info("connection from %s ended: %s", peer, exc)
     finally:
         state.metrics.connections -= 1
+        connections.leave(ip)
         transport.close()
         with contextlib.suppress(ConnectionError, OSError):
             if channel is not None:

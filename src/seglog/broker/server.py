@@ -16,6 +16,7 @@ import signal
 
 from seglog.broker.connection import serve_connection
 from seglog.broker.handlers.groups import load_groups
+from seglog.broker.limits import Connections
 from seglog.broker.metrics import metrics_text
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
@@ -35,6 +36,13 @@ class Broker:
         self._stopped = asyncio.Event()
         self._connections: set[asyncio.Task[None]] = set()
         self._group_load: asyncio.Task[None] | None = None
+        self.connections = Connections(
+            max_connections=settings.max_connections,
+            max_connections_per_ip=settings.max_connections_per_ip,
+            per_ip_overrides=dict(settings.max_connections_per_ip_overrides),
+            queued_max_request_bytes=settings.queued_max_request_bytes,
+            idle_ms=settings.connections_max_idle_ms,
+        )
 
     async def start(self) -> None:
         """Open storage and start listening."""
@@ -47,6 +55,7 @@ class Broker:
         self.log_dir.start_background()
         self.state = BrokerState(settings, self.log_dir)
         self._group_load = asyncio.create_task(load_groups(self.state))
+        self.connections.start_reaper()
         for listener in settings.listeners:
             server = await asyncio.start_server(
                 self._on_connection, listener.host or None, listener.port, reuse_address=True
@@ -73,7 +82,7 @@ class Broker:
         if task is not None:
             self._connections.add(task)
         try:
-            await serve_connection(self.state, reader, writer)
+            await serve_connection(self.state, reader, writer, self.connections)
         except asyncio.CancelledError:
             pass  # the broker is shutting down
         finally:
@@ -121,6 +130,7 @@ class Broker:
         logger.info("shutting down")
         for server in self._servers:
             server.close()
+        await self.connections.stop_reaper()
         for task in list(self._connections):
             task.cancel()
         if self._connections:

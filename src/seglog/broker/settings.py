@@ -7,9 +7,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from seglog.config import BrokerConfig, LogConfig
+from seglog.broker.limits import DEFAULT_QUEUED_MAX_REQUEST_BYTES
+from seglog.config import INT_MAX, BrokerConfig, LogConfig
 from seglog.errors import InvalidConfigError
 from seglog.storage.log_dir import LogDirSettings, node_id
+
+
+def _per_ip_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` pairs, comma-separated."""
+    overrides: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        host, sep, count = item.rpartition(":")
+        try:
+            value = int(count)
+        except ValueError:
+            value = -1
+        if not sep or not host or value < 0:
+            raise InvalidConfigError(
+                f"Invalid value {item} for configuration max.connections.per.ip.overrides: "
+                "expected host:count"
+            )
+        overrides[host.strip("[]")] = value
+    return overrides
 
 
 @dataclass(frozen=True)
@@ -38,6 +57,13 @@ class BrokerSettings:
     advertised_listeners: tuple[Listener, ...] | None = None
     log_dir: Path = Path("./data")
     socket_request_max_bytes: int = 104_857_600
+    queued_max_request_bytes: int | None = DEFAULT_QUEUED_MAX_REQUEST_BYTES
+    """None: no bound (Kafka's -1)."""
+    connections_max_idle_ms: int | None = 600_000
+    """None: connections never expire (a negative setting, as in Kafka)."""
+    max_connections: int = INT_MAX
+    max_connections_per_ip: int = INT_MAX
+    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
     cluster_id: str | None = None
@@ -67,6 +93,16 @@ class BrokerSettings:
         advertised = config["advertised.listeners"]
         log_dirs = config["log.dirs"] or config["log.dir"]
         node = node_id(config)
+        request_max = config["socket.request.max.bytes"]
+        queued: int | None = config["queued.max.request.bytes"]
+        if queued is not None and queued <= 0:
+            queued = None  # Kafka's -1: no bound
+        elif queued is not None and queued < request_max:
+            raise InvalidConfigError(
+                f"queued.max.request.bytes ({queued}) must be larger or equal to "
+                f"socket.request.max.bytes ({request_max})"
+            )
+        idle_ms = config["connections.max.idle.ms"]
         return cls(
             node_id=node,
             listeners=listeners,
@@ -74,7 +110,14 @@ class BrokerSettings:
                 tuple(Listener.parse(x) for x in str(advertised).split(",")) if advertised else None
             ),
             log_dir=Path(str(log_dirs).split(",")[0].strip()),
-            socket_request_max_bytes=config["socket.request.max.bytes"],
+            socket_request_max_bytes=request_max,
+            queued_max_request_bytes=queued,
+            connections_max_idle_ms=idle_ms if idle_ms >= 0 else None,
+            max_connections=config["max.connections"],
+            max_connections_per_ip=config["max.connections.per.ip"],
+            max_connections_per_ip_overrides=_per_ip_overrides(
+                config["max.connections.per.ip.overrides"] or ""
+            ),
             auto_create_topics_enable=config["auto.create.topics.enable"],
             num_partitions=config["num.partitions"],
             cluster_id=config["cluster.id"],
