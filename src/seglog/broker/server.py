@@ -45,8 +45,9 @@ class Broker:
         )
 
     async def start(self) -> None:
-        """Open storage and start listening."""
+        """Open storage and start listening (InvalidConfigError for a listener not served)."""
         settings = self.settings
+        settings.check_listeners()  # before anything is opened or bound
         self.log_dir = LogDir.open(
             settings.log_dir,
             defaults=settings.log_defaults,
@@ -62,7 +63,13 @@ class Broker:
             )
             self._servers.append(server)
             for sock in server.sockets:
-                logger.info("listening on %s (%s)", sock.getsockname(), listener.name)
+                logger.info(
+                    "listening on %s (%s)",
+                    sock.getsockname(),
+                    listener.name
+                    if listener.name == listener.security_protocol
+                    else f"{listener.name}, {listener.security_protocol}",
+                )
         if settings.metrics_port is not None:
             self._servers.append(
                 await asyncio.start_server(self._on_metrics, "127.0.0.1", settings.metrics_port)
