@@ -7,7 +7,9 @@ One :class:`Connections` object per broker sees every connection's
 
 * ``max.connections`` and ``max.connections.per.ip`` (with
   ``max.connections.per.ip.overrides``): a connection over a limit is closed
-  right after it is accepted (:meth:`Connections.admit`).
+  right after it is accepted (:meth:`Connections.admit`); so is one that
+  would leave less than half of the file descriptors' reserve
+  (:mod:`seglog.storage.descriptors`) free.
 * ``queued.max.request.bytes``: the bytes of requests being read or waiting to
   be handled, summed over all connections. A frame's memory grows only with the
   bytes that arrive (:mod:`seglog.protocol.framing`), so this sum is what
@@ -39,6 +41,7 @@ from collections import Counter
 from typing import Protocol
 
 from seglog.config import BROKER_CONFIGS
+from seglog.storage import descriptors
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +100,9 @@ class Connections:
         self.reading_paused = False
         """True while :attr:`request_bytes` is at the bound: no connection reads."""
         self._reaper: asyncio.Task[None] | None = None
+        self._fd_open = 0  # descriptors open at the last count
+        self._fd_count_at = 0  # connections at the last count
+        self._fd_checked = -1.0
         self._paused_event = asyncio.Event()
 
     # ------------------------------------------------------------ connections
@@ -105,12 +111,30 @@ class Connections:
         """Count a new connection from ``ip``; the reason to refuse it, if over a limit."""
         if self._count >= self.max_connections:
             return f"max.connections ({self.max_connections}) reached"
+        # Connections may not eat the descriptors kept for serving (segment
+        # rolls, checkpoints): half the reserve stays free whatever happens.
+        free = self._descriptors_free()
+        if free < descriptors.reserve() // 2:
+            return f"too few file descriptors free ({free} of {descriptors.limit()})"
         limit = self.per_ip_overrides.get(ip, self.max_connections_per_ip)
         if self._per_ip[ip] >= limit:
             return f"max.connections.per.ip ({limit}) reached for {ip}"
         self._count += 1
         self._per_ip[ip] += 1
         return None
+
+    def _descriptors_free(self) -> int:
+        # Counting open descriptors lists them all: count now and then, and in
+        # between add the connections opened since; count afresh whenever the
+        # estimate comes near the reserve, where it matters.
+        now = time.monotonic()
+        estimate = descriptors.limit() - (self._fd_open + self._count - self._fd_count_at)
+        if now - self._fd_checked > descriptors.CACHE_SECONDS or estimate < descriptors.reserve():
+            self._fd_open = descriptors.open_count()
+            self._fd_count_at = self._count
+            self._fd_checked = now
+            estimate = descriptors.limit() - self._fd_open
+        return estimate
 
     def leave(self, ip: str) -> None:
         """Forget a connection counted by :meth:`admit`."""

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
+import time
+from typing import Any
 
 from seglog.broker.connection import serve_connection
 from seglog.broker.handlers.groups import load_groups
@@ -20,9 +23,50 @@ from seglog.broker.limits import Connections
 from seglog.broker.metrics import metrics_text
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
+from seglog.storage import descriptors
 from seglog.storage.log_dir import LogDir
 
 logger = logging.getLogger(__name__)
+
+
+class _AcceptErrors:
+    """Logs accept failures for lack of descriptors once per interval, not once per retry.
+
+    asyncio already stops accepting for a second after such a failure; what
+    it also does is log an error with a traceback each time, which under a
+    lasting shortage buries everything else in the log.
+    """
+
+    INTERVAL = 60.0
+
+    def __init__(self) -> None:
+        self._last = -self.INTERVAL
+        self._suppressed = 0
+
+    def handle(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if not (
+            isinstance(exc, OSError)
+            and exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+            and "accept" in str(context.get("message", ""))
+        ):
+            loop.default_exception_handler(context)
+            return
+        now = time.monotonic()
+        if now - self._last < self.INTERVAL:
+            self._suppressed += 1
+            return
+        logger.error(
+            "cannot accept connections: %s (%d descriptors open of %d; "
+            "%d more such failures in the last %.0f s); retrying every second",
+            exc.strerror,
+            descriptors.open_count(),
+            descriptors.limit(),
+            self._suppressed,
+            self.INTERVAL,
+        )
+        self._last = now
+        self._suppressed = 0
 
 
 class Broker:
@@ -48,6 +92,15 @@ class Broker:
         """Open storage and start listening (InvalidConfigError for a listener not served)."""
         settings = self.settings
         settings.check_listeners()  # before anything is opened or bound
+        before, after = descriptors.raise_soft_limit()
+        if after != before:
+            logger.info("open files limit raised from %d to %d", before, after)
+        logger.info(
+            "open files limit %d: %d kept in reserve for connections and serving",
+            after,
+            descriptors.reserve(),
+        )
+        asyncio.get_running_loop().set_exception_handler(_AcceptErrors().handle)
         self.log_dir = LogDir.open(
             settings.log_dir,
             defaults=settings.log_defaults,

@@ -55,7 +55,7 @@ from seglog.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from seglog.storage import checkpoints, filenames, io
+from seglog.storage import checkpoints, descriptors, filenames, io
 from seglog.storage.log import AppendInfo, Log, LogReadResult
 from seglog.storage.segment import LogSegment, TimestampAndOffset
 
@@ -403,6 +403,7 @@ class LogDir:
             if name in self._topics:
                 raise TopicExistsError(f"topic '{name}' already exists")
             self._check_collision(name)
+            descriptors.check_room_for_partitions(count, f"topic '{name}'")
             info = TopicInfo(name, uuid.uuid4(), count, overrides)
             # All or nothing: the topic is recorded (in memory and in the topics
             # file) only once every partition exists; a failure removes what was made.
@@ -479,6 +480,9 @@ class LogDir:
                     f"topic '{name}' has {info.partitions} partitions; the new count must be "
                     f"larger, got {total}"
                 )
+            descriptors.check_room_for_partitions(
+                total - info.partitions, f"partitions of topic '{name}'"
+            )
             previous = info.partitions
             logs = self._create_logs(info, range(previous, total))
             with self._lock:
