@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import time
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -137,3 +138,37 @@ def test_a_file_cut_under_a_send_closes_the_connection(make_broker) -> None:  # 
     # The broker still answers: a fresh read of what is left.
     sock, size = _slow_fetch(broker, "topic-a")
     sock.close()
+
+
+def _open_files(broker: BrokerProcess, fragment: str) -> list[str]:
+    assert broker.process is not None
+    fds = Path(f"/proc/{broker.process.pid}/fd")
+    found = []
+    for fd in fds.iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if fragment in target:
+            found.append(target)
+    return found
+
+
+def test_a_reader_that_stops_reading_does_not_hold_files_for_ever(make_broker) -> None:  # type: ignore[no-untyped-def]
+    broker = make_broker(**{"connections.max.idle.ms": "500"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    _create(admin, "topic-a")
+    _produce(broker, "topic-a", _VALUE_A, 80_000)
+
+    sock, size = _slow_fetch(broker, "topic-a")
+    with sock:
+        admin.delete_topics(["topic-a"])["topic-a"].result(10)
+        # The pending answer keeps the deleted segment open...
+        assert any("(deleted)" in f for f in _open_files(broker, "topic-a"))
+        # ...until the connection has made no progress for connections.max.idle.ms.
+        deadline = time.monotonic() + 5
+        while _open_files(broker, "topic-a") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _open_files(broker, "topic-a")
+        assert _exactly(sock, size) is None, "the stalled answer ends in a closed connection"
+    assert "a response has made no progress" in broker.log.read_text()

@@ -50,6 +50,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
+import struct
 import time
 from collections import deque
 from typing import Any
@@ -96,6 +98,8 @@ class Channel(asyncio.BufferedProtocol):
         self._last_active = time.monotonic()
         self._frame_started: float | None = None
         self._peer_finished = False
+        self._sending = False
+        self._sendfile_task: asyncio.Task[int] | None = None
         self.busy = False
         """True while a request of this connection is handled or answered."""
         self._eof = False
@@ -205,8 +209,13 @@ class Channel(asyncio.BufferedProtocol):
         return self._frame_started
 
     def close_idle(self, reason: str) -> None:
-        """Close the connection at once (idle, or stalled mid-frame)."""
+        """Close the connection at once (idle, stalled mid-frame, or not reading)."""
         logger.info("closing the connection from %s: %s", _peer(self.transport), reason)
+        # A pending loop.sendfile must be stopped before the socket closes:
+        # asyncio (3.11) would otherwise leave it waiting on a closed socket.
+        task = self._sendfile_task
+        if task is not None:
+            task.cancel()
         self.transport.abort()
 
     def fileno(self) -> int:
@@ -257,21 +266,36 @@ class Channel(asyncio.BufferedProtocol):
         """Write bytes chunks and send file regions, then wait while the buffer is full."""
         if self._lost:
             raise ConnectionResetError("the connection was lost")
-        write = self.transport.write
-        for chunk in chunks:
-            if isinstance(chunk, FileRegion):
-                if chunk.length > 0:
-                    await self._sendfile(chunk)
-            else:
-                write(chunk)
-        while self._writing_paused:
-            if self._lost:
-                raise ConnectionResetError("the connection was lost")
-            self._drained = self._loop.create_future()
-            try:
-                await self._drained
-            finally:
-                self._drained = None
+        self._sending = True
+        try:
+            write = self.transport.write
+            for chunk in chunks:
+                if isinstance(chunk, FileRegion):
+                    if chunk.length > 0:
+                        await self._sendfile(chunk)
+                else:
+                    write(chunk)
+            while self._writing_paused:
+                if self._lost:
+                    raise ConnectionResetError("the connection was lost")
+                self._drained = self._loop.create_future()
+                try:
+                    await self._drained
+                finally:
+                    self._drained = None
+        finally:
+            self._sending = False
+
+    def send_progress(self) -> tuple[int, int] | None:
+        """While a response goes out, a value that changes whenever it progresses; else None.
+
+        The bytes the peer has acknowledged (TCP_INFO) and those still queued
+        in the transport: a peer that stops reading freezes both, whether the
+        response waits in the transport or in ``sendfile``.
+        """
+        if not self._sending or self._lost:
+            return None
+        return (_bytes_acked(self.transport), self.transport.get_write_buffer_size())
 
     async def _sendfile(self, region: FileRegion) -> None:
         if self._lost or self.transport.is_closing():
@@ -295,9 +319,14 @@ class Channel(asyncio.BufferedProtocol):
             if not remaining:
                 return
         with open(region.fd, "rb", closefd=False) as source:
-            sent = await self._loop.sendfile(
-                self.transport, source, position, remaining, fallback=True
+            task = self._loop.create_task(
+                self._loop.sendfile(self.transport, source, position, remaining, fallback=True)
             )
+            self._sendfile_task = task
+            try:
+                sent = await task
+            finally:
+                self._sendfile_task = None
         if sent != remaining:
             raise ShortRegionError(region, remaining - sent)
 
@@ -305,6 +334,25 @@ class Channel(asyncio.BufferedProtocol):
         waiter = self._drained
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+
+_TCP_INFO_BYTES_ACKED = struct.Struct("=Q")
+_TCP_INFO_BYTES_ACKED_OFFSET = 120  # tcpi_bytes_acked in Linux's struct tcp_info
+
+
+def _bytes_acked(transport: asyncio.BaseTransport) -> int:
+    """Bytes of this connection the peer has acknowledged; -1 where unknown."""
+    sock = transport.get_extra_info("socket")
+    tcp_info = getattr(socket, "TCP_INFO", None)
+    if sock is None or tcp_info is None:
+        return -1
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, tcp_info, 256)
+    except OSError:
+        return -1
+    if len(info) < _TCP_INFO_BYTES_ACKED_OFFSET + 8:
+        return -1
+    return int(_TCP_INFO_BYTES_ACKED.unpack_from(info, _TCP_INFO_BYTES_ACKED_OFFSET)[0])
 
 
 def _peer(transport: asyncio.BaseTransport) -> object:

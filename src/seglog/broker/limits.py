@@ -23,7 +23,9 @@ One :class:`Connections` object per broker sees every connection's
 * ``connections.max.idle.ms``: a connection with no bytes received and no
   request in progress for that long is closed, and so is one whose frame has
   been arriving for that long (a peer that trickles a frame byte by byte, or
-  stalls half-way, would otherwise hold its memory for ever). This also ends
+  stalls half-way, would otherwise hold its memory for ever), and one whose
+  response has made no progress for that long (a peer that stops reading
+  would otherwise hold the response and the segment files it reads from). This also ends
   the one wait the memory bound can cause: if partial frames alone fill the
   bound, they stall, are closed, and reading resumes.
 
@@ -70,6 +72,9 @@ class Limited(Protocol):
     def fileno(self) -> int:
         """The socket's descriptor (-1 if unknown)."""
 
+    def send_progress(self) -> object | None:
+        """While a response goes out, a value that changes when it progresses; else None."""
+
     def peer_finished(self) -> None:
         """The peer closed its side: read what it left, even while reading is paused."""
 
@@ -95,6 +100,7 @@ class Connections:
         self._per_ip: Counter[str] = Counter()
         self._count = 0
         self._channels: set[Limited] = set()
+        self._sends: dict[Limited, tuple[object, float]] = {}  # last progress seen, and when
         self.request_bytes = 0
         """Bytes of requests being read or waiting to be handled, all connections."""
         self.reading_paused = False
@@ -155,6 +161,7 @@ class Connections:
     def unregister(self, channel: Limited, held: int) -> None:
         """Stop watching ``channel``; ``held`` request bytes it counted go back."""
         self._channels.discard(channel)
+        self._sends.pop(channel, None)
         self.change_request_bytes(-held)
 
     # ----------------------------------------------------------------- memory
@@ -257,7 +264,22 @@ class Connections:
                 channel.close_idle(f"a request has been arriving for over {limit:g} s")
             elif since is not None and now - since > limit:
                 channel.close_idle(f"idle for over {limit:g} s (connections.max.idle.ms)")
+            elif self._send_stalled(channel, now, limit):
+                # A peer that stops reading would otherwise hold its response,
+                # and the files its regions keep open, for ever.
+                channel.close_idle(f"a response has made no progress for over {limit:g} s")
             else:
                 continue
             closed += 1
         return closed
+
+    def _send_stalled(self, channel: Limited, now: float, limit: float) -> bool:
+        progress = channel.send_progress()
+        if progress is None:
+            self._sends.pop(channel, None)
+            return False
+        seen = self._sends.get(channel)
+        if seen is None or seen[0] != progress:
+            self._sends[channel] = (progress, now)
+            return False
+        return now - seen[1] > limit
