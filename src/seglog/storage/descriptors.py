@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 _lock = threading.Lock()
 _cached_at = -1.0
 _cached_open = 0
+_promised = 0  # descriptors of partitions allowed since the last count
 
 
 class TooManyOpenFilesError(SeglogError):
@@ -88,14 +89,18 @@ def open_count() -> int:
 
 def free(*, fresh: bool = False) -> int:
     """Descriptors still available, from a count at most :data:`CACHE_SECONDS` old."""
-    global _cached_at, _cached_open
-    now = time.monotonic()
     with _lock:
-        if fresh or now - _cached_at > CACHE_SECONDS:
-            _cached_open = open_count()
-            _cached_at = now
-        held = _cached_open
+        if fresh or time.monotonic() - _cached_at > CACHE_SECONDS:
+            _count()
+        held = _cached_open + _promised
     return limit() - held
+
+
+def _count() -> None:
+    global _cached_at, _cached_open, _promised
+    _cached_open = open_count()
+    _cached_at = time.monotonic()
+    _promised = 0
 
 
 def reserve() -> int:
@@ -107,23 +112,38 @@ def reserve() -> int:
 
 
 def check_room_for_partitions(count: int, what: str) -> None:
-    """Raise :class:`TooManyOpenFilesError` unless ``count`` new partitions leave the reserve."""
-    available = free(fresh=True)
+    """Raise :class:`TooManyOpenFilesError` unless ``count`` new partitions leave the reserve.
+
+    Far from the limit this answers from the last count plus what it allowed
+    since (creating thousands of topics must not list every descriptor for
+    each); near it, from a fresh count.
+    """
+    global _promised
     needed = count * DESCRIPTORS_PER_PARTITION
     kept = reserve()
-    if available - needed < kept:
-        logger.warning(
-            "refusing to create %s: %d of %d file descriptors free, %d kept in reserve",
-            what,
-            available,
-            limit(),
-            kept,
-        )
-        raise TooManyOpenFilesError(
-            f"cannot create {what}: {count} partition(s) need about {needed} file descriptors, "
-            f"{available} of the limit of {limit()} are free and {kept} are kept in reserve "
-            "for connections (raise the open files limit, ulimit -n, or delete unused topics)"
-        )
+    top = limit()
+    with _lock:
+        if time.monotonic() - _cached_at > CACHE_SECONDS:
+            _count()
+        available = top - _cached_open - _promised
+        if available - needed < 2 * kept:
+            _count()
+            available = top - _cached_open
+        if available - needed < kept:
+            logger.warning(
+                "refusing to create %s: %d of %d file descriptors free, %d kept in reserve",
+                what,
+                available,
+                top,
+                kept,
+            )
+            raise TooManyOpenFilesError(
+                f"cannot create {what}: {count} partition(s) need about {needed} file "
+                f"descriptors, {available} of the limit of {top} are free and {kept} are kept "
+                "in reserve for connections (raise the open files limit, ulimit -n, or delete "
+                "unused topics)"
+            )
+        _promised += needed
 
 
 __all__ = [
