@@ -36,11 +36,12 @@ def _api_versions(port: int) -> bool:
 
 def _answers(sock: socket.socket) -> bool:
     request = encode_request(ApiKey.API_VERSIONS, 0, 7, "fd", {})
-    sock.settimeout(10)
+    sock.settimeout(5)
     try:
         sock.sendall(struct.pack(">i", len(request)) + request)
         return len(sock.recv(65536)) > 0
-    except ConnectionError:
+    except (ConnectionError, TimeoutError):
+        # Closed at once, or still waiting in the listen queue for a slot.
         return False
 
 
