@@ -202,10 +202,10 @@ class LogSegment:
         log = cls._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
         fd = _open_fd(log)
         try:
-            stat = os.fstat(fd)
-        except OSError as exc:
-            os.close(fd)
-            raise StorageError(f"cannot stat {log}: {exc.strerror}") from exc
+            stat = io.fstat(fd, name=log)
+        except StorageError:
+            io.close_fd(fd)
+            raise
         index = cls._path(directory, base_offset, filenames.INDEX_SUFFIX, suffix)
         tindex = cls._path(directory, base_offset, filenames.TIME_INDEX_SUFFIX, suffix)
         return cls(
@@ -306,8 +306,8 @@ class LogSegment:
         if ts != batch.NO_TIMESTAMP:
             return ts
         try:
-            return int(os.fstat(self._fd).st_mtime * 1000)
-        except OSError:
+            return int(io.fstat(self._fd).st_mtime * 1000)
+        except StorageError:
             return self._created_ms
 
     def _rolling_timestamp(self) -> int | None:
@@ -459,7 +459,7 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the ``.log`` and write back both indexes."""
-        io.fsync_file(self._fd)
+        io.fsync_file(self._fd, name=self.log_path)
         self.offset_index.flush()
         self.time_index.flush()
 
@@ -481,10 +481,7 @@ class LogSegment:
     # ------------------------------------------------------------------- read
 
     def _read_at(self, position: int, length: int) -> bytes:
-        try:
-            return os.pread(self._fd, length, position)
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.log_path}: {exc.strerror}") from exc
+        return io.pread(self._fd, length, position, name=self.log_path)
 
     def _entries(self, start: int = 0, end: int | None = None) -> Iterator[EntryInfo]:
         """Entries from ``start`` (a batch boundary) to ``end``, positions absolute.
@@ -810,14 +807,11 @@ class LogSegment:
         """Fill ``view`` from ``position``; fewer bytes only at the end of the file."""
         done = 0
         total = len(view)
-        try:
-            while done < total:
-                n = os.preadv(self._fd, [view[done:]], position + done)
-                if n <= 0:
-                    break
-                done += n
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.log_path}: {exc.strerror}") from exc
+        while done < total:
+            n = io.preadv(self._fd, [view[done:]], position + done, name=self.log_path)
+            if n <= 0:
+                break
+            done += n
         return done
 
     def truncate_to(self, offset: int) -> int:
@@ -901,9 +895,9 @@ class LogSegment:
 
 def _open_fd(path: Path) -> int:
     try:
-        return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-    except OSError as exc:
-        raise StorageError(f"cannot open {path}: {exc.strerror}") from exc
+        return io.open_fd(path, os.O_RDWR | os.O_CREAT)
+    except OSError as exc:  # its directory is gone
+        raise io.storage_error("open", path, exc) from exc
 
 
 _IOV_MAX = 1024
