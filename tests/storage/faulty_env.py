@@ -29,7 +29,7 @@ never seen synced simply come back empty.
 from __future__ import annotations
 
 import errno
-import mmap
+import mmap as _mmap
 import os
 import shutil
 import stat
@@ -348,11 +348,11 @@ class FaultyEnv(io.Env):
             self._check("allocate", name or self._fd_path(fd), f"reserve {length} bytes for")
         super().allocate(fd, offset, length, name=name)
 
-    def mmap(self, fd: int, length: int, *, writable: bool, name: object = None) -> mmap.mmap:
+    def mmap(self, fd: int, length: int, *, writable: bool, name: object = None) -> _mmap.mmap:
         self._check("mmap", name or self._fd_path(fd), "map")
         return super().mmap(fd, length, writable=writable, name=name)
 
-    def msync(self, mapping: mmap.mmap, *, name: object = None) -> None:
+    def msync(self, mapping: _mmap.mmap, *, name: object = None) -> None:
         self._check("msync", name, "flush")
         super().msync(mapping, name=name)
         if isinstance(name, str | Path):
@@ -374,7 +374,8 @@ class FaultyEnv(io.Env):
         self._check("unlink", path, "remove")
         with self._lock:
             self._forget(path)
-            return super().unlink(path)
+            removed: bool = super().unlink(path)
+            return removed
 
     def mkdir(self, path: Path | str) -> None:
         if not os.path.isdir(path):

@@ -381,6 +381,9 @@ class LogDir:
             producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
         )
         checkpoints.write_partition_metadata(directory, info.topic_id)
+        # The new directory's name is durable only once its parent is synced:
+        # without this a power cut loses the partition with every flushed batch.
+        io.fsync_dir(self.path)
         return log
 
     def create_topic(
