@@ -23,11 +23,14 @@ Files are told apart by inode, through an id the env assigns, so that a name
 renamed or removed after the last directory sync comes back with the bytes it
 had. Everything under the root must be created, renamed and removed through
 the env (storage code does that) for the image to be right; files the env has
-never seen synced simply come back empty.
+never seen synced come back empty, except those :attr:`FaultyEnv.unobserved`
+names: memory-mapped indexes, whose msync does not go through the env yet,
+keep their current bytes (the env cannot tell what reached the disk).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap as _mmap
 import os
@@ -83,6 +86,8 @@ class _Node:
     kind: str  # "f" or "d"
     data: bytes = b""
     entries: dict[str, int] | None = None
+    #: False for a file the env has seen only in a directory listing.
+    synced: bool = False
 
 
 class FaultyEnv(io.Env):
@@ -101,6 +106,8 @@ class FaultyEnv(io.Env):
         #: Calls made, by operation; ``failures`` those that were failed on purpose.
         self.calls: Counter[str] = Counter()
         self.failures: list[tuple[str, str, int]] = []
+        #: Files whose syncs the env does not see: a power cut leaves them as they are.
+        self.unobserved: Callable[[str], bool] = _is_index
         self._root_id = self._snapshot_everything()
 
     # --------------------------------------------------------------- faults
@@ -163,7 +170,14 @@ class FaultyEnv(io.Env):
         except OSError:
             return
         if stat.S_ISDIR(st.st_mode) or st.st_nlink <= 1:
-            self._ids.pop((st.st_dev, st.st_ino), None)
+            node_id = self._ids.pop((st.st_dev, st.st_ino), None)
+            node = self._durable.get(node_id) if node_id is not None else None
+            unseen = node is not None and node.kind == "f" and not node.synced
+            if unseen and self.unobserved(os.path.relpath(path, self.root)):
+                # Its syncs are unseen: take it as synced by the time it goes.
+                assert node is not None
+                with contextlib.suppress(OSError):
+                    node.data = Path(path).read_bytes()
 
     def _under_root(self, path: Path | str) -> bool:
         return os.path.realpath(path).startswith(str(self.root))
@@ -177,7 +191,7 @@ class FaultyEnv(io.Env):
         except OSError:
             return f"file descriptor {fd}"
 
-    def _record_file(self, path: str) -> None:
+    def _record_file(self, path: str, *, synced: bool = True) -> None:
         """Take the file's current bytes as durable."""
         if not self._under_root(path):
             return
@@ -187,7 +201,7 @@ class FaultyEnv(io.Env):
                 data = handle.read()
         except OSError:
             return
-        self._durable[self._id(st)] = _Node("f", data)
+        self._durable[self._id(st)] = _Node("f", data, synced=synced)
 
     def _record_dir(self, path: Path | str) -> None:
         """Take the directory's current entries as durable."""
@@ -210,7 +224,10 @@ class FaultyEnv(io.Env):
         """Make the whole tree under the root durable as it is; returns the root's id."""
         for directory, _, files in os.walk(self.root):
             for name in files:
-                self._record_file(os.path.join(directory, name))
+                path = os.path.join(directory, name)
+                # An unobserved file keeps whatever it will hold: its syncs are unseen.
+                relative = os.path.relpath(path, self.root)
+                self._record_file(path, synced=not self.unobserved(relative))
             self._record_dir(directory)
         return self._id(os.stat(self.root))
 
@@ -227,7 +244,7 @@ class FaultyEnv(io.Env):
             for fd in list(self._fds):
                 os.close(fd)
             self._fds.clear()
-            current = self._current_paths() if keep_unsynced is not None else {}
+            current = self._current_paths()
             image = self._durable
             for name in os.listdir(self.root):
                 _remove(self.root / name)
@@ -242,7 +259,10 @@ class FaultyEnv(io.Env):
                     return
                 data = node.data
                 relative = relative.rstrip("/")
-                if keep_unsynced is not None and node_id in current and keep_unsynced(relative):
+                if node_id in current and (
+                    (keep_unsynced is not None and keep_unsynced(relative))
+                    or (not node.synced and self.unobserved(relative))
+                ):
                     data = current[node_id]
                 path.write_bytes(data)
 
@@ -390,6 +410,11 @@ class FaultyEnv(io.Env):
                     self._forget(os.path.join(directory, name))
             self._forget(path)
             super().rmtree(path)
+
+
+def _is_index(relative: str) -> bool:
+    name = relative.rsplit("/", 1)[-1]
+    return ".index" in name or ".timeindex" in name
 
 
 def _error(action: str, target: object, code: int) -> StorageError:

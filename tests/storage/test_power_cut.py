@@ -26,6 +26,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
@@ -337,3 +338,23 @@ def test_a_new_partition_survives_a_power_cut(tmp_path: Path) -> None:
             assert read_log(log_dir.log("fresh", 1)) == [(0, b"acknowledged")]
         finally:
             log_dir.close()
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="LogSegment.close appends the last time-index entry to a read-only, empty time "
+    "index (IndexFullError) instead of skipping it as Kafka does; the index rewrite owns this",
+)
+def test_close_after_a_crash_emptied_a_time_index(tmp_path: Path) -> None:
+    """A crash may leave an inactive segment's time index empty; closing must still work."""
+    log = Log.open(tmp_path / "t-0", LogConfig())
+    log.append(make_batch([b"a"]))
+    log.roll()
+    log.append(make_batch([b"b"]))
+    log.close()
+    (tmp_path / "t-0" / "00000000000000000000.timeindex").write_bytes(b"")
+    log = Log.open(tmp_path / "t-0", LogConfig(), recovery_point=2, had_clean_shutdown=False)
+    found = log.find_offset_by_timestamp(0)  # loads the inactive segment's tail state
+    assert found is not None and found.offset == 0
+    log.close()
+    assert verify_log(Log.open(tmp_path / "t-0", LogConfig())).ok
