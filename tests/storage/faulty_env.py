@@ -108,6 +108,12 @@ class FaultyEnv(io.Env):
         self.failures: list[tuple[str, str, int]] = []
         #: Files whose syncs the env does not see: a power cut leaves them as they are.
         self.unobserved: Callable[[str], bool] = _is_index
+        #: Linux after a failed fsync: the dirty pages are marked clean, so what
+        #: they held never reaches the disk unless written again, even when a
+        #: later fsync succeeds ("fsyncgate"). Off: a failed fsync changes nothing.
+        self.failed_fsync_loses_data = False
+        # File id -> (durable bytes when an fsync failed, byte ranges lost then).
+        self._lost: dict[int, tuple[bytes, list[tuple[int, int]]]] = {}
         self._root_id = self._snapshot_everything()
 
     # --------------------------------------------------------------- faults
@@ -156,7 +162,7 @@ class FaultyEnv(io.Env):
     # ------------------------------------------------------------ identity
 
     def _id(self, st: os.stat_result) -> int:
-        key = (st.st_dev, st.st_ino)
+        key = _key(st)
         found = self._ids.get(key)
         if found is None:
             found = self._ids[key] = self._next_id
@@ -201,7 +207,60 @@ class FaultyEnv(io.Env):
                 data = handle.read()
         except OSError:
             return
-        self._durable[self._id(st)] = _Node("f", data, synced=synced)
+        node_id = self._id(st)
+        lost = self._lost.get(node_id)
+        if lost is not None:
+            # Pages dropped by a failed fsync hold, on disk, what they held before.
+            base, ranges = lost
+            patched = bytearray(data)
+            for start, end in ranges:
+                end = min(end, len(patched))
+                if start < end:
+                    old = base[start:end]
+                    patched[start:end] = old + bytes(end - start - len(old))
+            data = bytes(patched)
+        self._durable[node_id] = _Node("f", data, synced=synced)
+
+    def _lose_dirty_pages(self, fd: int) -> None:
+        """A failed fsync: what differs from the durable bytes is lost until rewritten."""
+        try:
+            with open(f"/proc/self/fd/{fd}", "rb") as handle:
+                node_id = self._id(os.fstat(handle.fileno()))
+                current = handle.read()
+        except OSError:
+            return
+        node = self._durable.get(node_id)
+        durable = node.data if node is not None else b""
+        start = next(
+            (i for i, (a, b) in enumerate(zip(current, durable, strict=False)) if a != b),
+            min(len(current), len(durable)),
+        )
+        if start < len(current):
+            base, ranges = self._lost.get(node_id, (durable, []))
+            self._lost[node_id] = (base, [*ranges, (start, len(current))])
+
+    def _rewritten(self, fd: int, start: int, length: int) -> None:
+        """Bytes written again are dirty again: the next fsync writes them."""
+        if not self._lost or length <= 0:
+            return
+        try:
+            node_id = self._ids.get(_key(os.fstat(fd)))
+        except OSError:
+            return
+        if node_id is None or node_id not in self._lost:
+            return
+        base, ranges = self._lost[node_id]
+        end = start + length
+        kept: list[tuple[int, int]] = []
+        for a, b in ranges:
+            if b <= start or a >= end:
+                kept.append((a, b))
+                continue
+            if a < start:
+                kept.append((a, start))
+            if b > end:
+                kept.append((end, b))
+        self._lost[node_id] = (base, kept)
 
     def _record_dir(self, path: Path | str) -> None:
         """Take the directory's current entries as durable."""
@@ -269,6 +328,7 @@ class FaultyEnv(io.Env):
             restore(self._root_id, self.root, "")
             self._ids.clear()
             self._durable = {}
+            self._lost.clear()
             self._root_id = self._snapshot_everything()
             self.faults.clear()
             self.disk_full = False
@@ -331,22 +391,38 @@ class FaultyEnv(io.Env):
             part = _prefix(buffers, fault.partial)
             if part:
                 super().pwritev(fd, [part], offset, name=name)
+                self._rewritten(fd, offset, len(part))
             raise _error("write", target, fault.error)
-        return super().pwritev(fd, buffers, offset, name=name)
+        written = super().pwritev(fd, buffers, offset, name=name)
+        with self._lock:
+            self._rewritten(fd, offset, written)
+        return written
 
     def write(self, fd: int, data: bytes | bytearray | memoryview, *, name: object = None) -> int:
         target = name or self._fd_path(fd)
         fault = self._check("write", target, "write")
         if fault is not None:
             part = _prefix([data], fault.partial)
+            position = os.lseek(fd, 0, os.SEEK_CUR)
             if part:
                 super().write(fd, part, name=name)
+                self._rewritten(fd, position, len(part))
             raise _error("write", target, fault.error)
-        return super().write(fd, data, name=name)
+        position = os.lseek(fd, 0, os.SEEK_CUR)
+        written = super().write(fd, data, name=name)
+        with self._lock:
+            self._rewritten(fd, position, written)
+        return written
 
     def fsync(self, target: io.FileTarget, *, name: object = None) -> None:
         fd = target if isinstance(target, int) else target.fileno()
-        self._check("fsync", name or self._fd_path(fd), "fsync")
+        try:
+            self._check("fsync", name or self._fd_path(fd), "fsync")
+        except StorageError:
+            if self.failed_fsync_loses_data:
+                with self._lock:
+                    self._lose_dirty_pages(fd)
+            raise
         super().fsync(target, name=name)
         with self._lock:
             # Read through the descriptor: the name may have changed since.
@@ -410,6 +486,10 @@ class FaultyEnv(io.Env):
                     self._forget(os.path.join(directory, name))
             self._forget(path)
             super().rmtree(path)
+
+
+def _key(st: os.stat_result) -> tuple[int, int]:
+    return (st.st_dev, st.st_ino)
 
 
 def _is_index(relative: str) -> bool:

@@ -175,3 +175,37 @@ def test_disk_full_until_cleared(env: FaultyEnv) -> None:
     io.atomic_write_text(env.root / "g", "x")
     env.power_cut()
     assert (env.root / "g").read_text() == "x"
+
+
+def test_a_failed_fsync_can_lose_bytes_for_good(env: FaultyEnv) -> None:
+    """Linux marks the pages of a failed writeback clean: a later fsync does not rewrite them."""
+    env.failed_fsync_loses_data = True
+    path = env.root / "f"
+    _write(env, path, b"AAAA", sync=True)
+    env.fsync_dir(env.root)
+    fd = env.open(path, os.O_RDWR)
+    env.pwritev(fd, [b"BBBB"], 4)
+    env.fail("fsync", error=errno.EIO)
+    with pytest.raises(StorageError, match="Input/output error"):
+        env.fsync(fd)
+    env.pwritev(fd, [b"CCCC"], 8)
+    env.fsync(fd)  # succeeds, yet the Bs never reach the disk
+    assert path.read_bytes() == b"AAAABBBBCCCC"  # the page cache still shows them
+    env.power_cut()
+    assert path.read_bytes() == b"AAAA" + bytes(4) + b"CCCC"
+
+
+def test_bytes_written_again_after_a_failed_fsync_are_synced(env: FaultyEnv) -> None:
+    env.failed_fsync_loses_data = True
+    path = env.root / "f"
+    _write(env, path, b"AAAA", sync=True)
+    env.fsync_dir(env.root)
+    fd = env.open(path, os.O_RDWR)
+    env.pwritev(fd, [b"BBBB"], 4)
+    env.fail("fsync", error=errno.EIO)
+    with pytest.raises(StorageError):
+        env.fsync(fd)
+    env.pwritev(fd, [b"bb"], 5)
+    env.fsync(fd)
+    env.power_cut()
+    assert path.read_bytes() == b"AAAA\0bb\0"
