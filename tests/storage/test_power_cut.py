@@ -3,8 +3,9 @@
 Hypothesis drives a :class:`~seglog.storage.log_dir.LogDir` over the faulty
 file system (``faulty_env.py``): appends, flushes, rolls, checkpoints, topic
 creation and deletion, calls that fail with ENOSPC or EIO (some after writing
-part of their bytes), a full disk, clean restarts and power cuts that drop
-every byte and directory entry not synced. After every reopen:
+part of their bytes), a full disk, clean restarts, power cuts that drop every
+byte and directory entry not synced, and starts that fail part-way through
+recovery followed by another cut. After every reopen:
 
 * every acknowledged batch that was synced is there, at its offsets: with
   ``flush.messages=1`` every acknowledged append, otherwise everything up to
@@ -246,6 +247,27 @@ class LogDirMachine(RuleBasedStateMachine):
             "mixed": lambda path: chooser.random() < 0.5,
         }[mode]
         self.env.power_cut(keep_unsynced=keep)
+        self._reopen(clean=False)
+
+    @rule(
+        op=st.sampled_from(OPS),
+        nth=st.integers(1, 6),
+        error=st.sampled_from(ERRORS),
+        mode=st.sampled_from(["synced", "current"]),
+    )
+    def power_cut_during_recovery(self, op: str, nth: int, error: int, mode: str) -> None:
+        """A power cut, a start that fails part-way through recovery, another cut, a start."""
+        keep = None if mode == "synced" else (lambda path: True)
+        self.env.power_cut(keep_unsynced=keep)
+        self.env.fail(op, nth, error)
+        try:
+            self.log_dir = LogDir.open(self.data, defaults=self.config, settings=SETTINGS)
+        except StorageError:
+            self.env.power_cut(keep_unsynced=keep)
+        else:
+            # Recovery got through; the fault, if still armed, hits what follows.
+            self.env.clear_faults()
+            self.env.power_cut(keep_unsynced=keep)
         self._reopen(clean=False)
 
     @rule()
