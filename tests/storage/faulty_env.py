@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import mmap as _mmap
 import os
 import shutil
 import stat
@@ -444,13 +443,13 @@ class FaultyEnv(io.Env):
             self._check("allocate", name or self._fd_path(fd), f"reserve {length} bytes for")
         super().allocate(fd, offset, length, name=name)
 
-    def mmap(self, fd: int, length: int, *, writable: bool, name: object = None) -> _mmap.mmap:
+    def mmap(self, fd: int, length: int, *, writable: bool, name: object = None) -> io.FileMap:
         self._check("mmap", name or self._fd_path(fd), "map")
         return super().mmap(fd, length, writable=writable, name=name)
 
-    def msync(self, mapping: _mmap.mmap, *, name: object = None) -> None:
+    def msync(self, file_map: io.FileMap, *, name: object = None) -> None:
         self._check("msync", name, "flush")
-        super().msync(mapping, name=name)
+        super().msync(file_map, name=name)
         if isinstance(name, str | Path):
             with self._lock:
                 self._record_file(str(name))
@@ -478,14 +477,14 @@ class FaultyEnv(io.Env):
             self._check("mkdir", path, "create directory")
         super().mkdir(path)
 
-    def rmtree(self, path: Path | str) -> None:
+    def rmtree(self, path: Path | str, *, ignore_errors: bool = True) -> None:
         self._check("rmtree", path, "remove")
         with self._lock:
             for directory, dirs, files in os.walk(path):
                 for name in (*dirs, *files):
                     self._forget(os.path.join(directory, name))
             self._forget(path)
-            super().rmtree(path)
+            super().rmtree(path, ignore_errors=ignore_errors)
 
 
 def _key(st: os.stat_result) -> tuple[int, int]:

@@ -117,11 +117,12 @@ def test_msync_makes_a_mapped_file_durable(env: FaultyEnv) -> None:
     _write(env, path, bytes(8), sync=False)
     env.fsync_dir(env.root)
     fd = env.open(path, os.O_RDWR)
-    mapping = env.mmap(fd, 8, writable=True, name=path)
-    mapping[:4] = b"abcd"
-    env.msync(mapping, name=path)
-    mapping[4:] = b"efgh"
-    mapping.close()
+    file_map = env.mmap(fd, 8, writable=True, name=path)
+    env.close(fd)  # a map holds no descriptor
+    file_map.buffer[:4] = b"abcd"
+    env.msync(file_map, name=path)
+    file_map.buffer[4:] = b"efgh"
+    file_map.close()
     env.power_cut()
     assert path.read_bytes() == b"abcd" + bytes(4)
 
