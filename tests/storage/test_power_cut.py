@@ -20,6 +20,7 @@ counts it as acknowledged.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import random
 import shutil
@@ -431,3 +432,30 @@ def test_a_failed_flush_hides_the_append_from_consumers(tmp_path: Path) -> None:
         assert log.high_watermark == 1
         assert read_log(log) == [(0, b"first")]
         log.close()
+
+
+@pytest.mark.parametrize("nth", range(1, 7))
+def test_a_full_disk_during_recovery_loses_nothing(tmp_path: Path, nth: int) -> None:
+    """An I/O error while recovering a segment is not corruption: its batches stay.
+
+    Recovery resizes files (the indexes it rebuilds); whichever of those calls
+    finds the disk full, the start may fail or the partition stay offline, but
+    the acknowledged batch is still there once there is room again.
+    """
+    config = LogConfig(segment_index_bytes=96, index_interval_bytes=100, flush_messages=1)
+    with installed(tmp_path) as env:
+        log_dir = LogDir.open(tmp_path, defaults=config, settings=SETTINGS)
+        log_dir.create_topic("t", 1)
+        log_dir.append("t", 0, make_batch([b"acknowledged"]))
+        env.power_cut(keep_unsynced=lambda path: True)
+        env.fail("truncate", nth, errno.ENOSPC)
+        # Refusing to start is fine; throwing the batch away is not.
+        with contextlib.suppress(StorageError):
+            LogDir.open(tmp_path, defaults=config, settings=SETTINGS)
+        env.clear_faults()
+        env.power_cut(keep_unsynced=lambda path: True)  # whatever that start did reached the disk
+        log_dir = LogDir.open(tmp_path, defaults=config, settings=SETTINGS)
+        try:
+            assert read_log(log_dir.log("t", 0)) == [(0, b"acknowledged")]
+        finally:
+            log_dir.close()
