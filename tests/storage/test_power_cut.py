@@ -363,11 +363,6 @@ def test_a_new_partition_survives_a_power_cut(tmp_path: Path) -> None:
             log_dir.close()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="LogSegment.close appends the last time-index entry to a read-only, empty time "
-    "index (IndexFullError) instead of skipping it as Kafka does; the index rewrite owns this",
-)
 def test_close_after_a_crash_emptied_a_time_index(tmp_path: Path) -> None:
     """A crash may leave an inactive segment's time index empty; closing must still work."""
     log = Log.open(tmp_path / "t-0", LogConfig())

@@ -41,7 +41,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from seglog.errors import CorruptRecordError, StorageError
+from seglog.errors import CorruptRecordError, SeglogError, StorageError
 from seglog.records import batch, log_entries
 from seglog.records import record as record_codec
 from seglog.records.log_entries import EntryInfo
@@ -869,6 +869,11 @@ class LogSegment:
                 self.time_index.maybe_append(
                     self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
                 )
+        except (SeglogError, ValueError) as exc:
+            # The final entry only saves a scan later. An index a crash left
+            # odd (empty, or at its untrimmed length) must not stop a clean
+            # close: Kafka swallows this error too.
+            logger.warning("cannot add the last time index entry of %s: %s", self.log_path, exc)
         finally:
             self.offset_index.close()
             self.time_index.close()
