@@ -23,14 +23,12 @@ Files are told apart by inode, through an id the env assigns, so that a name
 renamed or removed after the last directory sync comes back with the bytes it
 had. Everything under the root must be created, renamed and removed through
 the env (storage code does that) for the image to be right; files the env has
-never seen synced come back empty, except those :attr:`FaultyEnv.unobserved`
-names: memory-mapped indexes, whose msync does not go through the env yet,
-keep their current bytes (the env cannot tell what reached the disk).
+never seen synced come back empty. Memory-mapped indexes count as synced
+at their last ``msync`` through the env (:func:`seglog.storage.io.flush_map`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import shutil
@@ -85,8 +83,6 @@ class _Node:
     kind: str  # "f" or "d"
     data: bytes = b""
     entries: dict[str, int] | None = None
-    #: False for a file the env has seen only in a directory listing.
-    synced: bool = False
 
 
 class FaultyEnv(io.Env):
@@ -105,8 +101,6 @@ class FaultyEnv(io.Env):
         #: Calls made, by operation; ``failures`` those that were failed on purpose.
         self.calls: Counter[str] = Counter()
         self.failures: list[tuple[str, str, int]] = []
-        #: Files whose syncs the env does not see: a power cut leaves them as they are.
-        self.unobserved: Callable[[str], bool] = _is_index
         #: Linux after a failed fsync: the dirty pages are marked clean, so what
         #: they held never reaches the disk unless written again, even when a
         #: later fsync succeeds ("fsyncgate"). Off: a failed fsync changes nothing.
@@ -175,14 +169,7 @@ class FaultyEnv(io.Env):
         except OSError:
             return
         if stat.S_ISDIR(st.st_mode) or st.st_nlink <= 1:
-            node_id = self._ids.pop((st.st_dev, st.st_ino), None)
-            node = self._durable.get(node_id) if node_id is not None else None
-            unseen = node is not None and node.kind == "f" and not node.synced
-            if unseen and self.unobserved(os.path.relpath(path, self.root)):
-                # Its syncs are unseen: take it as synced by the time it goes.
-                assert node is not None
-                with contextlib.suppress(OSError):
-                    node.data = Path(path).read_bytes()
+            self._ids.pop((st.st_dev, st.st_ino), None)
 
     def _under_root(self, path: Path | str) -> bool:
         return os.path.realpath(path).startswith(str(self.root))
@@ -196,7 +183,7 @@ class FaultyEnv(io.Env):
         except OSError:
             return f"file descriptor {fd}"
 
-    def _record_file(self, path: str, *, synced: bool = True) -> None:
+    def _record_file(self, path: str) -> None:
         """Take the file's current bytes as durable."""
         if not self._under_root(path):
             return
@@ -218,7 +205,7 @@ class FaultyEnv(io.Env):
                     old = base[start:end]
                     patched[start:end] = old + bytes(end - start - len(old))
             data = bytes(patched)
-        self._durable[node_id] = _Node("f", data, synced=synced)
+        self._durable[node_id] = _Node("f", data)
 
     def _lose_dirty_pages(self, fd: int) -> None:
         """A failed fsync: what differs from the durable bytes is lost until rewritten."""
@@ -282,10 +269,7 @@ class FaultyEnv(io.Env):
         """Make the whole tree under the root durable as it is; returns the root's id."""
         for directory, _, files in os.walk(self.root):
             for name in files:
-                path = os.path.join(directory, name)
-                # An unobserved file keeps whatever it will hold: its syncs are unseen.
-                relative = os.path.relpath(path, self.root)
-                self._record_file(path, synced=not self.unobserved(relative))
+                self._record_file(os.path.join(directory, name))
             self._record_dir(directory)
         return self._id(os.stat(self.root))
 
@@ -302,7 +286,7 @@ class FaultyEnv(io.Env):
             for fd in list(self._fds):
                 os.close(fd)
             self._fds.clear()
-            current = self._current_paths()
+            current = self._current_paths() if keep_unsynced is not None else {}
             image = self._durable
             for name in os.listdir(self.root):
                 _remove(self.root / name)
@@ -317,10 +301,7 @@ class FaultyEnv(io.Env):
                     return
                 data = node.data
                 relative = relative.rstrip("/")
-                if node_id in current and (
-                    (keep_unsynced is not None and keep_unsynced(relative))
-                    or (not node.synced and self.unobserved(relative))
-                ):
+                if keep_unsynced is not None and node_id in current and keep_unsynced(relative):
                     data = current[node_id]
                 path.write_bytes(data)
 
@@ -489,11 +470,6 @@ class FaultyEnv(io.Env):
 
 def _key(st: os.stat_result) -> tuple[int, int]:
     return (st.st_dev, st.st_ino)
-
-
-def _is_index(relative: str) -> bool:
-    name = relative.rsplit("/", 1)[-1]
-    return ".index" in name or ".timeindex" in name
 
 
 def _error(action: str, target: object, code: int) -> StorageError:
