@@ -411,10 +411,10 @@ def test_no_acknowledgement_after_a_failed_fsync_is_lost(tmp_path: Path) -> None
 
 @pytest.mark.xfail(
     strict=False,
-    reason="Log.append moves the high watermark before the flush.messages fsync, so "
-    "consumers read a record whose producer was told it failed and which a crash may "
-    "then take away; Kafka advances the high watermark only after the append, flush "
-    "included, returned",
+    reason="Log.append (without defer_flush; the broker's deferred path is right) moves the "
+    "high watermark before its flush.messages fsync, so consumers read a record whose "
+    "append failed and which a crash may then take away; Kafka advances the high "
+    "watermark only after the append, flush included, returned",
 )
 def test_a_failed_flush_hides_the_append_from_consumers(tmp_path: Path) -> None:
     config = LogConfig(flush_messages=1)
