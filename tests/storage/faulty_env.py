@@ -29,6 +29,7 @@ at their last ``msync`` through the env (:func:`seglog.storage.io.flush_map`).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -95,7 +96,9 @@ class FaultyEnv(io.Env):
         self._ids: dict[tuple[int, int], int] = {}
         self._next_id = 0
         self._durable: dict[int, _Node] = {}
+        # Descriptors opened through the env: path, and the file they refer to.
         self._fds: dict[int, str] = {}
+        self._fd_files: dict[int, tuple[int, int]] = {}
         self.faults: list[Fault] = []
         self.disk_full = False
         #: Calls made, by operation; ``failures`` those that were failed on purpose.
@@ -283,9 +286,13 @@ class FaultyEnv(io.Env):
         keeps its current bytes instead of its synced ones.
         """
         with self._lock:
-            for fd in list(self._fds):
-                os.close(fd)
+            for fd, file in self._fd_files.items():
+                # Closed elsewhere (os.close) and reused since: not ours to close.
+                with contextlib.suppress(OSError):
+                    if _key(os.fstat(fd)) == file:
+                        os.close(fd)
             self._fds.clear()
+            self._fd_files.clear()
             current = self._current_paths() if keep_unsynced is not None else {}
             image = self._durable
             for name in os.listdir(self.root):
@@ -347,11 +354,13 @@ class FaultyEnv(io.Env):
         fd = super().open(path, flags, mode)
         with self._lock:
             self._fds[fd] = str(path)
+            self._fd_files[fd] = _key(os.fstat(fd))
         return fd
 
     def close(self, fd: int) -> None:
         with self._lock:
             self._fds.pop(fd, None)
+            self._fd_files.pop(fd, None)
         super().close(fd)
 
     def pread(self, fd: int, length: int, offset: int, *, name: object = None) -> bytes:
