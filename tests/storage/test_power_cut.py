@@ -355,10 +355,13 @@ def test_a_new_partition_survives_a_power_cut(tmp_path: Path) -> None:
         log_dir = LogDir.open(tmp_path, defaults=config, settings=SETTINGS)
         log_dir.create_topic("fresh", 2)
         log_dir.append("fresh", 1, make_batch([b"acknowledged"]))
+        log_dir.create_partitions("fresh", 3)
+        log_dir.append("fresh", 2, make_batch([b"acknowledged too"]))
         env.power_cut()
         log_dir = LogDir.open(tmp_path, defaults=config, settings=SETTINGS)
         try:
             assert read_log(log_dir.log("fresh", 1)) == [(0, b"acknowledged")]
+            assert read_log(log_dir.log("fresh", 2)) == [(0, b"acknowledged too")]
         finally:
             log_dir.close()
 
