@@ -71,6 +71,7 @@ def test_kill_9_mid_copy_then_rerun_holds_each_record_once_in_order(
     finally:
         first.kill()
         first.wait(10)
+    time.sleep(0.3)  # a produce request already sent is appended by now
     before = _held(target.bootstrap, "big", 2)
     assert 0 < before < total
 

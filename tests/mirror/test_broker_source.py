@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    NewPartitions,
+    NewTopic,
+)
 
 from seglog.mirror import BrokerSource, LagRow, LogDirSource, Mirror, Observer, OffsetMap, Target
 from tests.broker.conftest import BrokerProcess
@@ -111,15 +115,27 @@ def test_follow_copies_new_records_and_commits_until_stopped(
         observer=observer,
         stop=stop,
     )
-    thread = threading.Thread(target=mirror.run, kwargs={"follow": True, "interval": 0.1})
+    failures: list[BaseException] = []
+
+    def follow() -> None:
+        try:
+            mirror.run(follow=True, interval=0.1)
+        except BaseException as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=follow)
     thread.start()
     try:
         _produce(source.bootstrap, "live", 0, 15, "gzip", 10)
         _commit(source.bootstrap, "late", "live", 0, 20)
+        admin = AdminClient({"bootstrap.servers": source.bootstrap})
+        admin.create_partitions([NewPartitions("live", 2)])["live"].result(timeout=10)
+        _produce(source.bootstrap, "live", 1, 3, "zstd", 50)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             rows = observer.rows
-            if rows and rows[0].target_end == 25 and "late" in mirror.report.groups:
+            ends = [(row.partition, row.target_end) for row in rows]
+            if ends == [(0, 25), (1, 3)] and "late" in mirror.report.groups:
                 break
             time.sleep(0.1)
     finally:
@@ -127,7 +143,8 @@ def test_follow_copies_new_records_and_commits_until_stopped(
         thread.join(30)
     mirror.target.close()
     assert not thread.is_alive()
-    assert observer.rows == [LagRow("live", 0, 25, 25, 0)]
+    assert failures == []
+    assert observer.rows == [LagRow("live", 0, 25, 25, 0), LagRow("live", 1, 3, 3, 0)]
     held = target_records(target.bootstrap, "live", 0)
     assert [r.key for r in held] == [b"k%d" % i for i in range(25)]
     got = first_for_group(target.bootstrap, "late", "live", 0)

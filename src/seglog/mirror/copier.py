@@ -3,8 +3,10 @@
 Theory of operation, for each partition of each mirrored topic:
 
 1. **Plan.** The topic is created on the target with the source's partition
-   count and topic config overrides (an existing topic is used as it is, if
-   it has at least as many partitions).
+   count and topic config overrides (but Kafka's ``internal.*`` test settings
+   and replication throttles); an existing topic is used as it is, if it has
+   at least as many partitions. Partitions added at the source later are
+   added at the target.
 2. **Resume.** The offset map (:mod:`seglog.mirror.offset_map`) says up to
    which target offset the records are known. Anything the target holds past
    that (what a killed run delivered after its last save, or a whole earlier
@@ -55,6 +57,10 @@ __all__ = [
 ]
 
 _TIMESTAMP_TYPE = "message.timestamp.type"
+# Topic configs that are not carried over: Kafka's internal test settings (tiny
+# segments) and replication throttles, which name the source's broker ids.
+_NOT_COPIED = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
+_NOT_COPIED_PREFIX = "internal."
 _LOG_APPEND_TIME = "LogAppendTime"
 # Records between checks of the stop flag and of the save interval.
 _CHECK_EVERY = 256
@@ -216,13 +222,28 @@ class Mirror:
             if self.topic_pattern.fullmatch(name) and name not in self._failed
         ]
         fresh = [t for t in wanted if t.name not in self._topics]
+        known = self._topics
+        grown = [t for t in wanted if t.name in known and t.partitions > known[t.name].partitions]
+        for topic in grown:
+            # Partitions added at the source while following: add them at the target too.
+            try:
+                self.target.add_partitions(topic.name, topic.partitions)
+            except SeglogError as exc:
+                self._fail(topic.name, str(exc))
+                continue
+            self._topics[topic.name] = topic
         if fresh:
             existing = self.target.partition_counts()
             for topic in fresh:
                 count = existing.get(topic.name)
                 if count is None:
+                    configs = {
+                        k: v
+                        for k, v in topic.configs.items()
+                        if k not in _NOT_COPIED and not k.startswith(_NOT_COPIED_PREFIX)
+                    }
                     try:
-                        self.target.create_topic(topic.name, topic.partitions, topic.configs)
+                        self.target.create_topic(topic.name, topic.partitions, configs)
                     except SeglogError as exc:
                         self._fail(topic.name, str(exc))
                         continue

@@ -29,6 +29,7 @@ from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
     KafkaError,
+    KafkaException,
     TopicPartition,
 )
 
@@ -58,6 +59,14 @@ __all__ = [
 # Kafka's own topics and seglog's: never mirrored as data (group offsets are
 # translated instead).
 _INTERNAL_PREFIX = "__"
+
+
+# What a broker or librdkafka answers for a topic or partition it does not know (yet).
+_UNKNOWN = {
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+}
 
 
 def is_internal(topic: str) -> bool:
@@ -268,11 +277,25 @@ class BrokerSource:
         return out
 
     def bounds(self, topic: str, partition: int) -> tuple[int, int]:
-        """The low and high watermarks."""
-        low, high = self._consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=self.timeout
-        )
-        return int(low), int(high)
+        """The low and high watermarks.
+
+        A partition just created (by the mirror itself) may be missing from
+        the client's cached metadata: it is asked for again until the timeout.
+        """
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                low, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=self.timeout
+                )
+                return int(low), int(high)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                unknown = isinstance(error, KafkaError) and error.code() in _UNKNOWN
+                if not unknown or time.monotonic() >= deadline:
+                    raise
+                self._consumer.list_topics(topic, timeout=self.timeout)
+                time.sleep(0.05)
 
     def records(self, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
         """Fetched from ``start`` until the first offset at or past ``end``."""

@@ -14,6 +14,7 @@ checks the group's state first so that it can report why it skipped one.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -27,7 +28,11 @@ from confluent_kafka import (
 )
 
 # Re-exported without ``as`` (mypy strict does not count it); a documented public name.
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    NewPartitions,
+    NewTopic,
+)
 
 from seglog.errors import SeglogError
 from seglog.mirror.source import BrokerSource
@@ -36,6 +41,8 @@ from seglog.records.record import Record
 __all__ = ["Target", "producer_defaults"]
 
 DeliveryCallback = Callable[[Any, Any], None]
+
+_UNKNOWN_PARTITION = KafkaError._UNKNOWN_PARTITION
 
 
 def producer_defaults() -> dict[str, Any]:
@@ -84,6 +91,19 @@ class Target:
             where = f"topic {name!r} on {self.description}"
             raise SeglogError(f"cannot create {where}: {exc}") from None
 
+    def add_partitions(self, name: str, total: int) -> None:
+        """CreatePartitions up to ``total``; nothing when the topic has that many already."""
+        if self.partition_counts().get(name, 0) >= total:
+            return
+        future = self._admin.create_partitions(
+            [NewPartitions(name, total)], request_timeout=self.timeout
+        )[name]
+        try:
+            future.result(timeout=self.timeout)
+        except KafkaException as exc:
+            where = f"partitions of {name!r} on {self.description}"
+            raise SeglogError(f"cannot add {where}: {exc}") from None
+
     # ------------------------------------------------------------ records
 
     def bounds(self, topic: str, partition: int) -> tuple[int, int]:
@@ -106,6 +126,7 @@ class Target:
         ] or None
         # A record without a timestamp (magic 0) gets the target's clock, as Kafka does.
         timestamp = rec.timestamp if rec.timestamp >= 0 else 0
+        deadline = time.monotonic() + self.timeout
         while True:
             try:
                 self._producer.produce(
@@ -120,6 +141,23 @@ class Target:
                 return
             except BufferError:
                 self._producer.poll(0.1)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                unknown = isinstance(error, KafkaError) and error.code() == _UNKNOWN_PARTITION
+                if not unknown or time.monotonic() >= deadline:
+                    raise
+                # A partition the mirror just added: not yet in the producer's metadata.
+                self._wait_for_partition(topic, partition)
+
+    def _wait_for_partition(self, topic: str, partition: int) -> None:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            metadata = self._producer.list_topics(topic, timeout=self.timeout)
+            described = metadata.topics.get(topic)
+            if described is not None and partition in described.partitions:
+                return
+            time.sleep(0.05)
+        raise SeglogError(f"partition {partition} of {topic!r} is not in the target's metadata")
 
     def poll(self, timeout: float = 0.0) -> None:
         """Serve the delivery reports that have arrived."""
