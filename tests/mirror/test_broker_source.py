@@ -94,6 +94,10 @@ def test_mirror_from_a_running_broker(
 class _Lag(Observer):
     def __init__(self) -> None:
         self.rows: list[LagRow] = []
+        self.notes: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
 
     def lag(self, rows: list[LagRow]) -> None:
         self.rows = rows
@@ -149,3 +153,52 @@ def test_follow_copies_new_records_and_commits_until_stopped(
     assert [r.key for r in held] == [b"k%d" % i for i in range(25)]
     got = first_for_group(target.bootstrap, "late", "live", 0)
     assert got is not None and got.key == b"k20"
+
+
+def test_follow_outlives_a_target_restart(
+    source: BrokerProcess, target: BrokerProcess, tmp_path: Path
+) -> None:
+    _create(source.bootstrap, "steady", 1)
+    _produce(source.bootstrap, "steady", 0, 20, "none", 0)
+    stop = threading.Event()
+    observer = _Lag()
+    from_dir = LogDirSource(source.data)
+    mirror = Mirror(
+        from_dir,
+        # Requests time out (after a second) while the target is down: rounds fail.
+        Target({"bootstrap.servers": target.bootstrap}, timeout=1),
+        OffsetMap.load(tmp_path / "map.json", from_dir.description, target.bootstrap),
+        observer=observer,
+        stop=stop,
+    )
+    failures: list[BaseException] = []
+
+    def follow() -> None:
+        try:
+            mirror.run(follow=True, interval=0.1)
+        except BaseException as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while observer.rows[:1] != [LagRow("steady", 0, 20, 20, 0)]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        target.stop()
+        _produce(source.bootstrap, "steady", 0, 30, "gzip", 20)
+        time.sleep(2.5)
+        target.start()
+        deadline = time.monotonic() + 30
+        while observer.rows[:1] != [LagRow("steady", 0, 50, 50, 0)]:
+            assert time.monotonic() < deadline, observer.rows
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(30)
+    mirror.target.close()
+    assert failures == []
+    assert any("round failed" in note for note in observer.notes)
+    held = target_records(target.bootstrap, "steady", 0)
+    assert [r.key for r in held] == [b"k%d" % i for i in range(50)]

@@ -42,6 +42,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from confluent_kafka import KafkaException
+
 from seglog.errors import SeglogError
 from seglog.mirror.offset_map import OffsetMap, PartitionMap
 from seglog.mirror.source import Source, SourceTopic
@@ -185,10 +187,20 @@ class Mirror:
         started = time.monotonic()
         try:
             while True:
-                self.copy_once()
-                self.translate_groups()
-                if follow:
-                    self.observer.lag(self.lag_rows())
+                try:
+                    self.copy_once()
+                    self.translate_groups()
+                    if follow:
+                        self.observer.lag(self.lag_rows())
+                except KafkaException as exc:
+                    if not follow:
+                        raise
+                    # Following outlives a broker restart: what was queued is settled
+                    # and every partition matched against the target again, so that
+                    # nothing is produced twice, then the next round retries.
+                    self.observer.note(f"round failed, retrying: {exc}")
+                    self.target.flush()
+                    self._resumed.clear()
                 if not follow or self.stop.wait(interval):
                     break
         finally:
@@ -205,12 +217,19 @@ class Mirror:
                 try:
                     self._copy_partition(topic, partition)
                 except SeglogError as exc:
-                    self._fail(topic.name, f"{topic.name}-{partition}: {exc}")
+                    # Matched against the target again before a retry (--follow).
+                    self._resumed.discard((topic.name, partition))
+                    self._error(f"{topic.name}-{partition}: {exc}")
 
     def _fail(self, topic: str, message: str) -> None:
+        """A topic that cannot be mirrored at all: left out from now on."""
         self._failed.add(topic)
-        self.report.errors.append(message)
-        self.observer.note(f"error: {message}")
+        self._error(message)
+
+    def _error(self, message: str) -> None:
+        if message not in self.report.errors:  # a retry that fails again says nothing new
+            self.report.errors.append(message)
+            self.observer.note(f"error: {message}")
 
     # ---------------------------------------------------------------- topics
 
