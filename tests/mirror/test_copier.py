@@ -124,3 +124,31 @@ def test_groups_with_members_on_the_target_are_left_alone(
     assert "g-events" in report.skipped_groups
     assert "g-events" not in report.groups
     assert report.records == 0  # everything was already there
+
+
+def test_log_append_time_topics_and_a_lost_map(target: BrokerProcess, tmp_path: Path) -> None:
+    from seglog.records import batch
+    from seglog.records.builder import SimpleRecord, build_batch
+    from seglog.storage.log_dir import LogDir, LogDirSettings
+
+    root = tmp_path / "stamped"
+    with LogDir.open(root, settings=LogDirSettings(log_cleaner_enable=False)) as logs:
+        logs.create_topic("stamped", 1, {"message.timestamp.type": "LogAppendTime"})
+        for i in range(5):
+            records = [SimpleRecord(b"v%d" % i, b"k%d" % i, 1)]
+            logs.append("stamped", 0, build_batch(records, timestamp_type=batch.LOG_APPEND_TIME))
+
+    first = _mirror(root, target, tmp_path / "map.json")
+    report = first.run()
+    first.target.close()
+    assert report.log_append_time == ["stamped"]
+    held = target_records(target.bootstrap, "stamped", 0)
+    assert [(r.key, r.value) for r in held] == [(b"k%d" % i, b"v%d" % i) for i in range(5)]
+
+    # Without its map, a rerun matches what the target holds (timestamps aside, since the
+    # target stamped its own) and copies nothing twice.
+    again = _mirror(root, target, tmp_path / "other-map.json")
+    report = again.run()
+    again.target.close()
+    assert (report.records, report.resumed) == (0, 5)
+    assert len(target_records(target.bootstrap, "stamped", 0)) == 5
