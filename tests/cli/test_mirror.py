@@ -125,3 +125,26 @@ def test_a_second_run_copies_nothing_new(
     assert "0 record(s)" in again.output
     for p in range(3):
         assert len(target_records(target.bootstrap, "events", p)) == 100
+
+
+def test_follow_stops_on_sigterm_with_its_report(
+    source_dir: Path, target: BrokerProcess, tmp_path: Path
+) -> None:
+    args = ["--to", target.bootstrap, "--log-dir", str(source_dir), "--follow"]
+    args += ["--interval", "0.2", "--state", str(tmp_path / "m.json")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    follow = subprocess.Popen(
+        _command(*args), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while _held(target.bootstrap, "events", 3) < 300:
+            assert time.monotonic() < deadline and follow.poll() is None
+            time.sleep(0.1)
+        time.sleep(0.5)  # at least one round with the lag table
+    finally:
+        follow.terminate()
+        out, err = follow.communicate(timeout=30)
+    assert follow.returncode == 0, err.decode()
+    assert "4 partition(s), " in out.decode()
+    assert "source end" in err.decode()  # the lag table

@@ -4,7 +4,8 @@ This module only reads the options, shows progress (rich: a bar per
 partition, and with ``--follow`` a lag table refreshed after every round)
 and prints the final report; the copy is :class:`seglog.mirror.Mirror`'s.
 SIGINT and SIGTERM stop the mirror between records: what was delivered is
-saved in the offset map, and a rerun resumes there.
+saved in the offset map, and a rerun resumes there (a second signal stops it
+at once; the rerun then finds the rest by reading the target).
 """
 
 from __future__ import annotations
@@ -244,6 +245,8 @@ def mirror(
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt  # a second Ctrl-C: stop now, without the report
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
