@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker.clients.test_confluent_kafka import consume_all
 from tests.broker.conftest import BrokerProcess
+from tests.small_disk import mounted_tmpfs
 
 DISK_BYTES = 16 << 20
 
@@ -30,21 +30,8 @@ DISK_BYTES = 16 << 20
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 16 MiB tmpfs, unmounted at the end."""
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small file system needs root")
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK_BYTES}", "tmpfs", str(mount_point)],
-        capture_output=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.decode(errors='replace')}")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", DISK_BYTES) as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def _fill(path: Path, leave: int) -> None:
