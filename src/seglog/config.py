@@ -362,7 +362,9 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     _broker("max.connections", Type.INT, INT_MAX, at_least(0)),
     _broker("max.connections.per.ip", Type.INT, INT_MAX, at_least(0)),
     _broker("max.connections.per.ip.overrides", Type.STRING, ""),
-    _broker("queued.max.request.bytes", Type.LONG, -1),
+    # Kafka's default is -1 (no bound); seglog bounds what clients can make it hold.
+    # -1 (any value <= 0) still lifts the bound.
+    _broker("queued.max.request.bytes", Type.LONG, 536_870_912),
     _broker("queued.max.requests", Type.INT, 500, at_least(1)),
     # --- security (secrets are PASSWORD: never shown)
     _broker("sasl.enabled.mechanisms", Type.LIST, ["GSSAPI"]),

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,8 @@ class BrokerProcess:
         self.overrides = overrides or {}
         self.process: subprocess.Popen[bytes] | None = None
         self.log = data.parent / f"{data.name}-broker.log"
+        self.preexec: Callable[[], None] | None = None
+        """Run in the broker's process before it starts (e.g. to lower a resource limit)."""
 
     @property
     def bootstrap(self) -> str:
@@ -50,7 +52,9 @@ class BrokerProcess:
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self.preexec
+            )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

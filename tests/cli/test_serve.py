@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -49,3 +50,63 @@ def test_serve_logs_at_info_by_default(tmp_path: Path) -> None:
 
 def test_log_level_quiets_the_broker(tmp_path: Path) -> None:
     assert "listening on" not in _serve(tmp_path, "--log-level", "WARNING")
+
+
+def _refused(tmp_path: Path, *overrides: str) -> str:
+    """Run ``seglog serve`` with ``overrides``; it must exit non-zero without listening."""
+    args = [sys.executable, "-m", "seglog", "serve", "--override", f"log.dirs={tmp_path / 'd'}"]
+    for item in overrides:
+        args += ["--override", item]
+    process = subprocess.run(args, capture_output=True, text=True, timeout=30)
+    assert process.returncode != 0, process.stderr
+    assert "listening on" not in process.stderr
+    assert not (tmp_path / "d").exists(), "nothing may be opened before the refusal"
+    return process.stderr
+
+
+def test_a_tls_listener_is_refused_rather_than_served_in_plaintext(tmp_path: Path) -> None:
+    port = free_port()
+    stderr = _refused(tmp_path, f"listeners=SSL://127.0.0.1:{port}")
+    assert "seglog: error: listener SSL://127.0.0.1:" in stderr
+    assert "uses security protocol SSL, which seglog does not serve" in stderr
+    stderr = _refused(
+        tmp_path,
+        f"listeners=PLAINTEXT://127.0.0.1:{free_port()},SECURE://127.0.0.1:{port}",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL",
+    )
+    assert "listener SECURE://127.0.0.1" in stderr and "SASL_SSL" in stderr
+
+
+def test_the_protocol_map_names_listeners(tmp_path: Path) -> None:
+    stderr = _refused(tmp_path, f"listeners=INTERNAL://127.0.0.1:{free_port()}")
+    assert "no security protocol defined for listener INTERNAL" in stderr
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "seglog",
+            "serve",
+            "--override",
+            f"log.dirs={tmp_path / 'data'}",
+            "--override",
+            f"listeners=INTERNAL://127.0.0.1:{port}",
+            "--override",
+            "listener.security.protocol.map=INTERNAL:PLAINTEXT",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0, stderr
+    assert "(INTERNAL, PLAINTEXT)" in stderr

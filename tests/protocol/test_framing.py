@@ -113,12 +113,12 @@ def test_frame_prefixes_the_total_size() -> None:
 def test_frames_survive_any_split_either_way(
     payloads: list[bytes], steps: list[tuple[bool, int]]
 ) -> None:
-    old = framing.DIRECT_MIN, framing.SCRATCH_SIZE
-    framing.DIRECT_MIN, framing.SCRATCH_SIZE = 16, 48
+    old = framing.DIRECT_MIN, framing.SCRATCH_SIZE, framing.GROW_MIN
+    framing.DIRECT_MIN, framing.SCRATCH_SIZE, framing.GROW_MIN = 16, 48, 8
     try:
         _check_split(payloads, steps)
     finally:
-        framing.DIRECT_MIN, framing.SCRATCH_SIZE = old
+        framing.DIRECT_MIN, framing.SCRATCH_SIZE, framing.GROW_MIN = old
 
 
 def _check_split(payloads: list[bytes], steps: list[tuple[bool, int]]) -> None:
@@ -183,3 +183,25 @@ def test_the_size_guard_holds_in_place(monkeypatch_direct: None) -> None:
     with pytest.raises(FrameTooLargeError):
         buffer.next_frame()
     assert buffer.failed and buffer.buffered == 0
+
+
+def test_memory_grows_with_the_bytes_that_arrive() -> None:
+    """A 100 MiB announcement followed by 64 KiB costs about GROW_MIN, not 100 MiB."""
+    buffer = FrameBuffer(200 << 20)
+    size = 100 << 20
+    buffer.receive_data(struct.pack(">i", size) + b"x" * (64 << 10))
+    assert buffer.next_frame() is None and buffer.partial
+    received = 64 << 10
+    assert received + len(buffer.get_buffer()) <= framing.GROW_MIN
+    # It grows as bytes keep coming, never far beyond them, up to the frame.
+    while received < size:
+        target = buffer.get_buffer()
+        n = len(target)
+        assert received + n <= max(framing.GROW_MIN, framing.GROW_FACTOR * received)
+        target[:] = bytes([received % 251]) * n
+        del target
+        buffer.buffer_updated(n)
+        received += n
+    frame = buffer.next_frame()
+    assert frame is not None and frame.nbytes == size and not buffer.partial
+    assert frame[: 64 << 10] == b"x" * (64 << 10)

@@ -129,8 +129,9 @@ class ClientQuotas:
         """The quotas saved in ``log_dir`` (none if it has no quota file)."""
         path = log_dir / QUOTAS_FILE
         settings: dict[Entity, dict[str, float]] = {}
-        if path.exists():
-            data = json.loads(path.read_text(encoding="utf-8"))
+        raw = io.read_file(path)
+        if raw is not None:
+            data = json.loads(raw.decode("utf-8"))
             for entry in data.get("entries", []):
                 entity = make_entity((k, v) for k, v in entry["entity"].items())
                 settings[entity] = {k: float(v) for k, v in entry["values"].items()}

@@ -11,17 +11,62 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
+import time
+from typing import Any
 
 from seglog.broker.connection import serve_connection
 from seglog.broker.handlers.groups import load_groups
+from seglog.broker.limits import Connections
 from seglog.broker.metrics import metrics_text
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
+from seglog.storage import descriptors
 from seglog.storage.log_dir import LogDir
 
 logger = logging.getLogger(__name__)
+
+
+class _AcceptErrors:
+    """Logs accept failures for lack of descriptors once per interval, not once per retry.
+
+    asyncio already stops accepting for a second after such a failure; what
+    it also does is log an error with a traceback each time, which under a
+    lasting shortage buries everything else in the log.
+    """
+
+    INTERVAL = 60.0
+
+    def __init__(self) -> None:
+        self._last = -self.INTERVAL
+        self._suppressed = 0
+
+    def handle(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if not (
+            isinstance(exc, OSError)
+            and exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+            and "accept" in str(context.get("message", ""))
+        ):
+            loop.default_exception_handler(context)
+            return
+        now = time.monotonic()
+        if now - self._last < self.INTERVAL:
+            self._suppressed += 1
+            return
+        logger.error(
+            "cannot accept connections: %s (%d descriptors open of %d; "
+            "%d more such failures in the last %.0f s); retrying every second",
+            exc.strerror,
+            descriptors.open_count(),
+            descriptors.limit(),
+            self._suppressed,
+            self.INTERVAL,
+        )
+        self._last = now
+        self._suppressed = 0
 
 
 class Broker:
@@ -35,10 +80,27 @@ class Broker:
         self._stopped = asyncio.Event()
         self._connections: set[asyncio.Task[None]] = set()
         self._group_load: asyncio.Task[None] | None = None
+        self.connections = Connections(
+            max_connections=settings.max_connections,
+            max_connections_per_ip=settings.max_connections_per_ip,
+            per_ip_overrides=dict(settings.max_connections_per_ip_overrides),
+            queued_max_request_bytes=settings.queued_max_request_bytes,
+            idle_ms=settings.connections_max_idle_ms,
+        )
 
     async def start(self) -> None:
-        """Open storage and start listening."""
+        """Open storage and start listening (InvalidConfigError for a listener not served)."""
         settings = self.settings
+        settings.check_listeners()  # before anything is opened or bound
+        before, after = descriptors.raise_soft_limit()
+        if after != before:
+            logger.info("open files limit raised from %d to %d", before, after)
+        logger.info(
+            "open files limit %d: %d kept in reserve for connections and serving",
+            after,
+            descriptors.reserve(),
+        )
+        asyncio.get_running_loop().set_exception_handler(_AcceptErrors().handle)
         self.log_dir = LogDir.open(
             settings.log_dir,
             defaults=settings.log_defaults,
@@ -47,13 +109,20 @@ class Broker:
         self.log_dir.start_background()
         self.state = BrokerState(settings, self.log_dir)
         self._group_load = asyncio.create_task(load_groups(self.state))
+        self.connections.start_reaper()
         for listener in settings.listeners:
             server = await asyncio.start_server(
                 self._on_connection, listener.host or None, listener.port, reuse_address=True
             )
             self._servers.append(server)
             for sock in server.sockets:
-                logger.info("listening on %s (%s)", sock.getsockname(), listener.name)
+                logger.info(
+                    "listening on %s (%s)",
+                    sock.getsockname(),
+                    listener.name
+                    if listener.name == listener.security_protocol
+                    else f"{listener.name}, {listener.security_protocol}",
+                )
         if settings.metrics_port is not None:
             self._servers.append(
                 await asyncio.start_server(self._on_metrics, "127.0.0.1", settings.metrics_port)
@@ -73,7 +142,7 @@ class Broker:
         if task is not None:
             self._connections.add(task)
         try:
-            await serve_connection(self.state, reader, writer)
+            await serve_connection(self.state, reader, writer, self.connections)
         except asyncio.CancelledError:
             pass  # the broker is shutting down
         finally:
@@ -121,6 +190,7 @@ class Broker:
         logger.info("shutting down")
         for server in self._servers:
             server.close()
+        await self.connections.stop_reaper()
         for task in list(self._connections):
             task.cancel()
         if self._connections:

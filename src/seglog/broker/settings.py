@@ -7,9 +7,56 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from seglog.config import BrokerConfig, LogConfig
+from seglog.broker.limits import DEFAULT_QUEUED_MAX_REQUEST_BYTES
+from seglog.config import INT_MAX, BrokerConfig, LogConfig
 from seglog.errors import InvalidConfigError
 from seglog.storage.log_dir import LogDirSettings, node_id
+
+SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+"""Kafka's security protocols."""
+SERVED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT"})
+"""The ones seglog speaks (TLS and SASL are not implemented yet)."""
+DEFAULT_SECURITY_PROTOCOL_MAP = {name: name for name in SECURITY_PROTOCOLS}
+"""Kafka's default ``listener.security.protocol.map``: each protocol's own name."""
+
+
+def _security_protocol_map(text: str) -> dict[str, str]:
+    """``listener.security.protocol.map``: ``NAME:PROTOCOL`` pairs, comma-separated."""
+    result: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name:
+            raise InvalidConfigError(
+                f"invalid value for listener.security.protocol.map: {item!r} "
+                "(expected NAME:PROTOCOL)"
+            )
+        if protocol not in SECURITY_PROTOCOLS:
+            raise InvalidConfigError(
+                f"invalid value for listener.security.protocol.map: {item!r} "
+                f"(unknown security protocol {protocol!r}; expected one of "
+                f"{', '.join(sorted(SECURITY_PROTOCOLS))})"
+            )
+        result[name] = protocol
+    return result
+
+
+def _per_ip_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` pairs, comma-separated."""
+    overrides: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        host, sep, count = item.rpartition(":")
+        try:
+            value = int(count)
+        except ValueError:
+            value = -1
+        if not sep or not host or value < 0:
+            raise InvalidConfigError(
+                f"Invalid value {item} for configuration max.connections.per.ip.overrides: "
+                "expected host:count"
+            )
+        overrides[host.strip("[]")] = value
+    return overrides
 
 
 @dataclass(frozen=True)
@@ -19,14 +66,36 @@ class Listener:
     name: str
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"
+    """What the listener speaks, from ``listener.security.protocol.map``."""
 
     @classmethod
-    def parse(cls, text: str) -> Listener:
-        """Parse one listener such as ``PLAINTEXT://127.0.0.1:9092``."""
+    def parse(cls, text: str, protocol_map: Mapping[str, str] | None = None) -> Listener:
+        """Parse one listener such as ``PLAINTEXT://127.0.0.1:9092``.
+
+        Its security protocol is the one ``protocol_map`` gives its name
+        (Kafka's default map when None); a name the map lacks is refused, as
+        Kafka refuses it.
+        """
         parts = urlsplit(text.strip())
         if not parts.scheme or parts.port is None:
             raise InvalidConfigError(f"invalid listener {text!r}: expected NAME://host:port")
-        return cls(parts.scheme.upper(), parts.hostname or "", parts.port)
+        name = parts.scheme.upper()
+        protocols = DEFAULT_SECURITY_PROTOCOL_MAP if protocol_map is None else protocol_map
+        protocol = protocols.get(name)
+        if protocol is None:
+            raise InvalidConfigError(
+                f"no security protocol defined for listener {name} (listener.security.protocol.map)"
+            )
+        return cls(name, parts.hostname or "", parts.port, protocol)
+
+    @property
+    def served(self) -> bool:
+        """True when seglog speaks this listener's security protocol."""
+        return self.security_protocol in SERVED_SECURITY_PROTOCOLS
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
 
 
 @dataclass(frozen=True)
@@ -38,6 +107,13 @@ class BrokerSettings:
     advertised_listeners: tuple[Listener, ...] | None = None
     log_dir: Path = Path("./data")
     socket_request_max_bytes: int = 104_857_600
+    queued_max_request_bytes: int | None = DEFAULT_QUEUED_MAX_REQUEST_BYTES
+    """None: no bound (Kafka's -1)."""
+    connections_max_idle_ms: int | None = 600_000
+    """None: connections never expire (a negative setting, as in Kafka)."""
+    max_connections: int = INT_MAX
+    max_connections_per_ip: int = INT_MAX
+    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
     cluster_id: str | None = None
@@ -46,12 +122,27 @@ class BrokerSettings:
     log_dir_settings: LogDirSettings = field(default_factory=LogDirSettings)
     properties: Mapping[str, str] = field(default_factory=dict)
 
+    def check_listeners(self) -> None:
+        """Refuse listeners whose security protocol seglog does not speak.
+
+        Serving plaintext on a listener configured for TLS or SASL would send
+        what the operator meant to protect in the clear, to clients that
+        cannot even talk to it: better not to start.
+        """
+        for listener in self.listeners:
+            if not listener.served:
+                raise InvalidConfigError(
+                    f"listener {listener} uses security protocol {listener.security_protocol}, "
+                    f"which seglog does not serve (it serves only "
+                    f"{', '.join(sorted(SERVED_SECURITY_PROTOCOLS))}); refusing to start"
+                )
+
     @property
     def advertised(self) -> Listener:
         """The listener clients are told to connect to."""
         listener = (self.advertised_listeners or self.listeners)[0]
         if listener.host in ("", "0.0.0.0", "::"):
-            return Listener(listener.name, "127.0.0.1", listener.port)
+            return Listener(listener.name, "127.0.0.1", listener.port, listener.security_protocol)
         return listener
 
     @classmethod
@@ -63,18 +154,41 @@ class BrokerSettings:
         with Kafka's message, and the broker refuses to start.
         """
         config = BrokerConfig(properties)
-        listeners = tuple(Listener.parse(x) for x in str(config["listeners"]).split(","))
+        mapping = config["listener.security.protocol.map"]
+        protocol_map = None if mapping is None else _security_protocol_map(str(mapping))
+        listeners = tuple(
+            Listener.parse(x, protocol_map) for x in str(config["listeners"]).split(",")
+        )
         advertised = config["advertised.listeners"]
         log_dirs = config["log.dirs"] or config["log.dir"]
         node = node_id(config)
+        request_max = config["socket.request.max.bytes"]
+        queued: int | None = config["queued.max.request.bytes"]
+        if queued is not None and queued <= 0:
+            queued = None  # Kafka's -1: no bound
+        elif queued is not None and queued < request_max:
+            raise InvalidConfigError(
+                f"queued.max.request.bytes ({queued}) must be larger or equal to "
+                f"socket.request.max.bytes ({request_max})"
+            )
+        idle_ms = config["connections.max.idle.ms"]
         return cls(
             node_id=node,
             listeners=listeners,
             advertised_listeners=(
-                tuple(Listener.parse(x) for x in str(advertised).split(",")) if advertised else None
+                tuple(Listener.parse(x, protocol_map) for x in str(advertised).split(","))
+                if advertised
+                else None
             ),
             log_dir=Path(str(log_dirs).split(",")[0].strip()),
-            socket_request_max_bytes=config["socket.request.max.bytes"],
+            socket_request_max_bytes=request_max,
+            queued_max_request_bytes=queued,
+            connections_max_idle_ms=idle_ms if idle_ms >= 0 else None,
+            max_connections=config["max.connections"],
+            max_connections_per_ip=config["max.connections.per.ip"],
+            max_connections_per_ip_overrides=_per_ip_overrides(
+                config["max.connections.per.ip.overrides"] or ""
+            ),
             auto_create_topics_enable=config["auto.create.topics.enable"],
             num_partitions=config["num.partitions"],
             cluster_id=config["cluster.id"],

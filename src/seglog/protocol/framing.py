@@ -26,6 +26,14 @@ first). State, per call of ``next_frame``::
     appending   size over the limit                     -> failed (terminal)
     in place    frame complete                          -> appending, frame out
 
+The announced size is only a claim: the frame's memory grows with the bytes
+that actually arrive. It starts at :data:`GROW_MIN` bytes (or twice what has
+arrived), and each time it is full it grows :data:`GROW_FACTOR`-fold, up to
+the announced size; so a peer that announces 100 MiB and sends 64 KiB costs
+about :data:`GROW_MIN`, never 100 MiB, and a frame that does arrive in full
+is copied at most once more, a fraction of its size. Frames of up to
+:data:`GROW_MIN` bytes are allocated at once.
+
 A size above ``max_frame_size`` (Kafka's ``socket.request.max.bytes``) or a
 negative size is reported once, as :class:`FrameTooLargeError`, before any of
 the body is buffered; the stream cannot be resynchronised afterwards, so the
@@ -49,12 +57,25 @@ SCRATCH_SIZE = 64 * 1024
 """Bytes one :meth:`FrameBuffer.get_buffer` offers while no frame is received in place."""
 DIRECT_MIN = 32 * 1024
 """A frame with more bytes than this still missing is received in its own memory."""
+GROW_MIN = 256 * 1024
+"""The first allocation of a frame received in place (never more than the frame)."""
+GROW_FACTOR = 4
+"""How much a frame's memory grows each time the bytes received fill it."""
 
 
 class FrameBuffer:
     """Reassembles size-prefixed frames from a byte stream."""
 
-    __slots__ = ("_body", "_buf", "_failed", "_filled", "_scratch", "_start", "max_frame_size")
+    __slots__ = (
+        "_body",
+        "_buf",
+        "_failed",
+        "_filled",
+        "_scratch",
+        "_size",
+        "_start",
+        "max_frame_size",
+    )
 
     def __init__(self, max_frame_size: int) -> None:
         self.max_frame_size = max_frame_size
@@ -63,6 +84,7 @@ class FrameBuffer:
         self._failed = False
         self._body: bytearray | None = None  # the frame received in place, if any
         self._filled = 0  # bytes of _body received
+        self._size = 0  # the size of the frame received in place (_body may be shorter)
         self._scratch: bytearray | None = None
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
@@ -72,13 +94,29 @@ class FrameBuffer:
         body = self._body
         if body is not None:
             view = memoryview(data).cast("B")
-            take = min(len(view), len(body) - self._filled)
+            take = min(len(view), self._size - self._filled)
+            body = self._room(take)
             body[self._filled : self._filled + take] = view[:take]
             self._filled += take
             if take == len(view):
                 return
             data = view[take:]  # the frame is complete: the rest is what follows it
         self._buf += data
+
+    def _room(self, more: int) -> bytearray:
+        """The in-place body, grown to hold ``more`` bytes after those received."""
+        body = self._body
+        assert body is not None
+        need = self._filled + more
+        if need <= len(body):
+            return body
+        capacity = len(body)
+        while capacity < need:
+            capacity *= GROW_FACTOR
+        grown = bytearray(min(capacity, self._size))
+        grown[: self._filled] = memoryview(body)[: self._filled]
+        self._body = grown
+        return grown
 
     def get_buffer(self) -> memoryview:
         """Where the next bytes read from the peer should be written.
@@ -89,6 +127,8 @@ class FrameBuffer:
         """
         body = self._body
         if body is not None:
+            if self._filled == len(body):
+                body = self._room(1)
             return memoryview(body)[self._filled :]
         if self._scratch is None:
             self._scratch = bytearray(SCRATCH_SIZE)
@@ -110,10 +150,10 @@ class FrameBuffer:
             return None
         body = self._body
         if body is not None:
-            if self._filled < len(body):
+            if self._filled < self._size:
                 return None
             self._body = None
-            self._filled = 0
+            self._filled = self._size = 0
             return memoryview(body)
         buf = self._buf
         start = self._start
@@ -135,10 +175,11 @@ class FrameBuffer:
         if end > len(buf):
             if end - len(buf) > DIRECT_MIN:
                 # Receive the rest in the frame's own memory; all of buf is its start.
-                body = bytearray(size)
                 have = len(buf) - start - _SIZE.size
+                body = bytearray(min(size, max(GROW_MIN, 2 * have)))
                 body[:have] = memoryview(buf)[start + _SIZE.size :]
                 self._body = body
+                self._size = size
                 self._filled = have
                 self._buf = bytearray()
                 self._start = 0
@@ -169,6 +210,11 @@ class FrameBuffer:
     def buffered(self) -> int:
         """Bytes received but not yet handed out as part of a frame."""
         return len(self._buf) - self._start + self._filled
+
+    @property
+    def partial(self) -> bool:
+        """True while part of a frame has arrived and the rest has not."""
+        return self.buffered > 0
 
     @property
     def failed(self) -> bool:

@@ -167,7 +167,7 @@ class Log:
         if parsed is None:
             raise StorageError(f"{directory} is not named <topic>-<partition>")
         topic, partition = parsed
-        directory.mkdir(parents=True, exist_ok=True)
+        io.make_dirs(directory)
         from seglog.storage import recovery
 
         segments, clean_recovery_point = recovery.load_segments(

@@ -10,6 +10,7 @@ from seglog.errors import SeglogError
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 from seglog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from seglog.storage.region import release_regions
 
 
 def _read_all(
@@ -78,6 +79,9 @@ async def fetch(state: BrokerState, header: RequestHeader, body: dict[str, Any])
         has_error = any(p["error_code"] for t in responses for p in t["partitions"])
         if total >= min_bytes or wait <= 0 or has_error:
             break
+        # Not enough yet: the next pass reads again, so let go of these files
+        # rather than keep a deleted segment open for the whole wait.
+        release_regions(p["records"] for t in responses for p in t["partitions"])
         await state.wait_for_data(wait)
     state.metrics.bytes_out += total
     return {
