@@ -121,6 +121,19 @@ def test_produce_names_each_unkeyed_record_of_a_compacted_batch(
         assert codes[b"v%d" % i] == expected, i
 
 
+def test_produce_one_record_a_batch_fails_only_the_unkeyed(
+    broker: BrokerProcess, topic: str
+) -> None:
+    """librdkafka's test 0011, variation 2: one record a batch, so exactly the 10 unkeyed
+    records fail (INVALID_RECORD) and the other 90 are delivered."""
+    _create(broker, topic, **{"cleanup.policy": "compact"})
+    messages = [(None if i % 10 == 0 else b"k%d" % i, b"v%d" % i) for i in range(100)]
+    reports = _deliver(broker, topic, messages, **{"batch.size": 1})
+    failed = sorted(int(value[1:]) for value, err in reports if err is not None)
+    assert failed == list(range(0, 100, 10))
+    assert {err.code() for _, err in reports if err is not None} == {KafkaError.INVALID_RECORD}
+
+
 def test_produce_record_errors_on_the_wire(broker: BrokerProcess, topic: str) -> None:
     """The Produce v9 answer itself, read by kafka-python: Kafka's LogValidator words."""
     _create(broker, topic, **{"cleanup.policy": "compact"})
