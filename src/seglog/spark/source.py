@@ -19,7 +19,14 @@ from seglog.spark.writer import BatchWriter, StreamWriter
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-__all__ = ["SeglogDataSource"]
+__all__ = ["OVERWRITE_REFUSED", "SeglogDataSource"]
+
+OVERWRITE_REFUSED = (
+    "Save mode Overwrite not allowed for Kafka. Allowed save modes are Append and "
+    "ErrorIfExists (default). (PySpark passes only Append to a Python data source: use "
+    '.mode("append").)'
+)
+"""Spark's refusal of Overwrite (``_LEGACY_ERROR_TEMP_3081``), and what to do in PySpark."""
 
 
 class SeglogDataSource(DataSource):
@@ -44,7 +51,15 @@ class SeglogDataSource(DataSource):
         return StreamReader(parse_source_options(self.options, streaming=True), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> BatchWriter:
-        """A batch writer; options and columns are validated here."""
+        """A batch writer; options and columns are validated here.
+
+        Spark's Kafka sink allows Append and ErrorIfExists and refuses Overwrite and
+        Ignore. PySpark itself refuses ErrorIfExists and Ignore for every Python data
+        source before this is called, so Append is the one mode that reaches here and
+        Overwrite is refused with Spark's message.
+        """
+        if overwrite:
+            raise ValueError(OVERWRITE_REFUSED)
         return BatchWriter(parse_write_options(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> StreamWriter:
