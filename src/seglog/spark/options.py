@@ -373,6 +373,12 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         raise ValueError("minPartitions must be positive")
     kafka = _kafka_params(params, _UNSUPPORTED_CONSUMER)
     bootstrap = kafka.get("bootstrap.servers")
+    if bootstrap is not None and files_mode:
+        raise ValueError(
+            f"Both a path ('{path}', files mode) and 'kafka.bootstrap.servers' ('{bootstrap}', "
+            "network mode) are set: set one. load(path) reads a log directory's segment files "
+            "with no broker; without a path the source reads through the broker."
+        )
     if bootstrap is None and not files_mode:
         raise ValueError(
             "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer"
