@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 
-from seglog.spark.batch_reader import BatchReader
+from seglog.spark.batch_reader import BatchReader, FilteringBatchReader, building_for_pushdown
 from seglog.spark.options import parse_source_options, parse_write_options
 from seglog.spark.schema import spark_schema
 from seglog.spark.stream_reader import StreamReader
@@ -178,7 +178,10 @@ class SeglogDataSource(DataSource):
 
     def _batchreader(self, schema: StructType) -> BatchReader:
         self._refuse_custom_schema()
-        return BatchReader(parse_source_options(self.options, streaming=False), schema)
+        options = parse_source_options(self.options, streaming=False)
+        if building_for_pushdown():
+            return FilteringBatchReader(options, schema)
+        return BatchReader(options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A streaming reader; options are validated as for a streaming query.
