@@ -342,10 +342,11 @@ class Log:
                 self._producer_state.update(producer_batches)
             self._unflushed_messages += validated.record_count
             needs_flush = self._unflushed_messages >= config.flush_messages
-            if not (needs_flush and defer_flush):
+            if not needs_flush:
                 self._high_watermark = self._log_end_offset
-            # else consumers see the batch once the caller's flush has made it
-            # durable, as when the flush is made here (Kafka's order too).
+            # else consumers see the batch once the flush (here, or the caller's
+            # with defer_flush) has made it durable: a failed flush leaves it
+            # unseen (Kafka advances the high watermark after the append returns).
             info = AppendInfo(
                 first_offset=validated.first_offset,
                 last_offset=validated.last_offset,
