@@ -102,3 +102,28 @@ def test_a_failing_checkpoint_takes_the_directory_offline(tmp_path: Path) -> Non
         log_dir = LogDir.open(tmp_path, settings=SETTINGS)
         assert log_dir.append("t", 0, make_batch([b"after restart"])).first_offset == 0
         log_dir.close()
+
+
+def test_a_restart_after_a_failed_fsync_builds_only_on_durable_bytes(tmp_path: Path) -> None:
+    """Linux keeps the pages of a failed fsync cached but clean: a restart reads them back,
+    and a later acknowledged batch on top of them must not be lost with them."""
+    config = LogConfig(flush_messages=1)
+    with installed(tmp_path) as env:
+        env.failed_fsync_loses_data = True
+        log_dir = LogDir.open(tmp_path, defaults=config, settings=SETTINGS)
+        log_dir.create_topic("t", 1)
+        log_dir.append("t", 0, make_batch([b"first"]))
+        env.fail("fsync", error=errno.EIO, path_contains=".log")
+        with pytest.raises(StorageError):
+            log_dir.append("t", 0, make_batch([b"in doubt"]))
+        log_dir.close()
+        log_dir = LogDir.open(tmp_path, defaults=config, settings=SETTINGS)
+        info = log_dir.append("t", 0, make_batch([b"acknowledged after the restart"]))
+        env.power_cut()
+        log_dir = LogDir.open(tmp_path, defaults=config, settings=SETTINGS)
+        try:
+            values = dict(read_log(log_dir.log("t", 0)))
+            assert values[0] == b"first"
+            assert values.get(info.first_offset) == b"acknowledged after the restart"
+        finally:
+            log_dir.close()

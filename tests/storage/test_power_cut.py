@@ -352,11 +352,27 @@ class FlushOnDemand(LogDirMachine):
     """The default: only an explicit flush makes the batches before it durable."""
 
 
+class FlushEveryMessageOnLinux(FlushEveryMessage):
+    """``flush.messages=1`` where a failed fsync drops the failed pages for good
+    (Linux, "fsyncgate"): no acknowledgement may depend on them afterwards."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.env.failed_fsync_loses_data = True  # a power cut leaves it set
+
+    @rule()
+    def a_log_fsync_fails(self) -> None:
+        """The next fsync of a ``.log`` fails (more often than arm_fault draws it)."""
+        self.env.fail("fsync", error=errno.EIO, path_contains=".log")
+
+
 _SETTINGS = settings(max_examples=40, stateful_step_count=30, deadline=None)
 FlushEveryMessage.TestCase.settings = _SETTINGS
 FlushOnDemand.TestCase.settings = _SETTINGS
+FlushEveryMessageOnLinux.TestCase.settings = _SETTINGS
 TestFlushEveryMessage = FlushEveryMessage.TestCase
 TestFlushOnDemand = FlushOnDemand.TestCase
+TestFlushEveryMessageOnLinux = FlushEveryMessageOnLinux.TestCase
 
 
 # ------------------------------------------------------------ examples

@@ -27,6 +27,10 @@ of a failed fsync for good ("fsyncgate"), so a later fsync that succeeds proves
 nothing and no later append may be acknowledged. An offline log refuses every
 write with KAFKA_STORAGE_ERROR, keeps serving reads up to its high watermark,
 never advances its recovery point again, and is recovered by the next start.
+Its close writes its unflushed bytes again and fsyncs them: the failed pages
+may still be cached, clean, and the next start's recovery would read them back
+as if they were on disk. (A crash leaves no such chance: a start after a crash
+trusts what it reads past the recovery point, as Kafka's does.)
 One exception: an append or roll refused for want of space (ENOSPC, EDQUOT)
 whose bytes were all cut away again leaves nothing in doubt, so the partition
 takes appends again once there is room.
@@ -108,6 +112,7 @@ class LogReadResult:
 
 
 _NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+_WRITE_BACK_CHUNK = 1 << 20
 
 
 def _os_error(exc: BaseException) -> OSError | None:
@@ -805,6 +810,43 @@ class Log:
             return
         self.take_offline(f"cannot {action} {self.directory.name}: {exc}")
 
+    def _write_back_unflushed(self) -> None:
+        """Write the offline log's unflushed bytes again and fsync them (at close).
+
+        After a failed fsync the kernel may keep the failed pages in its cache
+        marked clean: they read back fine, so the next start's recovery would
+        keep them, yet they are not on disk and no later fsync writes them.
+        Writing them again makes them dirty, so this fsync (if the disk now
+        takes it) makes them durable. A failure here is logged and the bytes
+        stay in doubt, as they were: nothing depends on them.
+        """
+        start = self._recovery_point
+        try:
+            for segment in self._segments_overlapping(start, self._log_end_offset):
+                position = 0
+                if segment.base_offset < start:
+                    found = segment.translate_offset(start)
+                    position = segment.size if found is None else found.position
+                while position < segment.size:
+                    length = min(_WRITE_BACK_CHUNK, segment.size - position)
+                    data = io.pread(segment.fd, length, position, name=segment.log_path)
+                    if not data:
+                        break
+                    view = memoryview(data)
+                    while view:
+                        written = io.pwritev(segment.fd, [view], position, name=segment.log_path)
+                        if written <= 0:
+                            raise StorageError(f"{segment.log_path} accepted no bytes")
+                        view = view[written:]
+                        position += written
+                io.fsync_file(segment.fd, name=segment.log_path)
+        except StorageError as exc:
+            logger.error(
+                "cannot write back the unflushed bytes of offline partition %s: %s",
+                self.directory.name,
+                exc,
+            )
+
     def _segment_is_whole(self) -> bool:
         """The active ``.log`` holds exactly what the segment says (a failed write was cut)."""
         segment = self._segments[-1]
@@ -830,6 +872,8 @@ class Log:
                 except StorageError as exc:
                     self._on_write_error(exc, "close")
                     failure = exc
+            else:
+                self._write_back_unflushed()
             self._closed = True
             # Every segment is closed even if one fails (a full disk refusing
             # a final time-index entry): its descriptor must not outlive the log.
