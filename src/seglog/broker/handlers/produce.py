@@ -90,8 +90,9 @@ def _append(
         log_append_time_ms=info.log_append_time,
         log_start_offset=info.log_start_offset,
     )
-    # A retry of a batch whose first append was written but not fsynced (the
-    # fsync failed, so it was not acknowledged) is acknowledged only once it is.
+    # A retry of a batch whose first append was written but not yet fsynced (its
+    # flush still running) is acknowledged only once it is. (After a failed fsync
+    # the partition is offline and the retry never gets this far.)
     unsynced_duplicate = (
         info.duplicate
         and log.recovery_point <= info.last_offset
