@@ -19,7 +19,7 @@ import pytest
 from seglog.broker.handlers.produce import produce
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
-from seglog.protocol import ApiKey
+from seglog.protocol import ApiKey, error_codes
 from seglog.protocol.headers import RequestHeader
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage import io
@@ -189,9 +189,12 @@ def test_a_failed_fsync_is_not_acknowledged(log_dir: LogDir, disk: ScriptedDisk)
     asyncio.run(main())
 
 
-def test_a_retry_after_a_failed_fsync_is_acknowledged_once_synced(
+def test_a_retry_after_a_failed_fsync_is_refused_until_a_restart(
     log_dir: LogDir, disk: ScriptedDisk
 ) -> None:
+    """After a failed fsync the kernel may have dropped the batch's pages for good, so
+    a later fsync that succeeds proves nothing: the partition is offline (Kafka's
+    failed log directory) and the producer's retry is refused, not acknowledged."""
     log_dir.create_topic("t", 1, {"flush.messages": "1"})
     records = build_batch(
         [SimpleRecord(b"v", b"k", int(time.time() * 1000))],
@@ -199,19 +202,21 @@ def test_a_retry_after_a_failed_fsync_is_acknowledged_once_synced(
         producer_epoch=0,
         base_sequence=0,
     )
+    storage_error = error_codes.code_for("KAFKA_STORAGE_ERROR")
 
     async def main() -> None:
         state = BrokerState(BrokerSettings(), log_dir)
         disk.fail = True
         failed = await produce(state, HEADER, _body("t", records))
-        assert failed["responses"][0]["partition_responses"][0]["error_code"] != 0
+        assert failed["responses"][0]["partition_responses"][0]["error_code"] == storage_error
         disk.fail = False
-        # The producer retries the same batch: a duplicate, now made durable.
+        # The producer retries the same batch: refused, the disk looking well again or not.
         retried = await produce(state, HEADER, _body("t", records))
         result = retried["responses"][0]["partition_responses"][0]
-        assert result["error_code"] == 0 and result["base_offset"] == 0
+        assert result["error_code"] == storage_error and result["base_offset"] == -1
+        assert "offline" in result["error_message"]
         log = log_dir.log("t", 0)
-        assert log.recovery_point == 1 and log.high_watermark == 1
+        assert log.recovery_point == 0 and log.high_watermark == 0
         state.coordinator.shutdown()
 
     asyncio.run(main())

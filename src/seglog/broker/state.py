@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from seglog.broker.quotas import ClientQuotas
 from seglog.broker.settings import BrokerSettings
+from seglog.broker.storage_errors import StorageErrorLog
 from seglog.coordinator.group_coordinator import create_coordinator
 from seglog.storage.log_dir import LogDir
 
@@ -64,6 +65,8 @@ class BrokerState:
         self.settings = settings
         self.log_dir = log_dir
         self.metrics = Metrics()
+        # Storage errors answered to clients, logged with their cause (rate-limited).
+        self.storage_errors = StorageErrorLog()
         self.quotas = ClientQuotas.load(log_dir.path)
         self.cluster_id = settings.cluster_id or str(
             log_dir.meta_properties.get("cluster.id", "seglog")

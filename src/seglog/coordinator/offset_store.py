@@ -345,6 +345,8 @@ class OffsetStore:
         self._segment_bytes = segment_bytes
         info = log_dir.topics().get(TOPIC)
         self.partitions = info.partitions if info is not None else partitions
+        #: Partitions the last :meth:`load` could not read, with the reason.
+        self.failed_partitions: dict[int, str] = {}
 
     @property
     def _segment_key(self) -> str:
@@ -404,24 +406,52 @@ class OffsetStore:
         naming its partition and offset: one bad record must not keep every
         group from loading. Kafka's loader likewise ignores record types it
         does not know.
+
+        A partition that cannot be read at all (offline, or a batch that
+        cannot be decoded: disk corruption) is left out whole, logged, and
+        recorded in :attr:`failed_partitions`; the groups of the other
+        partitions load. Kafka's coordinator runtime likewise fails only the
+        partition whose load failed.
         """
         groups: dict[str, LoadedGroup] = {}
+        self.failed_partitions = {}
         if not self.exists:
             return groups
         skipped = 0
         for partition in range(self.partitions):
-            for offset, key, value in self._records(partition):
-                try:
-                    self._apply(groups, key, value)
-                except CorruptRecordError as exc:
-                    skipped += 1
-                    logger.warning(
-                        "skipping the unreadable record at offset %d of %s-%d: %s",
-                        offset,
-                        TOPIC,
-                        partition,
-                        exc,
-                    )
+            # A group lives in one partition: a partition that fails part-way
+            # contributes nothing rather than a group's state cut short.
+            found: dict[str, LoadedGroup] = {}
+            try:
+                for offset, key, value in self._records(partition):
+                    try:
+                        self._apply(found, key, value)
+                    except CorruptRecordError as exc:
+                        skipped += 1
+                        logger.warning(
+                            "skipping the unreadable record at offset %d of %s-%d: %s",
+                            offset,
+                            TOPIC,
+                            partition,
+                            exc,
+                        )
+            except Exception as exc:
+                logger.error(
+                    "cannot load %s-%d; its groups are unavailable until it can be read "
+                    "at a restart: %s",
+                    TOPIC,
+                    partition,
+                    exc,
+                    exc_info=exc,
+                )
+                self.failed_partitions[partition] = f"{type(exc).__name__}: {exc}"
+                continue
+            for group in [g for g in found if self.partition_for(g) != partition]:
+                # Not this partition's group: nothing writes it here, and Kafka's
+                # coordinator of its own partition would never see it.
+                del found[group]
+                logger.warning("ignoring records of group %s in %s-%d", group, TOPIC, partition)
+            groups.update(found)
         if skipped:
             logger.warning("skipped %d unreadable records of %s", skipped, TOPIC)
         return {name: found for name, found in groups.items() if found.metadata or found.offsets}

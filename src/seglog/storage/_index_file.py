@@ -16,12 +16,16 @@ Lifecycle, as in Kafka (``AbstractIndex`` behind a ``LazyIndex``):
 * A file that does not exist yet, opened writable, is created at the maximum
   index size rounded down to whole entries, as a *sparse* file (ftruncate):
   it takes no disk blocks until entries are stored.
-* An existing file is trusted to be entries only: ``entries`` is its length
-  divided by the entry size, and it is mapped at that length. Only the active
-  segment's index is longer than its entries, and after an unclean shutdown it
-  is rebuilt from the log, so the loader runs :meth:`IndexFile.sanity_check`
-  (which spots a crash-left zero tail) on it before trusting it. Only the
-  owner of the active segment grows an index again (:meth:`IndexFile.resize`).
+* An existing file holds its entries, then possibly padding: the trim at roll
+  is not fsynced, so after a power cut an inactive segment's index may come
+  back at its preallocated length, zeros after its entries. Entries after the
+  first strictly increase, so padding is recognisable (the subclass's
+  ``_is_padding``), and the first padding entry, found by binary search when
+  the file is first loaded, is where the entries end; the padding is trimmed
+  away when the index is writable and ignored otherwise. The loader still
+  runs :meth:`IndexFile.sanity_check` on the active segment's index before
+  trusting it. Only the owner of the active segment grows an index again
+  (:meth:`IndexFile.resize`).
 * When the segment stops being active, or is closed, the file is trimmed to
   exactly its entries.
 
@@ -154,8 +158,12 @@ class IndexFile:
             raise io.storage_error("create index", self._path, exc) from exc
         try:
             length = io.file_size(fd)
-            self._entries = length // self.entry_size
+            slots = length // self.entry_size
+            self._entries = self._entries_before_padding(fd, slots)
+            padded = self._entries < slots
             target = self._max_size if created else length
+            if padded:
+                target = self._entries * self.entry_size  # a power cut's untrimmed tail
             if target != length:
                 try:
                     self._set_length(fd, target)
@@ -174,10 +182,31 @@ class IndexFile:
             return
         try:
             length = io.file_size(fd)
-            self._entries = length // self.entry_size
+            self._entries = self._entries_before_padding(fd, length // self.entry_size)
             self._map(fd, length)
         finally:
             io.close_fd(fd)
+
+    def _entries_before_padding(self, fd: int, slots: int) -> int:
+        """How many of the file's first ``slots`` slots are entries, not padding.
+
+        Padding only ever follows the entries, so the first padding slot is
+        found by binary search: a handful of reads, whatever the file's length.
+        """
+        size = self.entry_size
+        lo, hi = 0, slots  # the first padding slot is in [lo, hi]; hi: none
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = io.pread(fd, size, mid * size, name=self._path)
+            if len(entry) == size and not self._is_padding(mid, entry):
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _is_padding(self, slot: int, entry: bytes) -> bool:
+        """Hook: whether ``entry``, at ``slot``, is zero padding rather than an entry."""
+        return False
 
     def _set_length(self, fd: int, new: int) -> None:
         """Make the file ``new`` bytes long; growth is sparse (see the module docstring)."""

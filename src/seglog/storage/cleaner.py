@@ -416,7 +416,12 @@ class LogCleaner:
         first_dirty = self._read_checkpoint()
         best: CleanableLog | None = None
         for key, log in self.log_dir.logs().items():
-            if log.closed or not log.config.compact or key in self._uncleanable:
+            if (
+                log.closed
+                or log.offline_reason is not None
+                or not log.config.compact
+                or key in self._uncleanable
+            ):
                 continue
             candidate = cleanable_range(log, first_dirty.get(key, 0), now_ms)
             if candidate.dirty_bytes <= 0:

@@ -75,7 +75,11 @@ def storage_error(action: str, target: object, exc: OSError) -> StorageError:
         reason = "the file system is read-only"
     else:
         reason = exc.strerror or str(exc)
-    return StorageError(f"cannot {action} {target}: {reason}")
+    error = StorageError(f"cannot {action} {target}: {reason}")
+    # The errno stays at hand however the error is raised: the log decides by it
+    # whether the failure takes its partition offline.
+    error.__cause__ = exc
+    return error
 
 
 def _describe(target: FileTarget) -> str:

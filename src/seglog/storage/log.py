@@ -20,6 +20,21 @@ fsyncs. The fsync runs outside the writer lock and a flush that finds the
 recovery point already past its target returns at once: callers waiting
 behind one fsync are all covered by it (group commit).
 
+Failure: the first I/O error on a write path (an append's write, a roll, an
+index or snapshot write, any fsync) takes the partition offline, as Kafka takes
+its log directory offline (``LogDirFailureChannel``): Linux may drop the pages
+of a failed fsync for good ("fsyncgate"), so a later fsync that succeeds proves
+nothing and no later append may be acknowledged. An offline log refuses every
+write with KAFKA_STORAGE_ERROR, keeps serving reads up to its high watermark,
+never advances its recovery point again, and is recovered by the next start.
+Its close writes its unflushed bytes again and fsyncs them: the failed pages
+may still be cached, clean, and the next start's recovery would read them back
+as if they were on disk. (A crash leaves no such chance: a start after a crash
+trusts what it reads past the recovery point, as Kafka's does.)
+One exception: an append or roll refused for want of space (ENOSPC, EDQUOT)
+whose bytes were all cut away again leaves nothing in doubt, so the partition
+takes appends again once there is room.
+
 Loading (:meth:`Log.open`) follows Kafka's LogLoader: leftover ``.deleted``
 and ``.cleaned`` files go, an interrupted ``.swap`` is completed, indexes that
 are missing or fail their sanity check are rebuilt, and after an unclean
@@ -31,6 +46,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import errno
 import logging
 import random
 import threading
@@ -95,6 +111,20 @@ class LogReadResult:
     log_end_offset: int
 
 
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+_WRITE_BACK_CHUNK = 1 << 20
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    """The operating-system error behind ``exc``, if there is one."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _delete_now(segments: Sequence[LogSegment], delay_ms: int) -> None:
     for segment in segments:
         segment.delete()
@@ -139,6 +169,8 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms(clock)
         self._closed = False
+        # Why the log refuses writes after an I/O error (None while it is online).
+        self._offline_reason: str | None = None
         # The active segment's roll jitter, drawn once per segment (see _roll_jitter).
         self._jitter_segment: LogSegment | None = None
         self._jitter_ms = 0
@@ -296,21 +328,30 @@ class Log:
                     f"an append of {size} bytes is larger than the largest segment "
                     f"({segment_limit} bytes)"
                 )
-            segment = self._maybe_roll(
-                size, validated.max_timestamp, validated.first_offset, validated.last_offset, now
-            )
-            # All or nothing: a failed append leaves the segment as it was
-            # (LogSegment.append undoes its writes), and nothing below runs.
-            segment.append(validated.chunks, validated.entries, size)
+            try:
+                segment = self._maybe_roll(
+                    size,
+                    validated.max_timestamp,
+                    validated.first_offset,
+                    validated.last_offset,
+                    now,
+                )
+                # All or nothing: a failed append leaves the segment as it was
+                # (LogSegment.append undoes its writes), and nothing below runs.
+                segment.append(validated.chunks, validated.entries, size)
+            except StorageError as exc:
+                self._on_write_error(exc, "append to", undone=True)
+                raise
             self._log_end_offset = validated.last_offset + 1
             if producer_batches:
                 self._producer_state.update(producer_batches)
             self._unflushed_messages += validated.record_count
             needs_flush = self._unflushed_messages >= config.flush_messages
-            if not (needs_flush and defer_flush):
+            if not needs_flush:
                 self._high_watermark = self._log_end_offset
-            # else consumers see the batch once the caller's flush has made it
-            # durable, as when the flush is made here (Kafka's order too).
+            # else consumers see the batch once the flush (here, or the caller's
+            # with defer_flush) has made it durable: a failed flush leaves it
+            # unseen (Kafka advances the high watermark after the append returns).
             info = AppendInfo(
                 first_offset=validated.first_offset,
                 last_offset=validated.last_offset,
@@ -360,7 +401,11 @@ class Log:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
         with self._lock:
             self._check_open()
-            return self._roll(self._log_end_offset)
+            try:
+                return self._roll(self._log_end_offset)
+            except StorageError as exc:
+                self._on_write_error(exc, "roll", undone=True)
+                raise
 
     def _roll(self, new_base: int) -> LogSegment:
         active = self._segments[-1]
@@ -407,21 +452,28 @@ class Log:
         """
         target = self._log_end_offset if offset is None else offset
         with self._flush_lock:
-            # Producer snapshots taken at roll, even when the data is flushed already.
-            synced_snapshots = self._producer_state.sync_snapshots(target)
-            if target <= self._recovery_point:
-                if synced_snapshots:
+            # After a failed fsync a successful one proves nothing (the kernel
+            # may have dropped the failed pages): the recovery point stays put.
+            self._check_writable()
+            try:
+                # Producer snapshots taken at roll, even when the data is flushed already.
+                synced_snapshots = self._producer_state.sync_snapshots(target)
+                if target <= self._recovery_point:
+                    if synced_snapshots:
+                        io.fsync_dir(self.directory)
+                    return
+                end = self._log_end_offset
+                flushed = self._segments_overlapping(self._recovery_point, target)
+                for segment in flushed:
+                    segment.flush()
+                # Kafka's rule: the directory is synced only when a segment created
+                # since the last flush is among them (its name must be durable too),
+                # or a snapshot written since.
+                if synced_snapshots or any(s.base_offset >= self._recovery_point for s in flushed):
                     io.fsync_dir(self.directory)
-                return
-            end = self._log_end_offset
-            flushed = self._segments_overlapping(self._recovery_point, target)
-            for segment in flushed:
-                segment.flush()
-            # Kafka's rule: the directory is synced only when a segment created
-            # since the last flush is among them (its name must be durable too),
-            # or a snapshot written since.
-            if synced_snapshots or any(s.base_offset >= self._recovery_point for s in flushed):
-                io.fsync_dir(self.directory)
+            except StorageError as exc:
+                self._on_write_error(exc, "flush")
+                raise
             with self._lock:
                 self._recovery_point = max(self._recovery_point, min(end, target))
                 self._high_watermark = max(self._high_watermark, self._recovery_point)
@@ -718,18 +770,113 @@ class Log:
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError(f"the log {self.directory.name} is closed")
+        self._check_writable()
+
+    def _check_writable(self) -> None:
+        reason = self._offline_reason
+        if reason is not None:
+            raise StorageError(
+                f"partition {self.directory.name} is offline after an I/O error, until the "
+                f"broker is restarted: {reason}"
+            )
+
+    @property
+    def offline_reason(self) -> str | None:
+        """Why the log refuses writes after an I/O error; None while it takes them."""
+        return self._offline_reason
+
+    def take_offline(self, reason: str) -> None:
+        """Refuse every write from now on (reads go on) until a restart recovers the log."""
+        with self._lock:
+            if self._offline_reason is None:
+                self._offline_reason = reason
+                logger.error(
+                    "partition %s is offline until the broker is restarted: %s",
+                    self.directory.name,
+                    reason,
+                )
+
+    def _on_write_error(self, exc: StorageError, action: str, *, undone: bool = False) -> None:
+        """Take the log offline if ``exc`` is an I/O error that may have left data in doubt.
+
+        ``undone``: the operation cuts away what it wrote when it fails (an
+        append, a roll), so a lack of space, with the file back at its size,
+        leaves nothing in doubt. A failed fsync always does, whatever its errno.
+        """
+        cause = _os_error(exc)
+        if cause is None:
+            return  # refused before any I/O (an offset or size rule), not a failure
+        if undone and cause.errno in _NO_SPACE and self._segment_is_whole():
+            return
+        self.take_offline(f"cannot {action} {self.directory.name}: {exc}")
+
+    def _write_back_unflushed(self) -> None:
+        """Write the offline log's unflushed bytes again and fsync them (at close).
+
+        After a failed fsync the kernel may keep the failed pages in its cache
+        marked clean: they read back fine, so the next start's recovery would
+        keep them, yet they are not on disk and no later fsync writes them.
+        Writing them again makes them dirty, so this fsync (if the disk now
+        takes it) makes them durable. A failure here is logged and the bytes
+        stay in doubt, as they were: nothing depends on them.
+        """
+        start = self._recovery_point
+        try:
+            for segment in self._segments_overlapping(start, self._log_end_offset):
+                position = 0
+                if segment.base_offset < start:
+                    found = segment.translate_offset(start)
+                    position = segment.size if found is None else found.position
+                while position < segment.size:
+                    length = min(_WRITE_BACK_CHUNK, segment.size - position)
+                    data = io.pread(segment.fd, length, position, name=segment.log_path)
+                    if not data:
+                        break
+                    view = memoryview(data)
+                    while view:
+                        written = io.pwritev(segment.fd, [view], position, name=segment.log_path)
+                        if written <= 0:
+                            raise StorageError(f"{segment.log_path} accepted no bytes")
+                        view = view[written:]
+                        position += written
+                io.fsync_file(segment.fd, name=segment.log_path)
+        except StorageError as exc:
+            logger.error(
+                "cannot write back the unflushed bytes of offline partition %s: %s",
+                self.directory.name,
+                exc,
+            )
+
+    def _segment_is_whole(self) -> bool:
+        """The active ``.log`` holds exactly what the segment says (a failed write was cut)."""
+        segment = self._segments[-1]
+        try:
+            return io.file_size(segment.fd) == segment.size
+        except (StorageError, OSError):
+            return False
 
     def close(self) -> None:
-        """Flush and close every segment (a clean shutdown of this partition)."""
+        """Flush and close every segment (a clean shutdown of this partition).
+
+        An offline log is closed without a flush or a snapshot, as Kafka
+        closes the handlers of a failed log directory: its next start recovers it.
+        """
         with self._lock:
             if self._closed:
                 return
-            self.flush()
-            self._producer_state.take_snapshot(self._log_end_offset, sync=True)
+            failure: BaseException | None = None
+            if self._offline_reason is None:
+                try:
+                    self.flush()
+                    self._producer_state.take_snapshot(self._log_end_offset, sync=True)
+                except StorageError as exc:
+                    self._on_write_error(exc, "close")
+                    failure = exc
+            else:
+                self._write_back_unflushed()
             self._closed = True
             # Every segment is closed even if one fails (a full disk refusing
             # a final time-index entry): its descriptor must not outlive the log.
-            failure: BaseException | None = None
             for segment in self._segments:
                 try:
                     segment.close()

@@ -29,6 +29,7 @@ which runs it on a thread.
 
 from __future__ import annotations
 
+import errno
 import functools
 import heapq
 import itertools
@@ -60,6 +61,7 @@ from seglog.storage.segment import LogSegment, TimestampAndOffset
 logger = logging.getLogger(__name__)
 
 TOPICS_FILE = "seglog-topics.json"
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 LOCK_FILE = ".lock"
 
 
@@ -681,14 +683,28 @@ class LogDir:
         now = int(self._clock() * 1000) if now_ms is None else now_ms
         removed = 0
         for log in list(self._logs.values()):
-            if not log.closed:
+            if not log.closed and log.offline_reason is None:
                 removed += retention.delete_old_segments(log, now)
         return removed
 
     def checkpoint(self) -> None:
-        """Write the recovery-point and log-start-offset checkpoint files."""
+        """Write the recovery-point and log-start-offset checkpoint files.
+
+        A checkpoint is replaced atomically, so a failed write leaves the old
+        one, which is safe (older recovery points only mean more recovery).
+        A lack of space is retried at the next interval; any other I/O error
+        means the directory itself is failing, and, as Kafka takes the log
+        directory offline, every partition refuses writes until a restart.
+        """
         with self._checkpoint_lock:  # the maintenance thread and administration both write
-            self._write_checkpoints()
+            try:
+                self._write_checkpoints()
+            except StorageError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, OSError) and cause.errno not in _NO_SPACE:
+                    for log in list(self._logs.values()):
+                        log.take_offline(f"cannot write the checkpoints of {self.path}: {exc}")
+                raise
 
     def _write_checkpoints(self) -> None:
         logs = dict(self._logs)
@@ -717,7 +733,7 @@ class LogDir:
         if self._due("retention", now, settings.log_retention_check_interval_ms):
             self.run_retention(now)
         for log in list(self._logs.values()):
-            if not log.closed:
+            if not log.closed and log.offline_reason is None:
                 log.flush_if_due(now)
         self.run_pending_deletions(now)
         if self._due("producer-expiration", now, settings.producer_id_expiration_check_interval_ms):
@@ -772,13 +788,25 @@ class LogDir:
             self._stop.set()
             for thread in self._threads:
                 thread.join(timeout=30)
+            failure: StorageError | None = None
             for log in self._logs.values():
-                log.close()
+                try:
+                    log.close()
+                except StorageError as exc:
+                    failure = failure or exc
             self.run_pending_deletions(now_ms=2**62)
-            self.checkpoint()
-            checkpoints.write_clean_shutdown(self.path)
-            self._closed = True
-            self._release_lock()
+            try:
+                self.checkpoint()
+                # A partition taken offline by an I/O error is recovered by the
+                # next start, as after a crash: no clean-shutdown marker then.
+                offline = [log for log in self._logs.values() if log.offline_reason is not None]
+                if failure is None and not offline:
+                    checkpoints.write_clean_shutdown(self.path)
+            finally:
+                self._closed = True
+                self._release_lock()
+            if failure is not None:
+                raise failure
 
     @property
     def had_clean_shutdown(self) -> bool:

@@ -93,29 +93,34 @@ async def find_coordinator(
     node = state.settings.node_id if error == 0 else -1
     host = listener.host if error == 0 else ""
     port = listener.port if error == 0 else -1
-    if version >= 4:
+
+    def answer(key: str) -> dict[str, Any]:
+        # A group whose __consumer_offsets partition could not be loaded has no
+        # coordinator, as in Kafka when that partition has no leader.
+        failed = state.coordinator.coordinator_error(key) if error == 0 else None
+        if failed is None:
+            return {
+                "key": key,
+                "node_id": node,
+                "host": host,
+                "port": port,
+                "error_code": error,
+                "error_message": message,
+            }
         return {
-            "throttle_time_ms": 0,
-            "coordinators": [
-                {
-                    "key": key,
-                    "node_id": node,
-                    "host": host,
-                    "port": port,
-                    "error_code": error,
-                    "error_message": message,
-                }
-                for key in keys
-            ],
+            "key": key,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+            "error_code": _code(failed),
+            "error_message": f"the __consumer_offsets partition of group {key} is unavailable",
         }
-    return {
-        "throttle_time_ms": 0,
-        "error_code": error,
-        "error_message": message,
-        "node_id": node,
-        "host": host,
-        "port": port,
-    }
+
+    if version >= 4:
+        return {"throttle_time_ms": 0, "coordinators": [answer(key) for key in keys]}
+    single = answer(keys[0])
+    del single["key"]
+    return {"throttle_time_ms": 0, **single}
 
 
 # ------------------------------------------------------- membership requests
