@@ -64,7 +64,7 @@ from seglog.errors import SeglogError, StorageError
 from seglog.records import batch, log_entries
 from seglog.records import builder as batch_builder
 from seglog.records import record as record_codec
-from seglog.storage import checkpoints, filenames, io
+from seglog.storage import checkpoints, filenames
 from seglog.storage.log import Log
 from seglog.storage.segment import LogSegment
 
@@ -279,6 +279,7 @@ class Cleaner:
                 index_interval_bytes=log.config.index_interval_bytes,
                 max_index_size=log.config.segment_index_bytes,
                 suffix=filenames.CLEANED_SUFFIX,
+                env=log.env,
             )
             try:
                 for segment in group:
@@ -291,7 +292,7 @@ class Cleaner:
                 cleaned.on_become_inactive()
                 cleaned.flush()
                 # Retention by time falls back to the file's mtime: keep the original's.
-                io.set_mtime(cleaned.log_path, io.stat(group[-1].log_path).st_mtime)
+                log.env.set_mtime(cleaned.log_path, log.env.stat(group[-1].log_path).st_mtime)
                 log.replace_segments([cleaned], group)
             except BaseException:
                 cleaned.delete()
@@ -398,7 +399,7 @@ class LogCleaner:
         once, not at every back-off, until the file reads again.
         """
         try:
-            offsets = checkpoints.read_offset_checkpoint(self.checkpoint_path)
+            offsets = checkpoints.read_offset_checkpoint(self.checkpoint_path, env=self.log_dir.env)
         except StorageError as exc:  # CorruptCheckpointError, or the read failed
             if not self._checkpoint_unreadable:
                 logger.warning(
@@ -450,7 +451,7 @@ class LogCleaner:
             offsets = self._read_checkpoint()
             offsets = {k: v for k, v in offsets.items() if k in self.log_dir.logs()}
             offsets[key] = stats.end_offset
-            checkpoints.write_offset_checkpoint(self.checkpoint_path, offsets)
+            checkpoints.write_offset_checkpoint(self.checkpoint_path, offsets, env=self.log_dir.env)
             self.history.append(stats)
             logger.info(
                 "cleaned %s [%d, %d): %d → %d bytes in %.2fs",

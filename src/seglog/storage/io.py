@@ -424,6 +424,52 @@ class Env:
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_UN)
 
+    # ------------------------------------------------- composite operations
+
+    def write_file(
+        self, path: Path, data: bytes | bytearray | memoryview, *, sync: bool = False
+    ) -> None:
+        """Create or replace ``path`` with ``data`` in place, fsynced when ``sync``.
+
+        Not atomic: a crash may leave a torn file, so use it only for files whose
+        readers detect that (producer snapshots carry a CRC); otherwise use
+        :meth:`atomic_write_text`. The file's name is durable after fsync_dir.
+        Built from this environment's own calls, so a subclass sees each of them.
+        """
+        try:
+            fd = self.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        except OSError as exc:  # a missing directory
+            raise storage_error("open", path, exc) from exc
+        try:
+            view = memoryview(data)
+            while view:
+                written = self.write(fd, view, name=path)
+                if written <= 0:
+                    raise StorageError(f"cannot write {path}: the file system accepted no bytes")
+                view = view[written:]
+            if sync:
+                self.fsync(fd, name=path)
+        finally:
+            self.close(fd)
+
+    def atomic_write_text(self, path: Path, text: str) -> None:
+        """Replace ``path`` with ``text`` (UTF-8): a crash leaves the old or the new file whole.
+
+        Writes ``<path>.tmp``, fsyncs it, renames it over ``path`` and fsyncs the
+        directory. Without the first fsync a crash can leave the new name on an
+        empty file; without the last, the old file.
+        """
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            # Bytes: what is on disk must not depend on the platform's newline.
+            self.write_file(tmp, text.encode("utf-8"), sync=True)
+            self.rename(tmp, path)
+        except StorageError:
+            with contextlib.suppress(StorageError):
+                self.unlink(tmp)
+            raise
+        self.fsync_dir(path.parent)
+
 
 # ------------------------------------------------------------- the default
 
@@ -442,6 +488,11 @@ def set_default_env(env: Env) -> Env:
     with _default_lock:
         previous, _default = _default, env
     return previous
+
+
+def env_or_default(env: Env | None) -> Env:
+    """``env``, or the default environment when None (where a component is built on its own)."""
+    return _default if env is None else env
 
 
 @contextlib.contextmanager
@@ -580,49 +631,10 @@ def read_file(path: Path | str) -> bytes | None:
 
 
 def write_file(path: Path, data: bytes | bytearray | memoryview, *, sync: bool = False) -> None:
-    """Create or replace ``path`` with ``data`` in place, fsynced when ``sync``.
-
-    Not atomic: a crash may leave a torn file, so use it only for files whose
-    readers detect that (producer snapshots carry a CRC); otherwise use
-    :func:`atomic_write_text`. The file's name is durable after fsync_dir.
-    """
-    env = _default
-    try:
-        fd = env.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    except OSError as exc:  # a missing directory
-        raise storage_error("open", path, exc) from exc
-    try:
-        _write_all(env, fd, data, path)
-        if sync:
-            env.fsync(fd, name=path)
-    finally:
-        env.close(fd)
-
-
-def _write_all(env: Env, fd: int, data: bytes | bytearray | memoryview, name: object) -> None:
-    view = memoryview(data)
-    while view:
-        written = env.write(fd, view, name=name)
-        if written <= 0:
-            raise StorageError(f"cannot write {name}: the file system accepted no bytes")
-        view = view[written:]
+    """:meth:`Env.write_file` of the default environment."""
+    _default.write_file(path, data, sync=sync)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) so that a crash leaves the old or the new file whole.
-
-    Writes ``<path>.tmp``, fsyncs it, renames it over ``path`` and fsyncs the
-    directory. Without the first fsync a crash can leave the new name on an
-    empty file; without the last, the old file.
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    env = _default
-    try:
-        # Bytes: what is on disk must not depend on the platform's newline.
-        write_file(tmp, text.encode("utf-8"), sync=True)
-        env.rename(tmp, path)
-    except StorageError:
-        with contextlib.suppress(StorageError):
-            env.unlink(tmp)
-        raise
-    env.fsync_dir(path.parent)
+    """:meth:`Env.atomic_write_text` of the default environment."""
+    _default.atomic_write_text(path, text)

@@ -111,7 +111,9 @@ class LogSegment:
         time_index: TimeIndex,
         suffix: str = "",
         created_ms: int | None = None,
+        env: io.Env | None = None,
     ) -> None:
+        self._env = io.env_or_default(env)
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -150,14 +152,19 @@ class LogSegment:
         index_interval_bytes: int = 4096,
         max_index_size: int = 10_485_760,
         suffix: str = "",
+        env: io.Env | None = None,
     ) -> LogSegment:
-        """Create an empty segment at ``base_offset``, replacing stale files of that name."""
+        """Create an empty segment at ``base_offset``, replacing stale files of that name.
+
+        Every file operation of the segment and its indexes goes through ``env``.
+        """
+        env = io.env_or_default(env)
         log = cls._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
         index = cls._path(directory, base_offset, filenames.INDEX_SUFFIX, suffix)
         tindex = cls._path(directory, base_offset, filenames.TIME_INDEX_SUFFIX, suffix)
         for stale in (log, index, tindex):
-            io.unlink_if_exists(stale)
-        fd = _open_fd(log)
+            env.unlink(stale)
+        fd = _open_fd(env, log)
         segment = cls(
             directory,
             base_offset,
@@ -165,9 +172,10 @@ class LogSegment:
             max_index_size=max_index_size,
             fd=fd,
             size=0,
-            offset_index=OffsetIndex(index, base_offset, max_index_size),
-            time_index=TimeIndex(tindex, base_offset, max_index_size),
+            offset_index=OffsetIndex(index, base_offset, max_index_size, env=env),
+            time_index=TimeIndex(tindex, base_offset, max_index_size, env=env),
             suffix=suffix,
+            env=env,
         )
         segment._next_offset = base_offset
         try:
@@ -190,6 +198,7 @@ class LogSegment:
         max_index_size: int = 10_485_760,
         suffix: str = "",
         writable: bool = False,
+        env: io.Env | None = None,
     ) -> LogSegment:
         """Open an existing segment.
 
@@ -199,12 +208,13 @@ class LogSegment:
         when it fails) before trusting its indexes, and :meth:`resize_indexes`
         to make room for appends.
         """
+        env = io.env_or_default(env)
         log = cls._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
-        fd = _open_fd(log)
+        fd = _open_fd(env, log)
         try:
-            stat = io.fstat(fd, name=log)
+            stat = env.fstat(fd, name=log)
         except StorageError:
-            io.close_fd(fd)
+            env.close(fd)
             raise
         index = cls._path(directory, base_offset, filenames.INDEX_SUFFIX, suffix)
         tindex = cls._path(directory, base_offset, filenames.TIME_INDEX_SUFFIX, suffix)
@@ -215,10 +225,13 @@ class LogSegment:
             max_index_size=max_index_size,
             fd=fd,
             size=stat.st_size,
-            offset_index=OffsetIndex(index, base_offset, max_index_size, writable=writable),
-            time_index=TimeIndex(tindex, base_offset, max_index_size, writable=writable),
+            offset_index=OffsetIndex(
+                index, base_offset, max_index_size, writable=writable, env=env
+            ),
+            time_index=TimeIndex(tindex, base_offset, max_index_size, writable=writable, env=env),
             suffix=suffix,
             created_ms=int(stat.st_mtime * 1000),
+            env=env,
         )
 
     @staticmethod
@@ -234,6 +247,11 @@ class LogSegment:
             cached = self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, self.suffix)
             self._log_path, self._log_path_suffix = cached, self.suffix
         return cached
+
+    @property
+    def env(self) -> io.Env:
+        """The environment the segment's files are read and written through."""
+        return self._env
 
     @property
     def fd(self) -> int:
@@ -306,7 +324,7 @@ class LogSegment:
         if ts != batch.NO_TIMESTAMP:
             return ts
         try:
-            return int(io.fstat(self._fd).st_mtime * 1000)
+            return int(self._env.fstat(self._fd).st_mtime * 1000)
         except StorageError:
             return self._created_ms
 
@@ -451,7 +469,7 @@ class LogSegment:
             if marks is not None:
                 self.offset_index.truncate_to_entries(marks[0])
                 self.time_index.truncate_to_entries(marks[1])
-            io.truncate_file(self._fd, position)
+            self._env.truncate(self._fd, position)
         except StorageError as exc:
             logger.error(
                 "cannot undo a failed append to %s (%s) after: %s", self.log_path, exc, cause
@@ -459,7 +477,7 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the ``.log`` and write back both indexes."""
-        io.fsync_file(self._fd, name=self.log_path)
+        self._env.fsync(self._fd, name=self.log_path)
         self.offset_index.flush()
         self.time_index.flush()
 
@@ -481,7 +499,7 @@ class LogSegment:
     # ------------------------------------------------------------------- read
 
     def _read_at(self, position: int, length: int) -> bytes:
-        return io.pread(self._fd, length, position, name=self.log_path)
+        return self._env.pread(self._fd, length, position, name=self.log_path)
 
     def _entries(self, start: int = 0, end: int | None = None) -> Iterator[EntryInfo]:
         """Entries from ``start`` (a batch boundary) to ``end``, positions absolute.
@@ -714,7 +732,7 @@ class LogSegment:
             valid_end, next_offset = self._recover_entries()
         truncated = self._size - valid_end
         if truncated > 0:
-            io.truncate_file(self._fd, valid_end)
+            self._env.truncate(self._fd, valid_end)
             self._size = valid_end
         self._next_offset = next_offset
         if self._max_timestamp != batch.NO_TIMESTAMP:
@@ -808,7 +826,7 @@ class LogSegment:
         done = 0
         total = len(view)
         while done < total:
-            n = io.preadv(self._fd, [view[done:]], position + done, name=self.log_path)
+            n = self._env.preadv(self._fd, [view[done:]], position + done, name=self.log_path)
             if n <= 0:
                 break
             done += n
@@ -828,7 +846,7 @@ class LogSegment:
         if found is None:
             return 0
         removed = self._size - found.position
-        io.truncate_file(self._fd, found.position)
+        self._env.truncate(self._fd, found.position)
         self._size = found.position
         self._bytes_since_last_index_entry = 0
         if self._size == 0:
@@ -847,7 +865,7 @@ class LogSegment:
         """Rename all files of the segment, e.g. to ``.deleted`` or from ``.swap``."""
         old_log = self.log_path
         new_log = self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, new_suffix)
-        io.rename(old_log, new_log)
+        self._env.rename(old_log, new_log)
         self.offset_index.rename_to(
             self._path(self.directory, self.base_offset, filenames.INDEX_SUFFIX, new_suffix)
         )
@@ -892,15 +910,15 @@ class LogSegment:
             self.time_index.close()
             self._file.release()
         for path in paths:
-            io.unlink_if_exists(path)
+            self._env.unlink(path)
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size}{self.suffix!r})"
 
 
-def _open_fd(path: Path) -> int:
+def _open_fd(env: io.Env, path: Path) -> int:
     try:
-        return io.open_fd(path, os.O_RDWR | os.O_CREAT)
+        return env.open(path, os.O_RDWR | os.O_CREAT)
     except OSError as exc:  # its directory is gone
         raise io.storage_error("open", path, exc) from exc
 
@@ -922,9 +940,10 @@ def _pwritev_all(
     """
     written = 0
     name = segment.log_path
+    env = segment.env
     if len(chunks) <= _IOV_MAX:
         # The common case: one call writes everything.
-        written = io.pwritev(fd, chunks, position, name=name)
+        written = env.pwritev(fd, chunks, position, name=name)
         if written == total:
             return
     pending = [memoryview(c) for c in chunks]
@@ -939,7 +958,7 @@ def _pwritev_all(
             pending[first] = pending[first][done:]
         if first >= len(pending):
             break
-        done = io.pwritev(fd, pending[first : first + _IOV_MAX], position + written, name=name)
+        done = env.pwritev(fd, pending[first : first + _IOV_MAX], position + written, name=name)
         if done <= 0:
             raise StorageError(
                 f"cannot append to {name}: a write at {position + written} wrote 0 bytes"
