@@ -26,6 +26,7 @@ The rules that live here:
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ctypes
 import errno
@@ -36,9 +37,9 @@ import shutil
 import sys
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ParamSpec, TypeVar
 
 from seglog.errors import StorageError
 
@@ -56,6 +57,9 @@ _DIR_FSYNC_UNSUPPORTED = frozenset(
 )
 _DIR_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 Buffers = Sequence[bytes | bytearray | memoryview]
 FileTarget = int | IO[Any]
@@ -181,6 +185,12 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 _MS_SYNC = 4  # Linux's value; the libc path is taken on Linux only
 
 
+# The number of threads an environment runs blocking work on: enough for a
+# few fsyncs and a topic creation at once; the disk, not the CPU, is the limit.
+_WORKERS = 8
+_EXECUTOR_LOCK = threading.Lock()
+
+
 class Env:
     """The real file system, with every failure turned into a StorageError.
 
@@ -188,7 +198,42 @@ class Env:
     single OS operation, so a subclass can fail any one of them or keep its
     own record of what has reached the disk. Paths may be ``str`` or ``Path``;
     ``name`` arguments only label error messages.
+
+    It is also where blocking work leaves an event loop: :meth:`submit` runs a
+    call (a flush, a topic creation) on the environment's own threads, so
+    that a server hands every piece of file work to one bounded pool.
     """
+
+    _executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    # ------------------------------------------------------------ threads
+
+    def submit(
+        self, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs
+    ) -> concurrent.futures.Future[_R]:
+        """Run ``fn(*args, **kwargs)`` on this environment's threads; its future.
+
+        For callers on an event loop (``asyncio.wrap_future``): storage calls
+        block on the disk, and this keeps them off the loop in one bounded
+        pool, created at first use.
+        """
+        executor = self._executor
+        if executor is None:
+            with _EXECUTOR_LOCK:
+                executor = self._executor
+                if executor is None:
+                    executor = concurrent.futures.ThreadPoolExecutor(
+                        max_workers=_WORKERS, thread_name_prefix="seglog-io"
+                    )
+                    self._executor = executor
+        return executor.submit(fn, *args, **kwargs)
+
+    def shutdown(self) -> None:
+        """Wait for the work submitted so far and stop the threads (a later submit restarts)."""
+        with _EXECUTOR_LOCK:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
 
     # ------------------------------------------------------------ descriptors
 
