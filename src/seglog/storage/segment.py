@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -43,20 +42,15 @@ from pathlib import Path
 
 from seglog.errors import CorruptRecordError, SeglogError, StorageError
 from seglog.records import batch, log_entries
-from seglog.records import record as record_codec
 from seglog.records.log_entries import EntryInfo
 from seglog.storage import filenames, io
 from seglog.storage.offset_index import OffsetIndex
+from seglog.storage.reader import BatchWalk, scan_tail
 from seglog.storage.region import FileRegion, SharedFile
 from seglog.storage.time_index import TimeIndex
 
 logger = logging.getLogger(__name__)
 
-_SCAN_CHUNK = 8 * 1024
-_HEADER_SIZE = batch.HEADER_SIZE
-# From a v2 header: base offset, batch length, last offset delta (and max timestamp).
-_SPAN = struct.Struct(">qi11xi")
-_SPAN_AND_MAX_TIMESTAMP = struct.Struct(">qi11xi8xq")
 _RECOVERY_CHUNK = 1 << 20
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 #: The most bytes a segment's ``.log`` may hold, whatever ``segment.bytes`` says:
@@ -137,9 +131,8 @@ class LogSegment:
         self._closed = False
         self._log_path: Path | None = None
         self._log_path_suffix = suffix
-        # How much a lookup reads at a time while scanning headers: a chunk, or
-        # only a header once the batches seen are larger than a chunk.
-        self._scan_read_size = _SCAN_CHUNK
+        # Kafka's format is walked by the reader's code, over this segment's reads.
+        self._walk = BatchWalk(self._read_at)
 
     # ----------------------------------------------------------------- opening
 
@@ -284,14 +277,13 @@ class LogSegment:
         if max_ts == batch.NO_TIMESTAMP:
             offset_of_max = self.base_offset - 1
             start = 0
-        next_offset = self.base_offset
-        for entry in self._entries(start):
-            next_offset = entry.next_offset
-            if entry.max_timestamp > max_ts:
-                max_ts, offset_of_max = entry.max_timestamp, entry.last_offset
-        if next_offset == self.base_offset and start > 0:
-            # The index pointed at the end of the file: take the offset from the index.
-            next_offset = self.offset_index.last_offset + 1
+        _, next_offset, max_ts, offset_of_max = scan_tail(
+            self._entries(start), start, max_ts, offset_of_max
+        )
+        if next_offset is None:
+            # Nothing after the indexed position: an empty segment, or the index
+            # pointed at the end of the file (take the offset from the index).
+            next_offset = self.offset_index.last_offset + 1 if start > 0 else self.base_offset
         self._next_offset = next_offset
         if max_ts > self._max_timestamp:
             self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
@@ -507,7 +499,7 @@ class LogSegment:
         Headers only, no CRC check: this serves lookups, not validation.
         """
         stop = self._size if end is None else min(end, self._size)
-        return log_entries.walk(self._read_at, start, stop, _SCAN_CHUNK)
+        return self._walk.entries(start, stop)
 
     def batch_headers(self, from_offset: int = 0) -> Iterator[batch.BatchHeader]:
         """Headers of the v2 batches holding offsets at or after ``from_offset``.
@@ -518,10 +510,7 @@ class LogSegment:
         found = self._locate(from_offset)
         if found is None:
             return
-        for info in self._entries(found[1]):
-            if info.magic == 2:
-                raw = self._read_at(info.position, batch.HEADER_SIZE)
-                yield batch.BatchHeader._make(batch.HEADER.unpack(raw))
+        yield from self._walk.headers(found[1], self._size)
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> OffsetPosition | None:
         """The first entry whose last offset is at least ``offset``, or None."""
@@ -531,38 +520,13 @@ class LogSegment:
     def _locate(self, offset: int, starting_position: int = 0) -> tuple[int, int, int] | None:
         """(base offset, position, size) of :meth:`translate_offset`'s entry, or None.
 
-        The lookup path: :meth:`_entries` inlined for v2 batches, reading only
-        headers while the batches seen are larger than a scan chunk.
+        The lookup path of every fetch: an offset index lookup, then the
+        reader's header walk (:meth:`~seglog.storage.reader.BatchWalk.locate`).
         """
         _, position = self.offset_index.lookup(offset)
         if starting_position > position:
             position = starting_position
-        stop = self._size
-        chunk = b""
-        chunk_start = position
-        read_size = self._scan_read_size
-        unpack = _SPAN.unpack_from
-        while position + batch.LOG_OVERHEAD <= stop:
-            rel = position - chunk_start
-            if rel + _HEADER_SIZE > len(chunk):
-                chunk = self._read_at(position, min(read_size, stop - position))
-                chunk_start, rel = position, 0
-            if rel + _HEADER_SIZE > len(chunk) or chunk[rel + batch.MAGIC_OFFSET] != 2:
-                break  # not a whole v2 header: the general scan takes over from here
-            base, length, last_delta = unpack(chunk, rel)
-            size = length + batch.LOG_OVERHEAD
-            if size < _HEADER_SIZE or position + size > stop:
-                return None
-            if base + last_delta >= offset:
-                return base, position, size
-            read_size = self._scan_read_size = _HEADER_SIZE if size > _SCAN_CHUNK else _SCAN_CHUNK
-            position += size
-        else:
-            return None
-        for entry in self._entries(position):
-            if entry.last_offset >= offset:
-                return entry.base_offset, entry.position, entry.size
-        return None
+        return self._walk.locate(position, self._size, offset)
 
     def read(
         self,
@@ -599,50 +563,8 @@ class LogSegment:
         """The first record with timestamp ≥ ``timestamp`` and offset ≥ ``starting_offset``."""
         _, indexed_offset = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(indexed_offset, starting_offset))
-        # v2 batches first, from their headers alone (see _locate); the general
-        # scan below takes over at anything else.
-        stop = self._size
-        chunk = b""
-        chunk_start = position
-        read_size = self._scan_read_size
-        unpack = _SPAN_AND_MAX_TIMESTAMP.unpack_from
-        while position + batch.LOG_OVERHEAD <= stop:
-            rel = position - chunk_start
-            if rel + _HEADER_SIZE > len(chunk):
-                chunk = self._read_at(position, min(read_size, stop - position))
-                chunk_start, rel = position, 0
-            if rel + _HEADER_SIZE > len(chunk) or chunk[rel + batch.MAGIC_OFFSET] != 2:
-                break
-            base, length, last_delta, max_timestamp = unpack(chunk, rel)
-            size = length + batch.LOG_OVERHEAD
-            if size < _HEADER_SIZE or position + size > stop:
-                return None
-            if max_timestamp >= timestamp and base + last_delta >= starting_offset:
-                data = (
-                    memoryview(chunk)[rel : rel + size]
-                    if rel + size <= len(chunk)
-                    else self._read_at(position, size)
-                )
-                found = record_codec.first_at_or_after(data, timestamp, starting_offset)
-                if found is not None:
-                    return TimestampAndOffset(found[1], found[0])
-            read_size = self._scan_read_size = _HEADER_SIZE if size > _SCAN_CHUNK else _SCAN_CHUNK
-            position += size
-        else:
-            return None
-        for entry in self._entries(position):
-            if entry.max_timestamp < timestamp or entry.last_offset < starting_offset:
-                continue
-            data = self._read_at(entry.position, entry.size)
-            if entry.magic == batch.CURRENT_MAGIC:
-                found = record_codec.first_at_or_after(data, timestamp, starting_offset)
-                if found is not None:
-                    return TimestampAndOffset(found[1], found[0])
-                continue
-            for rec in record_codec.decode_entry(data):
-                if rec.timestamp >= timestamp and rec.offset >= starting_offset:
-                    return TimestampAndOffset(rec.timestamp, rec.offset)
-        return None
+        found = self._walk.first_at_or_after(position, self._size, timestamp, starting_offset)
+        return None if found is None else TimestampAndOffset(found[1], found[0])
 
     # --------------------------------------------------------------- recovery
 
