@@ -53,7 +53,7 @@ from seglog.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from seglog.storage import checkpoints, descriptors, filenames, io
+from seglog.storage import checkpoints, descriptors, filenames, io, reader
 from seglog.storage.log import AppendInfo, Log, LogReadResult
 from seglog.storage.segment import LogSegment, TimestampAndOffset
 
@@ -246,22 +246,15 @@ class LogDir:
         start_offsets = checkpoints.read_offset_checkpoint(
             self.path / checkpoints.LOG_START_OFFSET_CHECKPOINT, env=self._env
         )
-        has_partitions = any(
-            filenames.parse_partition_dir(p.name) for p in self.path.iterdir() if p.is_dir()
-        )
-        if not self._had_clean_shutdown and has_partitions:
+        # The partitions are what Kafka's reader of these files says they are.
+        partitions = reader.partition_dirs(self.path)
+        if not self._had_clean_shutdown and partitions:
             logger.warning("%s was not shut down cleanly: recovering its partitions", self.path)
-        for entry in sorted(self.path.iterdir()):
-            if not entry.is_dir():
-                continue
-            if entry.name.endswith(filenames.DELETE_DIR_SUFFIX):
+        for name in sorted(self._env.listdir(self.path)):
+            if name.endswith(filenames.DELETE_DIR_SUFFIX):
                 # A deletion that a crash interrupted: finish it.
-                self._env.rmtree(entry)
-                continue
-            parsed = filenames.parse_partition_dir(entry.name)
-            if parsed is None:
-                continue
-            topic, partition = parsed
+                self._env.rmtree(self.path / name)
+        for (topic, partition), entry in sorted(partitions.items(), key=lambda item: item[1]):
             info = self._topics.get(topic)
             if info is None:
                 # A partition directory written by Kafka or copied in: adopt it.

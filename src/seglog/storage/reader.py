@@ -108,15 +108,17 @@ def partition_dirs(root: Path) -> dict[tuple[str, int], Path]:
     return out
 
 
-def segment_bases(directory: Path) -> list[int]:
+def segment_bases(directory: Path, names: Iterable[str] | None = None) -> list[int]:
     """The base offsets of a partition directory's segments, in order.
 
     Only ``<20 digits>.log`` files count: a segment being deleted, cleaned or
-    swapped carries a suffix after ``.log``. Raises FileNotFoundError when the
-    directory does not exist.
+    swapped carries a suffix after ``.log``. ``names`` are the directory's
+    entries when the caller has listed it (the live engine lists through its
+    environment); otherwise it is listed here, and FileNotFoundError raised
+    when it does not exist.
     """
     bases = []
-    for name in os.listdir(directory):
+    for name in os.listdir(directory) if names is None else names:
         if name.endswith(filenames.LOG_SUFFIX):
             base = filenames.parse_base_offset(name)
             if base is not None:
@@ -282,6 +284,8 @@ _LOG_OVERHEAD = batch.LOG_OVERHEAD
 # From a v2 header: base offset, batch length, last offset delta (and max timestamp).
 _SPAN = struct.Struct(">qi11xi")
 _SPAN_AND_MAX_TIMESTAMP = struct.Struct(">qi11xi8xq")
+# How much a walk that checks CRCs reads at a time.
+_VALID_CHUNK = 1 << 20
 
 #: ``read(position, length)``: up to ``length`` bytes of a ``.log`` at ``position``.
 Read = Callable[[int, int], bytes]
@@ -412,6 +416,39 @@ class BatchWalk:
                 raw = self._read(info.position, _HEADER_SIZE)
                 yield batch.BatchHeader._make(batch.HEADER.unpack(raw))
 
+    def valid_end(self, start: int, stop: int) -> tuple[int, int | None]:
+        """(end of the whole, valid entries from ``start``, the offset after them or None).
+
+        Unlike the other walks this reads every byte and checks every CRC, a
+        chunk (:data:`_VALID_CHUNK`) at a time: it is how a tail is trusted.
+        """
+        read = self._read
+        position = start
+        next_offset: int | None = None
+        while position < stop:
+            data = read(position, min(_VALID_CHUNK, stop - position))
+            result = log_entries.scan(data, check_crc=True)
+            if result.entries:
+                next_offset = result.entries[-1].next_offset
+            position += result.valid_end
+            if result.error is None:
+                continue
+            if result.valid_end > 0:
+                continue  # the chunk cut an entry: read it again, whole
+            # The first entry of the chunk is bad, or larger than a chunk.
+            try:
+                _, needed = batch.peek_offset_and_size(data, 0)
+            except CorruptRecordError:
+                break
+            if needed <= len(data) or position + needed > stop:
+                break
+            whole = log_entries.scan(read(position, needed), check_crc=True)
+            if whole.error is not None or not whole.entries:
+                break
+            next_offset = whole.entries[-1].next_offset
+            position += whole.valid_end
+        return position, next_offset
+
 
 class TailScan(NamedTuple):
     """What a walk to the end of a ``.log`` found: where its whole entries end, the
@@ -512,6 +549,10 @@ class EntryBytes(NamedTuple):
     def data(self) -> memoryview:
         """The entry's bytes alone."""
         return self.buffer[self.start : self.start + self.size]
+
+    def describe(self) -> EntryInfo:
+        """The entry's offsets and timestamps (position: ``start`` in ``buffer``)."""
+        return log_entries.read_entry(self.buffer, self.start, check_crc=False)
 
 
 class SegmentReader:

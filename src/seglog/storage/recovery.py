@@ -31,7 +31,7 @@ from pathlib import Path
 
 from seglog.config import LogConfig
 from seglog.errors import CorruptIndexError, CorruptRecordError
-from seglog.storage import filenames, io
+from seglog.storage import filenames, io, reader
 from seglog.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from seglog.storage.segment import LogSegment
 from seglog.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
@@ -44,8 +44,8 @@ _INDEX_SUFFIXES = (filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX, filename
 def _remove_leftovers(directory: Path, env: io.Env) -> None:
     cleaned: list[Path] = []
     swaps: list[Path] = []
-    for path in directory.iterdir():
-        name = path.name
+    for name in env.listdir(directory):
+        path = directory / name
         if name.endswith(filenames.DELETED_SUFFIX):
             env.unlink(path)
         elif name.endswith(filenames.CLEANED_SUFFIX):
@@ -67,9 +67,9 @@ def _remove_leftovers(directory: Path, env: io.Env) -> None:
 
 def _complete_swaps(directory: Path, config: LogConfig, env: io.Env) -> None:
     swap_logs = sorted(
-        p
-        for p in directory.iterdir()
-        if p.name.endswith(filenames.LOG_SUFFIX + filenames.SWAP_SUFFIX)
+        directory / name
+        for name in env.listdir(directory)
+        if name.endswith(filenames.LOG_SUFFIX + filenames.SWAP_SUFFIX)
     )
     if not swap_logs:
         return
@@ -94,17 +94,17 @@ def _complete_swaps(directory: Path, config: LogConfig, env: io.Env) -> None:
             segment.close()
     low = min(r[0] for r in ranges)
     high = max(r[1] for r in ranges)
-    for path in list(directory.iterdir()):
-        if not path.name.endswith(filenames.LOG_SUFFIX):
-            continue
-        base = filenames.parse_base_offset(path.name)
-        if base is not None and low <= base < high:
-            logger.info("removing %s: replaced by a swap that a crash interrupted", path)
+    for base in reader.segment_bases(directory, env.listdir(directory)):
+        if low <= base < high:
+            logger.info(
+                "removing %s: replaced by a swap that a crash interrupted",
+                filenames.log_path(directory, base),
+            )
             for kind in (filenames.LOG_SUFFIX, *_INDEX_SUFFIXES):
                 env.unlink(directory / f"{filenames.offset_name(base)}{kind}")
-    for path in list(directory.iterdir()):
-        if path.name.endswith(filenames.SWAP_SUFFIX):
-            env.rename(path, path.with_name(path.name[: -len(filenames.SWAP_SUFFIX)]))
+    for name in env.listdir(directory):
+        if name.endswith(filenames.SWAP_SUFFIX):
+            env.rename(directory / name, directory / name[: -len(filenames.SWAP_SUFFIX)])
     env.fsync_dir(directory)
 
 
@@ -185,18 +185,14 @@ def load_segments(
     _remove_leftovers(directory, env)
     _complete_swaps(directory, config, env)
 
-    bases: list[int] = []
-    for path in directory.iterdir():
-        name = path.name
+    names = env.listdir(directory)
+    # The segments are what Kafka's reader of these files says they are.
+    bases = reader.segment_bases(directory, names)
+    live = set(bases)
+    for name in names:
         base = filenames.parse_base_offset(name)
-        if base is None:
-            continue
-        if name.endswith(_INDEX_SUFFIXES):
-            if not filenames.log_path(directory, base).exists():
-                env.unlink(path)
-        elif name.endswith(filenames.LOG_SUFFIX):
-            bases.append(base)
-    bases.sort()
+        if base is not None and base not in live and name.endswith(_INDEX_SUFFIXES):
+            env.unlink(directory / name)  # an index whose .log is gone
 
     segments: list[LogSegment] = []
     try:

@@ -594,7 +594,7 @@ class LogSegment:
                 f"its offset index points at position {start}, past the end of the log "
                 f"({self._size} bytes)"
             )
-        valid_end, next_offset = self._scan_valid(start)
+        valid_end, next_offset = self._walk.valid_end(start, self._size)
         if valid_end != self._size:
             return f"{self._size - valid_end} bytes at position {valid_end} are not a whole batch"
         if indexed is not None and (next_offset is None or next_offset <= indexed):
@@ -605,35 +605,6 @@ class LogSegment:
             if time_offset >= end:
                 return f"its time index names offset {time_offset}, which the log does not hold"
         return None
-
-    def _scan_valid(self, start: int) -> tuple[int, int | None]:
-        """(end of the whole valid batches from ``start``, the offset after them or None)."""
-        size = self._size
-        position = start
-        next_offset: int | None = None
-        while position < size:
-            data = self._read_at(position, min(_RECOVERY_CHUNK, size - position))
-            result = log_entries.scan(data, check_crc=True)
-            if result.entries:
-                next_offset = result.entries[-1].next_offset
-            position += result.valid_end
-            if result.error is None:
-                continue
-            if result.valid_end > 0:
-                continue  # the chunk cut an entry: read it again, whole
-            # The first entry of the chunk is bad, or larger than a chunk.
-            try:
-                _, needed = batch.peek_offset_and_size(data, 0)
-            except CorruptRecordError:
-                break
-            if needed <= len(data) or position + needed > size:
-                break
-            whole = log_entries.scan(self._read_at(position, needed), check_crc=True)
-            if whole.error is not None or not whole.entries:
-                break
-            next_offset = whole.entries[-1].next_offset
-            position += whole.valid_end
-        return position, next_offset
 
     def recover(self) -> int:
         """Rebuild both indexes from the log, cutting it at the first bad entry.
