@@ -112,7 +112,9 @@ class LogSegment:
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
-        self.suffix = suffix
+        self._suffix = suffix
+        # Kept with the suffix (see the setter): reads name it with every call.
+        self._log_path = self._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
         self.offset_index = offset_index
         self.time_index = time_index
         self._fd = fd
@@ -129,8 +131,6 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
         self._closed = False
-        self._log_path: Path | None = None
-        self._log_path_suffix = suffix
         # Kafka's format is walked by the reader's code, over this segment's reads.
         self._walk = BatchWalk(self._read_at)
 
@@ -232,14 +232,21 @@ class LogSegment:
         return directory / f"{filenames.offset_name(base_offset)}{kind}{suffix}"
 
     @property
+    def suffix(self) -> str:
+        """The transient suffix of the segment's files (``.deleted``, ``.swap``...), or ""."""
+        return self._suffix
+
+    @suffix.setter
+    def suffix(self, value: str) -> None:
+        self._suffix = value
+        self._log_path = self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, value)
+
+    @property
     def log_path(self) -> Path:
         """Path of the ``.log`` file (with any transient suffix)."""
-        # Cached: reads hand it out with every region, and building a Path is slow.
-        cached = self._log_path
-        if cached is None or self._log_path_suffix != self.suffix:
-            cached = self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, self.suffix)
-            self._log_path, self._log_path_suffix = cached, self.suffix
-        return cached
+        # Built when the suffix changes: reads hand it out with every region and
+        # name it with every pread, and building a Path is slow.
+        return self._log_path
 
     @property
     def env(self) -> io.Env:
@@ -491,7 +498,7 @@ class LogSegment:
     # ------------------------------------------------------------------- read
 
     def _read_at(self, position: int, length: int) -> bytes:
-        return self._env.pread(self._fd, length, position, name=self.log_path)
+        return self._env.pread(self._fd, length, position, name=self._log_path)
 
     def _entries(self, start: int = 0, end: int | None = None) -> Iterator[EntryInfo]:
         """Entries from ``start`` (a batch boundary) to ``end``, positions absolute.
