@@ -64,7 +64,7 @@ class BrokerState:
         self.settings = settings
         self.log_dir = log_dir
         self.metrics = Metrics()
-        self.quotas = ClientQuotas.load(log_dir.path)
+        self.quotas = ClientQuotas.load(log_dir.path, env=log_dir.env)
         self.cluster_id = settings.cluster_id or str(
             log_dir.meta_properties.get("cluster.id", "seglog")
         )
