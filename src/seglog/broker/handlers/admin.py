@@ -310,6 +310,9 @@ async def delete_records(
                 entry["error_code"], _ = _error(exc)
             partitions.append(entry)
         topics.append({"name": topic["name"], "partitions": partitions})
+    # The new log start offsets are on disk (fsynced) before the answer, so a reader of the
+    # files (a restart, files mode) never serves records the client was told are deleted.
+    await run_blocking(state.log_dir.env, state.log_dir.checkpoint)
     return {"throttle_time_ms": 0, "topics": topics}
 
 
