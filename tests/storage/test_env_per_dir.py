@@ -97,6 +97,9 @@ def _exercise(log_dir: LogDir) -> None:
     log_dir.append("plain", 0, idempotent)
     log_dir.log("plain", 0).roll()  # a producer snapshot at the roll
     log_dir.log("plain", 0).flush()
+    log_dir.log("plain", 0).truncate_to(log_dir.log("plain", 0).log_end_offset - 2)
+    log_dir.log("plain", 1).truncate_fully_and_start_at(100)
+    log_dir.log("plain", 1).increment_log_start_offset(100)
     assert LogCleaner(log_dir).clean_once() is not None
     log_dir.run_retention()
     log_dir.checkpoint()
