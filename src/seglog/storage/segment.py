@@ -329,17 +329,10 @@ class LogSegment:
 
     def _rolling_timestamp(self) -> int | None:
         if self._rolling_based_timestamp is None and self._size > 0:
-            first = self._read_at(0, batch.HEADER_SIZE)
-            try:
-                entry = log_entries.read_entry(
-                    first if len(first) >= batch.HEADER_SIZE else b"", 0, check_crc=False
-                )
-                self._rolling_based_timestamp = entry.max_timestamp
-            except CorruptRecordError:
-                # A legacy first entry, or a large one: read it whole.
-                _, size = batch.peek_offset_and_size(first)
-                entry = log_entries.read_entry(self._read_at(0, size), 0, check_crc=False)
-                self._rolling_based_timestamp = entry.max_timestamp
+            # The first entry's max timestamp, from its header (a legacy one is read whole).
+            first = next(self._walk.entries(0, self._size), None)
+            if first is not None:
+                self._rolling_based_timestamp = first.max_timestamp
         return self._rolling_based_timestamp
 
     # ------------------------------------------------------------------ write
