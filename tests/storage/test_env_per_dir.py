@@ -141,3 +141,31 @@ def test_two_directories_each_use_their_own_environment(tmp_path: Path) -> None:
                 assert report.ok, (key, report.problems)
         assert one.log("plain", 1).log_end_offset == unsynced + 1
         assert two.log("plain", 1).log_end_offset == kept + 1
+
+
+class Descriptors(io.Env):
+    """The real file system, keeping the descriptors opened through it and not yet closed."""
+
+    def __init__(self) -> None:
+        self.open_fds: dict[int, str] = {}
+
+    def open(self, path: Path | str, flags: int, mode: int = 0o644) -> int:
+        fd = super().open(path, flags, mode)
+        self.open_fds[fd] = Path(path).name
+        return fd
+
+    def close(self, fd: int) -> None:
+        self.open_fds.pop(fd, None)
+        super().close(fd)
+
+
+def test_every_descriptor_opened_through_the_environment_is_closed_through_it(
+    tmp_path: Path,
+) -> None:
+    """Segments close their .log through the environment that opened it, so that one which
+    keeps track of descriptors (the faulty file system does) never holds a stale one."""
+    env = Descriptors()
+    with LogDir.open(tmp_path, settings=SETTINGS, env=env) as log_dir:
+        _exercise(log_dir)
+        assert any(name.endswith(".log") for name in env.open_fds.values())
+    assert env.open_fds == {}

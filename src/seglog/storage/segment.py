@@ -121,7 +121,7 @@ class LogSegment:
         # Regions handed to sends share the descriptor: closing the segment
         # only drops its reference (see seglog.storage.region).
         self._file = SharedFile(
-            fd, self._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
+            fd, self._path(directory, base_offset, filenames.LOG_SUFFIX, suffix), self._env.close
         )
         self._size = size
         self._bytes_since_last_index_entry = 0
