@@ -289,6 +289,9 @@ _VALID_CHUNK = 1 << 20
 
 #: ``read(position, length)``: up to ``length`` bytes of a ``.log`` at ``position``.
 Read = Callable[[int, int], bytes]
+#: ``read_into(view, position)``: fill ``view`` from ``position``; the bytes read
+#: (fewer only at the end of the file).
+ReadInto = Callable[[memoryview, int], int]
 
 
 class Located(NamedTuple):
@@ -315,10 +318,11 @@ class BatchWalk:
     fetch and ListOffsets: their v2 loop is written out for speed.
     """
 
-    __slots__ = ("_read", "_read_size")
+    __slots__ = ("_read", "_read_into", "_read_size")
 
-    def __init__(self, read: Read) -> None:
+    def __init__(self, read: Read, read_into: ReadInto | None = None) -> None:
         self._read = read
+        self._read_into = self._copy_into if read_into is None else read_into
         self._read_size = SCAN_CHUNK
 
     def entries(self, start: int, stop: int) -> Iterator[EntryInfo]:
@@ -416,38 +420,65 @@ class BatchWalk:
                 raw = self._read(info.position, _HEADER_SIZE)
                 yield batch.BatchHeader._make(batch.HEADER.unpack(raw))
 
-    def valid_end(self, start: int, stop: int) -> tuple[int, int | None]:
-        """(end of the whole, valid entries from ``start``, the offset after them or None).
+    def valid_chunks(self, start: int, stop: int) -> Iterator[tuple[int, list[EntryInfo]]]:
+        """The whole, valid entries from ``start``, every byte read and every CRC checked:
+        (position of a chunk, its entries with positions relative to it), chunk by chunk.
 
-        Unlike the other walks this reads every byte and checks every CRC, a
-        chunk (:data:`_VALID_CHUNK`) at a time: it is how a tail is trusted.
+        The file is read :data:`_VALID_CHUNK` bytes at a time into one reused
+        buffer (a copy from the page cache costs less than faulting in a memory
+        map page by page) and each chunk is scanned whole. An entry cut by the
+        end of a chunk is read again from its start with the next chunk; the
+        walk stops at the first entry that is not whole and valid, exactly where
+        a scan of the whole file would. Recovery and the check of a tail use it.
         """
-        read = self._read
+        read_into = self._read_into
+        buffer = bytearray(min(_VALID_CHUNK, max(stop - start, 0)))
+        chunk_start = start
+        while chunk_start < stop:
+            wanted = min(len(buffer), stop - chunk_start)
+            view = memoryview(buffer)
+            try:
+                length = read_into(view[:wanted], chunk_start)
+                result = log_entries.scan(view[:length], check_crc=True)
+            finally:
+                view.release()
+            yield chunk_start, result.entries
+            at_end = length < wanted or chunk_start + length >= stop
+            if result.error is None:
+                if at_end:
+                    return
+                chunk_start += length
+                continue
+            # The scan stopped at an entry: a bad one, or one the chunk cut.
+            if at_end:
+                return  # what a scan of the whole file would find too
+            if result.valid_end > 0:
+                chunk_start += result.valid_end  # read the cut entry again, whole
+                continue
+            # The first entry of the chunk: retry only if the buffer was too small.
+            try:
+                _, needed = batch.peek_offset_and_size(buffer, 0)
+            except CorruptRecordError:
+                return
+            if needed <= length or chunk_start + needed > stop:
+                return
+            buffer = bytearray(needed)
+
+    def valid_end(self, start: int, stop: int) -> tuple[int, int | None]:
+        """(end of the whole, valid entries from ``start``, the offset after them or None)."""
         position = start
         next_offset: int | None = None
-        while position < stop:
-            data = read(position, min(_VALID_CHUNK, stop - position))
-            result = log_entries.scan(data, check_crc=True)
-            if result.entries:
-                next_offset = result.entries[-1].next_offset
-            position += result.valid_end
-            if result.error is None:
-                continue
-            if result.valid_end > 0:
-                continue  # the chunk cut an entry: read it again, whole
-            # The first entry of the chunk is bad, or larger than a chunk.
-            try:
-                _, needed = batch.peek_offset_and_size(data, 0)
-            except CorruptRecordError:
-                break
-            if needed <= len(data) or position + needed > stop:
-                break
-            whole = log_entries.scan(read(position, needed), check_crc=True)
-            if whole.error is not None or not whole.entries:
-                break
-            next_offset = whole.entries[-1].next_offset
-            position += whole.valid_end
+        for chunk_start, entries in self.valid_chunks(start, stop):
+            if entries:
+                last = entries[-1]
+                position = chunk_start + last.position + last.size
+                next_offset = last.next_offset
         return position, next_offset
+
+    def _copy_into(self, view: memoryview, position: int) -> int:
+        data = self._read(position, len(view))
+        view[: len(data)] = data
+        return len(data)
 
 
 class TailScan(NamedTuple):

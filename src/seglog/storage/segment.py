@@ -40,8 +40,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from seglog.errors import CorruptRecordError, SeglogError, StorageError
-from seglog.records import batch, log_entries
+from seglog.errors import SeglogError, StorageError
+from seglog.records import batch
 from seglog.records.log_entries import EntryInfo
 from seglog.storage import filenames, io
 from seglog.storage.offset_index import OffsetIndex
@@ -51,7 +51,6 @@ from seglog.storage.time_index import TimeIndex
 
 logger = logging.getLogger(__name__)
 
-_RECOVERY_CHUNK = 1 << 20
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 #: The most bytes a segment's ``.log`` may hold, whatever ``segment.bytes`` says:
 #: index entries store positions as int32 (Kafka's FileRecords has the same limit).
@@ -132,7 +131,7 @@ class LogSegment:
         self._created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
         self._closed = False
         # Kafka's format is walked by the reader's code, over this segment's reads.
-        self._walk = BatchWalk(self._read_at)
+        self._walk = BatchWalk(self._read_at, self._read_into)
 
     # ----------------------------------------------------------------- opening
 
@@ -641,11 +640,9 @@ class LogSegment:
     def _recover_entries(self) -> tuple[int, int]:
         """Check every entry of the ``.log`` and index it; (valid end, next offset).
 
-        The file is read in chunks into one reused buffer (a copy from the page
-        cache costs less than faulting in a memory map page by page) and each
-        chunk is scanned whole. An entry cut by the end of a chunk is read again
-        from its start with the next chunk; scanning stops at the first entry
-        that is not whole and valid, exactly where a scan of the whole file would.
+        The entries come from the reader's CRC-checked walk
+        (:meth:`~seglog.storage.reader.BatchWalk.valid_chunks`), which stops at
+        the first entry that is not whole and valid.
         """
         size = self._size
         base = self.base_offset
@@ -658,18 +655,9 @@ class LogSegment:
         since_index = self._bytes_since_last_index_entry
         valid_end = 0
         next_offset = base
-        buffer = bytearray(min(_RECOVERY_CHUNK, size))
-        chunk_start = 0
         try:
-            while chunk_start < size:
-                wanted = min(len(buffer), size - chunk_start)
-                view = memoryview(buffer)
-                try:
-                    length = self._read_into(view[:wanted], chunk_start)
-                    result = log_entries.scan(view[:length], check_crc=True)
-                finally:
-                    view.release()
-                for position, entry_size, _, first, last, entry_max_ts, _ in result.entries:
+            for chunk_start, entries in self._walk.valid_chunks(0, size):
+                for position, entry_size, _, first, last, entry_max_ts, _ in entries:
                     # Offsets must stay relative-addressable and increase; anything
                     # else is garbage that happens to have a valid CRC.
                     if not (base <= first <= highest and base <= last <= highest) or (
@@ -688,27 +676,6 @@ class LogSegment:
                     since_index += entry_size
                     valid_end = position + entry_size
                     next_offset = last + 1
-                at_end = length < wanted or chunk_start + length >= size
-                if result.error is None:
-                    if at_end:
-                        break
-                    chunk_start += length
-                    continue
-                # The scan stopped at an entry: a bad one, or one the chunk cut.
-                at = result.valid_end
-                if at_end:
-                    break  # what a scan of the whole file would find too
-                if at > 0:
-                    chunk_start += at  # read the cut entry again, whole
-                    continue
-                # The first entry of the chunk: retry only if the buffer was too small.
-                try:
-                    _, needed = batch.peek_offset_and_size(buffer, 0)
-                except CorruptRecordError:
-                    break
-                if needed <= length or chunk_start + needed > size:
-                    break
-                buffer = bytearray(needed)
         finally:
             self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
             self._bytes_since_last_index_entry = since_index
