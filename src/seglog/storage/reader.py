@@ -38,9 +38,11 @@ Records are never decoded here: entries are described by
 
 The live storage engine reads Kafka's format through this module too: its
 segments (:mod:`seglog.storage.segment`) walk their ``.log`` with
-:class:`BatchWalk` (offset and time lookups, the tail) over their own reads,
-recovery lists segments with :func:`segment_bases`, and the cleaner reads
-whole entries with :func:`read_entries`. Only the engine's indexes differ:
+:class:`BatchWalk` over their own reads (offset and time lookups, the tail,
+the CRC-checked walk that recovery rebuilds indexes from), recovery and the
+log directory list segments and partitions with :func:`segment_bases` and
+:func:`partition_dirs`, and the cleaner reads whole entries with
+:func:`read_entries`. Only the engine's indexes differ:
 they are memory-mapped and writable (:mod:`seglog.storage.offset_index`,
 :mod:`seglog.storage.time_index`, whose entry layouts this module reads).
 So a change of the format (a new kind of batch, a new file) is made here.
