@@ -31,7 +31,7 @@ HEADER = RequestHeader(ApiKey.PRODUCE, 9, 1, "test")
 class ScriptedDisk(io.Env):
     """The real file system, with its fsyncs held, failed or counted on demand.
 
-    Installed as the storage layer's environment with :func:`io.use_env`.
+    Given to the log directory as its environment.
     ``hold`` keeps every fsync waiting until ``release`` is set and records the
     thread each ran in; ``fail`` makes every file fsync raise EIO; ``calls``
     counts the fsyncs of files and directories.
@@ -71,15 +71,17 @@ class ScriptedDisk(io.Env):
 
 @pytest.fixture
 def disk() -> Iterator[ScriptedDisk]:
-    with io.use_env(ScriptedDisk()) as env:
-        assert isinstance(env, ScriptedDisk)
-        yield env
+    env = ScriptedDisk()
+    yield env
+    env.shutdown()
 
 
 @pytest.fixture
-def log_dir(tmp_path: Path) -> Iterator[LogDir]:
-    with LogDir.open(tmp_path, settings=LogDirSettings(log_cleaner_enable=False)) as opened:
+def log_dir(tmp_path: Path, disk: ScriptedDisk) -> Iterator[LogDir]:
+    settings = LogDirSettings(log_cleaner_enable=False)
+    with LogDir.open(tmp_path, settings=settings, env=disk) as opened:
         yield opened
+        disk.fail = disk.hold = False  # the directory closes over a working disk
 
 
 def _body(topic: str, records: bytes, acks: int = -1) -> dict[str, Any]:

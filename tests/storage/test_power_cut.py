@@ -103,14 +103,13 @@ class LogDirMachine(RuleBasedStateMachine):
         super().__init__()
         self.data = Path(tempfile.mkdtemp(prefix="seglog-power-cut-"))
         self.env = FaultyEnv(self.data)
-        self.previous_env = io.set_default_env(self.env)
         self.config = LogConfig(
             segment_bytes=700,
             index_interval_bytes=100,
             segment_index_bytes=96,
             flush_messages=self.flush_messages,
         )
-        self.log_dir = LogDir.open(self.data, defaults=self.config, settings=SETTINGS)
+        self.log_dir = LogDir.open(self.data, defaults=self.config, settings=SETTINGS, env=self.env)
         self.log_dir.create_topic("t", 2)
         self.models: dict[tuple[str, int], PartitionModel] = {
             ("t", 0): PartitionModel(),
@@ -131,7 +130,6 @@ class LogDirMachine(RuleBasedStateMachine):
         except StorageError:
             pass
         finally:
-            io.set_default_env(self.previous_env)
             shutil.rmtree(self.data, ignore_errors=True)
 
     # ----------------------------------------------------------- helpers
@@ -271,7 +269,9 @@ class LogDirMachine(RuleBasedStateMachine):
         self.env.power_cut(keep_unsynced=keep)
         self.env.fail(op, nth, error)
         try:
-            self.log_dir = LogDir.open(self.data, defaults=self.config, settings=SETTINGS)
+            self.log_dir = LogDir.open(
+                self.data, defaults=self.config, settings=SETTINGS, env=self.env
+            )
         except StorageError:
             self.env.power_cut(keep_unsynced=keep)
         else:
@@ -297,7 +297,7 @@ class LogDirMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------ reopen
 
     def _reopen(self, *, clean: bool) -> None:
-        self.log_dir = LogDir.open(self.data, defaults=self.config, settings=SETTINGS)
+        self.log_dir = LogDir.open(self.data, defaults=self.config, settings=SETTINGS, env=self.env)
         assert self.log_dir.had_clean_shutdown is clean
         topics = self.log_dir.topics()
         assert "t" in topics

@@ -67,7 +67,7 @@ class BrokerState:
         self.metrics = Metrics()
         # Storage errors answered to clients, logged with their cause (rate-limited).
         self.storage_errors = StorageErrorLog()
-        self.quotas = ClientQuotas.load(log_dir.path)
+        self.quotas = ClientQuotas.load(log_dir.path, env=log_dir.env)
         self.cluster_id = settings.cluster_id or str(
             log_dir.meta_properties.get("cluster.id", "seglog")
         )

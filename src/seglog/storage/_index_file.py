@@ -83,11 +83,14 @@ class IndexFile:
         base_offset: int,
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
+        *,
+        env: io.Env | None = None,
     ) -> None:
         if max_index_size < self.entry_size:
             raise ValueError(
                 f"max index size {max_index_size} is smaller than one entry ({self.entry_size})"
             )
+        self._env = io.env_or_default(env)
         self._path = Path(path)
         self._base_offset = base_offset
         self._writable = writable
@@ -150,14 +153,14 @@ class IndexFile:
         # until the active segment's owner resizes it.
         created = True
         try:
-            fd = io.open_fd(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+            fd = self._env.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
             created = False
-            fd = io.open_fd(self._path, os.O_RDWR)
+            fd = self._env.open(self._path, os.O_RDWR)
         except FileNotFoundError as exc:
             raise io.storage_error("create index", self._path, exc) from exc
         try:
-            length = io.file_size(fd)
+            length = self._env.file_size(fd)
             slots = length // self.entry_size
             self._entries = self._entries_before_padding(fd, slots)
             padded = self._entries < slots
@@ -169,23 +172,23 @@ class IndexFile:
                     self._set_length(fd, target)
                 except StorageError:
                     # Leave no file behind, so the next open creates it again.
-                    io.unlink_if_exists(self._path)
+                    self._env.unlink(self._path)
                     raise
             self._map(fd, target)
         finally:
-            io.close_fd(fd)
+            self._env.close(fd)
 
     def _open_read_only(self) -> None:
         try:
-            fd = io.open_fd(self._path, os.O_RDONLY)
+            fd = self._env.open(self._path, os.O_RDONLY)
         except FileNotFoundError:
             return
         try:
-            length = io.file_size(fd)
+            length = self._env.file_size(fd)
             self._entries = self._entries_before_padding(fd, length // self.entry_size)
             self._map(fd, length)
         finally:
-            io.close_fd(fd)
+            self._env.close(fd)
 
     def _entries_before_padding(self, fd: int, slots: int) -> int:
         """How many of the file's first ``slots`` slots are entries, not padding.
@@ -197,7 +200,7 @@ class IndexFile:
         lo, hi = 0, slots  # the first padding slot is in [lo, hi]; hi: none
         while lo < hi:
             mid = (lo + hi) // 2
-            entry = io.pread(fd, size, mid * size, name=self._path)
+            entry = self._env.pread(fd, size, mid * size, name=self._path)
             if len(entry) == size and not self._is_padding(mid, entry):
                 lo = mid + 1
             else:
@@ -210,7 +213,7 @@ class IndexFile:
 
     def _set_length(self, fd: int, new: int) -> None:
         """Make the file ``new`` bytes long; growth is sparse (see the module docstring)."""
-        io.truncate_file(fd, new)
+        self._env.truncate(fd, new)
         self._reserved = min(self._reserved, new)
 
     def _map(self, fd: int, length: int) -> None:
@@ -219,7 +222,7 @@ class IndexFile:
             # mmap refuses an empty mapping; an empty index needs none.
             self._file_map = self._mmap = None
             return
-        self._file_map = io.map_file(fd, length, writable=self._writable, name=self._path)
+        self._file_map = self._env.mmap(fd, length, writable=self._writable, name=self._path)
         self._mmap = self._file_map.buffer
 
     def _unmap(self) -> None:
@@ -234,7 +237,7 @@ class IndexFile:
         If resizing fails the old mapping is restored; if even that fails the
         index is closed, so that no lookup can quietly find nothing.
         """
-        fd = io.open_fd(self._path, os.O_RDWR)
+        fd = self._env.open(self._path, os.O_RDWR)
         old_length = self._length
         try:
             self._unmap()
@@ -249,7 +252,7 @@ class IndexFile:
                 self._closed = True
             raise
         finally:
-            io.close_fd(fd)
+            self._env.close(fd)
 
     def _reserve(self, end: int) -> None:
         """Reserve disk blocks for the file up to ``end`` before a store below it.
@@ -260,11 +263,11 @@ class IndexFile:
         if end <= self._reserved:
             return
         upto = min(self._length, -(-end // _RESERVE_BYTES) * _RESERVE_BYTES)
-        fd = io.open_fd(self._path, os.O_RDWR)
+        fd = self._env.open(self._path, os.O_RDWR)
         try:
-            io.preallocate(fd, self._reserved, upto - self._reserved, name=self._path)
+            self._env.allocate(fd, self._reserved, upto - self._reserved, name=self._path)
         finally:
-            io.close_fd(fd)
+            self._env.close(fd)
         self._reserved = upto
 
     def _entries_changed(self) -> None:
@@ -447,7 +450,7 @@ class IndexFile:
         """
         self._use()
         try:
-            length = io.file_size(self._path)
+            length = self._env.file_size(self._path)
         except FileNotFoundError:
             length = self._length
         if length % self.entry_size != 0:
@@ -464,7 +467,7 @@ class IndexFile:
         """Write the mapped pages back to the file (msync)."""
         self._use()
         if self._writable and self._file_map is not None and self._dirty:
-            io.flush_map(self._file_map, name=self._path)
+            self._env.msync(self._file_map, name=self._path)
             self._dirty = False
 
     def close(self) -> None:
@@ -477,20 +480,20 @@ class IndexFile:
         self._unmap()
         valid = self._entries * self.entry_size
         if self._writable and self._length != valid and self._path.exists():
-            io.truncate_file(self._path, valid)
+            self._env.truncate(self._path, valid)
             self._length = valid
 
     def rename_to(self, new_path: Path) -> None:
         """Rename the file (if it exists) and follow it; the mapping stays valid."""
         if self._path.exists():
-            io.rename(self._path, new_path)
+            self._env.rename(self._path, new_path)
         self._path = Path(new_path)
 
     def delete(self) -> None:
         """Unmap and remove the file."""
         self._closed = True
         self._unmap()
-        io.unlink_if_exists(self._path)
+        self._env.unlink(self._path)
 
     def __repr__(self) -> str:
         return (

@@ -149,9 +149,13 @@ class Log:
         clock: Clock = time.time,
         delete_scheduler: DeleteScheduler = _delete_now,
         producer_id_expiration_ms: int = 86_400_000,
+        env: io.Env | None = None,
     ) -> None:
         if not segments:
             raise ValueError("a log needs at least one segment")
+        # The environment of the segments given, unless told otherwise: one log
+        # does all its file I/O through one environment.
+        self._env = segments[0].env if env is None else env
         self.directory = directory
         self.topic = topic
         self.partition = partition
@@ -175,7 +179,7 @@ class Log:
         self._jitter_segment: LogSegment | None = None
         self._jitter_ms = 0
         self._producer_state = ProducerStateManager(
-            directory, expiration_ms=producer_id_expiration_ms
+            directory, expiration_ms=producer_id_expiration_ms, env=self._env
         )
         self._rebuild_producer_state()
 
@@ -193,13 +197,19 @@ class Log:
         clock: Clock = time.time,
         delete_scheduler: DeleteScheduler = _delete_now,
         producer_id_expiration_ms: int = 86_400_000,
+        env: io.Env | None = None,
     ) -> Log:
-        """Load (or create) the partition in ``directory``, recovering as Kafka does."""
+        """Load (or create) the partition in ``directory``, recovering as Kafka does.
+
+        Every file operation of the log (segments, indexes, producer snapshots)
+        goes through ``env``, the default environment when None.
+        """
+        env = io.env_or_default(env)
         parsed = filenames.parse_partition_dir(directory.name)
         if parsed is None:
             raise StorageError(f"{directory} is not named <topic>-<partition>")
         topic, partition = parsed
-        io.make_dirs(directory)
+        env.mkdir(directory)
         from seglog.storage import recovery
 
         segments, clean_recovery_point = recovery.load_segments(
@@ -208,6 +218,7 @@ class Log:
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
             had_clean_shutdown=had_clean_shutdown,
+            env=env,
         )
         log = cls(
             directory,
@@ -220,10 +231,16 @@ class Log:
             clock=clock,
             delete_scheduler=delete_scheduler,
             producer_id_expiration_ms=producer_id_expiration_ms,
+            env=env,
         )
         return log
 
     # ------------------------------------------------------------ properties
+
+    @property
+    def env(self) -> io.Env:
+        """The environment every file operation of this log goes through."""
+        return self._env
 
     @property
     def config(self) -> LogConfig:
@@ -423,6 +440,7 @@ class Log:
             new_base,
             index_interval_bytes=config.index_interval_bytes,
             max_index_size=config.segment_index_bytes,
+            env=self._env,
         )
         segments = self._segments
         if active.is_empty:
@@ -460,7 +478,7 @@ class Log:
                 synced_snapshots = self._producer_state.sync_snapshots(target)
                 if target <= self._recovery_point:
                     if synced_snapshots:
-                        io.fsync_dir(self.directory)
+                        self._env.fsync_dir(self.directory)
                     return
                 end = self._log_end_offset
                 flushed = self._segments_overlapping(self._recovery_point, target)
@@ -470,7 +488,7 @@ class Log:
                 # since the last flush is among them (its name must be durable too),
                 # or a snapshot written since.
                 if synced_snapshots or any(s.base_offset >= self._recovery_point for s in flushed):
-                    io.fsync_dir(self.directory)
+                    self._env.fsync_dir(self.directory)
             except StorageError as exc:
                 self._on_write_error(exc, "flush")
                 raise
@@ -644,6 +662,7 @@ class Log:
             offset,
             index_interval_bytes=config.index_interval_bytes,
             max_index_size=config.segment_index_bytes,
+            env=self._env,
         )
         self._set_segments([fresh])
         self._log_end_offset = offset
@@ -726,13 +745,13 @@ class Log:
             for segment in sorted(new_segments, key=lambda s: -s.base_offset):
                 segment.flush()
                 segment.change_suffix(filenames.SWAP_SUFFIX)
-            io.fsync_dir(self.directory)
+            self._env.fsync_dir(self.directory)
             old_ids = set(map(id, old_segments))
             for segment in old_segments:
                 segment.change_suffix(filenames.DELETED_SUFFIX)
             for segment in new_segments:
                 segment.change_suffix("")
-            io.fsync_dir(self.directory)
+            self._env.fsync_dir(self.directory)
             kept = [s for s in self._segments if id(s) not in old_ids]
             self._set_segments([*kept, *new_segments])
             self._delete_scheduler(list(old_segments), self._config.file_delete_delay_ms)
@@ -829,17 +848,19 @@ class Log:
                     position = segment.size if found is None else found.position
                 while position < segment.size:
                     length = min(_WRITE_BACK_CHUNK, segment.size - position)
-                    data = io.pread(segment.fd, length, position, name=segment.log_path)
+                    data = self._env.pread(segment.fd, length, position, name=segment.log_path)
                     if not data:
                         break
                     view = memoryview(data)
                     while view:
-                        written = io.pwritev(segment.fd, [view], position, name=segment.log_path)
+                        written = self._env.pwritev(
+                            segment.fd, [view], position, name=segment.log_path
+                        )
                         if written <= 0:
                             raise StorageError(f"{segment.log_path} accepted no bytes")
                         view = view[written:]
                         position += written
-                io.fsync_file(segment.fd, name=segment.log_path)
+                self._env.fsync(segment.fd, name=segment.log_path)
         except StorageError as exc:
             logger.error(
                 "cannot write back the unflushed bytes of offline partition %s: %s",
@@ -851,7 +872,7 @@ class Log:
         """The active ``.log`` holds exactly what the segment says (a failed write was cut)."""
         segment = self._segments[-1]
         try:
-            return io.file_size(segment.fd) == segment.size
+            return self._env.file_size(segment.fd) == segment.size
         except (StorageError, OSError):
             return False
 

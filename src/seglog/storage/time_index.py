@@ -27,12 +27,13 @@ import struct
 from seglog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError, StorageError
 from seglog.storage._index_file import DEFAULT_MAX_INDEX_SIZE, IndexFile
 
-__all__ = ["DEFAULT_MAX_INDEX_SIZE", "ENTRY_SIZE", "NO_TIMESTAMP", "TimeIndex"]
+__all__ = ["DEFAULT_MAX_INDEX_SIZE", "ENTRY", "ENTRY_SIZE", "NO_TIMESTAMP", "TimeIndex"]
 
 ENTRY_SIZE = 12
 NO_TIMESTAMP = -1
 _ZERO_ENTRY = bytes(ENTRY_SIZE)
-_ENTRY = struct.Struct(">qi")
+#: One entry: (timestamp, offset relative to the base), big-endian.
+ENTRY = _ENTRY = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _OFFSET_FIELD = 8

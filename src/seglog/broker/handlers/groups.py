@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from seglog.broker.blocking import run_blocking
 from seglog.broker.state import CLIENT_HOST, BrokerState
 from seglog.coordinator.group_coordinator import (
     GroupCoordinator,
@@ -61,7 +62,7 @@ async def load_groups(state: BrokerState) -> None:
     """Read ``__consumer_offsets`` off the event loop, then let the coordinator serve."""
     coordinator = state.coordinator
     try:
-        loaded = await asyncio.to_thread(coordinator.load)
+        loaded = await run_blocking(state.log_dir.env, coordinator.load)
     except Exception:
         # Serving without the stored offsets would rewind every group: stay "loading".
         logger.exception("cannot load __consumer_offsets; group requests will be refused")
@@ -258,7 +259,7 @@ async def offset_commit(
         retention_ms=retention,
     )
     if outcome.flush is not None:
-        await asyncio.to_thread(coordinator.store.flush, *outcome.flush)
+        await run_blocking(state.log_dir.env, coordinator.store.flush, *outcome.flush)
     return {
         "throttle_time_ms": 0,
         "topics": [

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from seglog.broker.blocking import run_blocking
 from seglog.broker.handlers.metadata import auto_create
 from seglog.broker.state import BrokerState
 from seglog.errors import InvalidRecordError, SeglogError, StorageError
@@ -102,10 +103,10 @@ def _append(
 
 
 async def _flush(state: BrokerState, log: Log, result: dict[str, Any]) -> None:
-    """fsync ``log`` up to the batch ``result`` answers for, in a worker thread."""
+    """fsync ``log`` up to the batch ``result`` answers for, on its environment's threads."""
     try:
         # Up to the log end: one fsync covers this batch and any appended since.
-        await asyncio.to_thread(log.flush)
+        await run_blocking(log.env, log.flush)
     except SeglogError as exc:
         if isinstance(exc, StorageError):
             state.storage_errors.report("a flush of", log.topic, log.partition, exc)
