@@ -58,6 +58,7 @@ from typing import Any
 
 from seglog.broker.dispatch import CloseConnection, handle_frame
 from seglog.broker.limits import Connections
+from seglog.broker.settings import CURRENT_LISTENER, Listener
 from seglog.broker.state import CLIENT_HOST, BrokerState
 from seglog.protocol.errors import FrameTooLargeError
 from seglog.protocol.framing import FrameBuffer, frame
@@ -369,9 +370,13 @@ async def serve_connection(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     connections: Connections | None = None,
+    listener: Listener | None = None,
 ) -> None:
-    """Serve one client until it disconnects, idles or sends something unanswerable."""
+    """Serve one client of ``listener`` until it disconnects, idles or sends nonsense."""
     peer = writer.get_extra_info("peername")
+    if listener is None:
+        listener = state.settings.listeners[0]
+    CURRENT_LISTENER.set(listener.name)
     ip = str(peer[0]) if isinstance(peer, tuple) and peer else ""
     if ip:
         CLIENT_HOST.set(f"/{ip}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import signal
 import time
@@ -21,7 +22,7 @@ from seglog.broker.connection import serve_connection
 from seglog.broker.handlers.groups import load_groups
 from seglog.broker.limits import Connections
 from seglog.broker.metrics import metrics_text
-from seglog.broker.settings import BrokerSettings
+from seglog.broker.settings import BrokerSettings, Listener
 from seglog.broker.state import BrokerState
 from seglog.storage import descriptors
 from seglog.storage.log_dir import LogDir
@@ -92,6 +93,7 @@ class Broker:
         """Open storage and start listening (InvalidConfigError for a listener not served)."""
         settings = self.settings
         settings.check_listeners()  # before anything is opened or bound
+        settings.check_advertised()
         before, after = descriptors.raise_soft_limit()
         if after != before:
             logger.info("open files limit raised from %d to %d", before, after)
@@ -112,7 +114,10 @@ class Broker:
         self.connections.start_reaper()
         for listener in settings.listeners:
             server = await asyncio.start_server(
-                self._on_connection, listener.host or None, listener.port, reuse_address=True
+                functools.partial(self._on_connection, listener),
+                listener.host or None,
+                listener.port,
+                reuse_address=True,
             )
             self._servers.append(server)
             for sock in server.sockets:
@@ -135,14 +140,14 @@ class Broker:
         return int(self._servers[0].sockets[0].getsockname()[1])
 
     async def _on_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         assert self.state is not None
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
         try:
-            await serve_connection(self.state, reader, writer, self.connections)
+            await serve_connection(self.state, reader, writer, self.connections, listener)
         except asyncio.CancelledError:
             pass  # the broker is shutting down
         finally:
