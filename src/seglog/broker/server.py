@@ -22,8 +22,10 @@ from seglog.broker.connection import serve_connection
 from seglog.broker.handlers.groups import load_groups
 from seglog.broker.limits import Connections
 from seglog.broker.metrics import metrics_text
-from seglog.broker.settings import BrokerSettings, Listener
+from seglog.broker.security.listener import ListenerSecurity
+from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
+from seglog.config import BrokerConfig
 from seglog.storage import descriptors
 from seglog.storage.log_dir import LogDir
 
@@ -94,6 +96,8 @@ class Broker:
         settings = self.settings
         settings.check_listeners()  # before anything is opened or bound
         settings.check_advertised()
+        config = BrokerConfig(settings.properties)
+        secured = [ListenerSecurity.build(config, listener) for listener in settings.listeners]
         before, after = descriptors.raise_soft_limit()
         if after != before:
             logger.info("open files limit raised from %d to %d", before, after)
@@ -112,12 +116,14 @@ class Broker:
         self.state = BrokerState(settings, self.log_dir)
         self._group_load = asyncio.create_task(load_groups(self.state))
         self.connections.start_reaper()
-        for listener in settings.listeners:
+        for security in secured:
+            listener = security.listener
             server = await asyncio.start_server(
-                functools.partial(self._on_connection, listener),
+                functools.partial(self._on_connection, security),
                 listener.host or None,
                 listener.port,
                 reuse_address=True,
+                ssl=security.ssl_context,
             )
             self._servers.append(server)
             for sock in server.sockets:
@@ -140,14 +146,17 @@ class Broker:
         return int(self._servers[0].sockets[0].getsockname()[1])
 
     async def _on_connection(
-        self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        security: ListenerSecurity,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
     ) -> None:
         assert self.state is not None
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
         try:
-            await serve_connection(self.state, reader, writer, self.connections, listener)
+            await serve_connection(self.state, reader, writer, self.connections, security)
         except asyncio.CancelledError:
             pass  # the broker is shutting down
         finally:

@@ -15,8 +15,8 @@ from seglog.storage.log_dir import LogDirSettings, node_id
 
 SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 """Kafka's security protocols."""
-SERVED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT"})
-"""The ones seglog speaks (TLS and SASL are not implemented yet)."""
+SERVED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
+"""The ones seglog speaks (SASL is not implemented yet)."""
 DEFAULT_SECURITY_PROTOCOL_MAP = {name: name for name in SECURITY_PROTOCOLS}
 """Kafka's default ``listener.security.protocol.map``: each protocol's own name."""
 
