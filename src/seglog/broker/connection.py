@@ -59,7 +59,7 @@ from typing import Any
 from seglog.broker.dispatch import CloseConnection, handle_frame
 from seglog.broker.limits import Connections
 from seglog.broker.security.listener import ListenerSecurity
-from seglog.broker.security.session import Session
+from seglog.broker.security.session import SESSION, Session
 from seglog.broker.security.tls import peer_principal
 from seglog.broker.settings import CURRENT_LISTENER
 from seglog.broker.state import CLIENT_HOST, BrokerState
@@ -432,9 +432,8 @@ async def serve_connection(
         return
     state.metrics.connections += 1
     channel: Channel | None = None
-    session = Session(
-        listener, host=ip, authenticated=not listener.security_protocol.startswith("SASL_")
-    )
+    session = Session(listener, host=ip, authenticated=security.sasl is None, security=security)
+    SESSION.set(session)
     try:
         if security.principal_mapper is not None and listener.security_protocol == "SSL":
             # Mutual TLS: the certificate's subject is the principal (none: ANONYMOUS).
@@ -473,7 +472,7 @@ async def serve_connection(
         channel.receive(data, eof=reader.at_eof())
         while (request := await channel.next_request()) is not None:
             channel.busy = True
-            chunks = await handle_frame(state, request)
+            chunks = await handle_frame(state, request, session)
             if chunks is not None:
                 try:
                     await channel.send(frame(chunks))
@@ -482,6 +481,11 @@ async def serve_connection(
                     release_regions(chunks)
             channel.activity()
             channel.busy = False
+            if session.close_after is not None:
+                # A failed authentication: closed after Kafka's delay, which slows
+                # down password guessing without holding a request slot.
+                await asyncio.sleep(session.close_after)
+                break
     except ShortRegionError as exc:
         # Part of the frame is on the wire and the rest cannot come: only
         # closing tells the client that what it got is not an answer.

@@ -8,6 +8,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from seglog.broker.handlers import admin, consumer_groups, fetch, groups, metadata, produce
+from seglog.broker.security import handlers as security
+from seglog.broker.security import sasl
+from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.protocol import error_codes
 from seglog.protocol.api_keys import ApiKey
@@ -46,6 +49,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_DELETE: groups.offset_delete,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.consumer_group_describe,
+    ApiKey.SASL_HANDSHAKE: security.sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: security.sasl_authenticate,
 }
 
 
@@ -53,12 +58,23 @@ class CloseConnection(Exception):
     """The request cannot be answered: the connection must be closed."""
 
 
-async def handle_frame(state: BrokerState, frame: memoryview) -> list[Any] | None:
+async def handle_frame(
+    state: BrokerState, frame: memoryview, session: Session | None = None
+) -> list[Any] | None:
     """Decode, handle and encode one request; None when no response is due (acks=0).
 
-    Raises :class:`CloseConnection` for a request that cannot be answered at all,
-    as Kafka closes the connection then.
+    ``session`` is the connection's security state: on a SASL listener only
+    ApiVersions and the SASL APIs are served before authentication (see
+    :mod:`seglog.broker.security.sasl`). Raises :class:`CloseConnection` for a
+    request that cannot be answered at all, as Kafka closes the connection then.
     """
+    if session is not None and session.raw_tokens:
+        # After SaslHandshake v0 the client sends bare SASL tokens, not requests.
+        try:
+            return [sasl.raw_token(session, bytes(frame))]
+        except sasl.AuthenticationFailed as exc:
+            logger.info("failed authentication from /%s: %s", session.host, exc)
+            raise CloseConnection(str(exc)) from exc
     began = time.perf_counter()
     try:
         request = decode_request(frame)
@@ -81,6 +97,11 @@ async def handle_frame(state: BrokerState, frame: memoryview) -> list[Any] | Non
         logger.debug("malformed request bytes: %s", bytes(frame).hex())
         raise CloseConnection(str(exc)) from exc
     header = request.header
+    if session is not None:
+        refusal = sasl.admitted(session, header.api_key)
+        if refusal is not None:
+            logger.info("closing the connection from /%s: %s", session.host, refusal)
+            raise CloseConnection(refusal)
     handler = HANDLERS[header.api_key]
     response = await handler(state, header, request.body)
     state.metrics.observe(request.api.name, "NONE", time.perf_counter() - began)

@@ -97,7 +97,10 @@ class Broker:
         settings.check_listeners()  # before anything is opened or bound
         settings.check_advertised()
         config = BrokerConfig(settings.properties)
-        secured = [ListenerSecurity.build(config, listener) for listener in settings.listeners]
+        secured = [
+            ListenerSecurity.build(config, listener, settings.log_dir)
+            for listener in settings.listeners
+        ]
         before, after = descriptors.raise_soft_limit()
         if after != before:
             logger.info("open files limit raised from %d to %d", before, after)

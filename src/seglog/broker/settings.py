@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextvars
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from seglog.broker.limits import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from seglog.config import INT_MAX, BrokerConfig, LogConfig
@@ -15,10 +15,12 @@ from seglog.storage.log_dir import LogDirSettings, node_id
 
 SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 """Kafka's security protocols."""
-SERVED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
-"""The ones seglog speaks (SASL is not implemented yet)."""
+SERVED_SECURITY_PROTOCOLS = SECURITY_PROTOCOLS
+"""The ones seglog speaks: all of Kafka's."""
 DEFAULT_SECURITY_PROTOCOL_MAP = {name: name for name in SECURITY_PROTOCOLS}
 """Kafka's default ``listener.security.protocol.map``: each protocol's own name."""
+
+_LISTENER = re.compile(r"([A-Za-z0-9_]+)://\[?([0-9a-zA-Z\-%._:]*?)\]?:([0-9]+)")
 
 CURRENT_LISTENER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "current_listener", default=None
@@ -89,17 +91,21 @@ class Listener:
         (Kafka's default map when None); a name the map lacks is refused, as
         Kafka refuses it.
         """
-        parts = urlsplit(text.strip())
-        if not parts.scheme or parts.port is None:
+        # Kafka's own pattern: urlsplit would refuse names with an underscore
+        # (SASL_SSL), which are not URL schemes.
+        match = _LISTENER.fullmatch(text.strip())
+        if match is None:
             raise InvalidConfigError(f"invalid listener {text!r}: expected NAME://host:port")
-        name = parts.scheme.upper()
+        name, host, port = match.group(1).upper(), match.group(2), int(match.group(3))
+        if not 0 <= port <= 65535:
+            raise InvalidConfigError(f"invalid listener {text!r}: port out of range")
         protocols = DEFAULT_SECURITY_PROTOCOL_MAP if protocol_map is None else protocol_map
         protocol = protocols.get(name)
         if protocol is None:
             raise InvalidConfigError(
                 f"no security protocol defined for listener {name} (listener.security.protocol.map)"
             )
-        return cls(name, parts.hostname or "", parts.port, protocol)
+        return cls(name, host, port, protocol)
 
     @property
     def served(self) -> bool:

@@ -61,6 +61,7 @@ def _register() -> None:
     from seglog.cli.produce import produce
     from seglog.cli.serve import serve
     from seglog.cli.topics import topics
+    from seglog.cli.users import users
     from seglog.cli.verify import verify
 
     cli.add_command(dump_log)
@@ -72,6 +73,7 @@ def _register() -> None:
     cli.add_command(consume)
     cli.add_command(offsets)
     cli.add_command(groups)
+    cli.add_command(users)
 
 
 _register()

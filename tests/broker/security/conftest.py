@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import socket
+import struct
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from seglog.protocol.headers import decode_response, encode_request
 from tests.broker.conftest import BrokerProcess, free_port
 
 
@@ -97,8 +101,12 @@ def secured_broker(tmp_path: Path) -> Iterator[Callable[..., Secured]]:
     """``secured_broker("SASL_SSL", **overrides)``: PLAINTEXT on one port, the other beside."""
     started: list[BrokerProcess] = []
 
-    def start(protocol: str, **overrides: str) -> Secured:
+    def start(
+        protocol: str, prepare: Callable[[Path], None] | None = None, **overrides: str
+    ) -> Secured:
         process = BrokerProcess(tmp_path / f"data{len(started)}")
+        if prepare is not None:
+            prepare(process.data)
         port = free_port()
         process.overrides = {
             "listeners": f"PLAINTEXT://127.0.0.1:{process.port},{protocol}://127.0.0.1:{port}",
@@ -112,3 +120,47 @@ def secured_broker(tmp_path: Path) -> Iterator[Callable[..., Secured]]:
     for process in started:
         if process.alive():
             process.kill()
+
+
+class RawClient:
+    """Kafka requests over a plain socket, for what real clients never send."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self._correlation = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, api_key: int, version: int, body: dict[str, Any]) -> None:
+        self._correlation += 1
+        self.sock.sendall(
+            encode_request(api_key, version, self._correlation, "raw", body, framed=True)
+        )
+
+    def receive(self, api_key: int, version: int) -> dict[str, Any] | None:
+        """The response, or None when the broker closed the connection instead."""
+        frame = self.receive_frame()
+        return None if frame is None else decode_response(api_key, version, frame)[1]
+
+    def receive_frame(self) -> bytes | None:
+        head = self._read(4)
+        if head is None:
+            return None
+        return self._read(struct.unpack(">i", head)[0])
+
+    def request(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any] | None:
+        self.send(api_key, version, body)
+        return self.receive(api_key, version)
+
+    def _read(self, size: int) -> bytes | None:
+        data = b""
+        while len(data) < size:
+            try:
+                chunk = self.sock.recv(size - len(data))
+            except ConnectionResetError:
+                return None
+            if not chunk:
+                return None
+            data += chunk
+        return data

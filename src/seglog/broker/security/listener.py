@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
+from seglog.broker.security.sasl import SaslConfig
 from seglog.broker.security.session import listener_value
 from seglog.broker.security.tls import PrincipalMapper, server_context
 from seglog.broker.settings import Listener
@@ -19,8 +20,8 @@ class ListenerSecurity:
     listener: Listener
     ssl_context: ssl.SSLContext | None = None
     principal_mapper: PrincipalMapper | None = None
-    sasl: Any = None
-    """The listener's SASL settings (:class:`seglog.broker.security.sasl.SaslConfig`)."""
+    sasl: SaslConfig | None = None
+    """The listener's SASL settings (SASL_PLAINTEXT and SASL_SSL)."""
 
     @property
     def tls(self) -> bool:
@@ -28,7 +29,7 @@ class ListenerSecurity:
         return self.ssl_context is not None
 
     @classmethod
-    def build(cls, config: BrokerConfig, listener: Listener) -> ListenerSecurity:
+    def build(cls, config: BrokerConfig, listener: Listener, log_dir: Path) -> ListenerSecurity:
         """Read the listener's settings; InvalidConfigError when they are wrong."""
         protocol = listener.security_protocol
         result = cls(listener)
@@ -37,4 +38,6 @@ class ListenerSecurity:
             result.principal_mapper = PrincipalMapper(
                 str(listener_value(config, listener.name, "ssl.principal.mapping.rules"))
             )
+        if protocol.startswith("SASL_"):
+            result.sasl = SaslConfig.build(config, listener.name, log_dir)
         return result

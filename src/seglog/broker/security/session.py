@@ -8,6 +8,7 @@ mechanism (``listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config``).
 
 from __future__ import annotations
 
+import contextvars
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,13 +46,21 @@ class Session:
     """False on a SASL listener until a SASL exchange succeeds."""
     expires_at: float | None = None
     """For a re-authenticating SASL session (KIP-368): when it expires (monotonic)."""
+    security: Any = None
+    """The listener's :class:`~seglog.broker.security.listener.ListenerSecurity`."""
+    exchange: Any = None
+    """The SASL exchange under way, if one is."""
+    mechanism: str | None = None
+    raw_tokens: bool = False
+    """After SaslHandshake v0: the next frames are bare SASL tokens."""
+    close_after: float | None = None
+    """Set when the connection must close this many seconds after the response."""
     extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def sasl(self) -> bool:
-        """Whether the listener authenticates with SASL."""
-        return self.listener.security_protocol.startswith("SASL_")
 
     def expired(self) -> bool:
         """Whether the session's lifetime (connections.max.reauth.ms) has run out."""
         return self.expires_at is not None and time.monotonic() >= self.expires_at
+
+
+SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar("session", default=None)
+"""The session of the connection being served (set once by its task, as ``CLIENT_HOST``)."""
