@@ -51,6 +51,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.consumer_group_describe,
     ApiKey.SASL_HANDSHAKE: security.sasl_handshake,
     ApiKey.SASL_AUTHENTICATE: security.sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: security.describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security.alter_user_scram_credentials,
 }
 
 

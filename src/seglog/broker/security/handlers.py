@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 from seglog.broker.security import sasl
+from seglog.broker.security.credentials import ScramStore
+from seglog.broker.security.scram import (
+    MAX_ITERATIONS,
+    MECHANISM_TYPES,
+    MIN_ITERATIONS,
+    credential_from_salted,
+)
 from seglog.broker.security.session import SESSION
 from seglog.broker.state import BrokerState
 from seglog.protocol import error_codes
@@ -35,3 +44,149 @@ async def sasl_authenticate(
             "session_lifetime_ms": 0,
         }
     return sasl.authenticate(session, bytes(body["auth_bytes"]))
+
+
+_TYPE_MECHANISMS = {code: name for name, code in MECHANISM_TYPES.items()}
+_stores: dict[Path, ScramStore] = {}
+
+
+def _store(state: BrokerState) -> ScramStore:
+    path = Path(state.settings.log_dir)
+    store = _stores.get(path)
+    if store is None:
+        store = _stores[path] = ScramStore(path)
+    return store
+
+
+def _user_error(user: str, error: str, message: str | None) -> dict[str, Any]:
+    return {
+        "user": user,
+        "error_code": error_codes.code_for(error),
+        "error_message": message,
+        "credential_infos": [],
+    }
+
+
+async def describe_user_scram_credentials(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """DescribeUserScramCredentials (KIP-554): mechanisms and iterations, never keys."""
+    users = _store(state).users()
+    requested = body.get("users")
+    names = sorted(users) if not requested else [u["name"] for u in requested]
+    results = []
+    for name in dict.fromkeys(names):
+        if names.count(name) > 1:
+            results.append(
+                _user_error(
+                    name,
+                    "DUPLICATE_RESOURCE",
+                    "Cannot describe SCRAM credentials for the same user twice in a single "
+                    f"request: {name}",
+                )
+            )
+        elif name not in users:
+            results.append(
+                _user_error(
+                    name,
+                    "RESOURCE_NOT_FOUND",
+                    f"Attempt to describe a user credential that does not exist: {name}",
+                )
+            )
+        else:
+            results.append(
+                {
+                    "user": name,
+                    "error_code": 0,
+                    "error_message": None,
+                    "credential_infos": [
+                        {"mechanism": MECHANISM_TYPES[m], "iterations": c.iterations}
+                        for m, c in sorted(users[name].items())
+                    ],
+                }
+            )
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": results}
+
+
+def _check_upsertion(item: dict[str, Any]) -> tuple[str, str] | None:
+    if not item["name"]:
+        return "UNACCEPTABLE_CREDENTIAL", "Username must not be empty"
+    if item["mechanism"] not in _TYPE_MECHANISMS:
+        return "UNSUPPORTED_SASL_MECHANISM", "Unknown SCRAM mechanism"
+    if item["iterations"] < MIN_ITERATIONS:
+        return "UNACCEPTABLE_CREDENTIAL", "Too few iterations"
+    if item["iterations"] > MAX_ITERATIONS:
+        return "UNACCEPTABLE_CREDENTIAL", "Too many iterations"
+    return None
+
+
+async def alter_user_scram_credentials(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """AlterUserScramCredentials (KIP-554): a user's changes apply together or not at all."""
+    deletions = body.get("deletions") or []
+    upsertions = body.get("upsertions") or []
+    errors: dict[str, tuple[str, str]] = {}
+    seen: set[tuple[str, int]] = set()
+    order: list[str] = []
+    for item in [*deletions, *upsertions]:
+        name = item["name"]
+        order.append(name)
+        key = (name, item["mechanism"])
+        if key in seen:
+            errors.setdefault(
+                name,
+                (
+                    "DUPLICATE_RESOURCE",
+                    "A user credential cannot be altered twice in the same request",
+                ),
+            )
+        seen.add(key)
+        if item["mechanism"] not in _TYPE_MECHANISMS:
+            errors.setdefault(name, ("UNSUPPORTED_SASL_MECHANISM", "Unknown SCRAM mechanism"))
+        elif not name:
+            errors.setdefault(name, ("UNACCEPTABLE_CREDENTIAL", "Username must not be empty"))
+    for item in upsertions:
+        problem = _check_upsertion(item)
+        if problem is not None:
+            errors.setdefault(item["name"], problem)
+    store = _store(state)
+    existing = store.users()
+    for item in deletions:
+        mechanism = _TYPE_MECHANISMS.get(item["mechanism"])
+        if mechanism is not None and mechanism not in existing.get(item["name"], {}):
+            errors.setdefault(
+                item["name"],
+                (
+                    "RESOURCE_NOT_FOUND",
+                    "Attempt to delete a user credential that does not exist",
+                ),
+            )
+    upserts = [
+        (
+            item["name"],
+            _TYPE_MECHANISMS[item["mechanism"]],
+            credential_from_salted(
+                _TYPE_MECHANISMS[item["mechanism"]],
+                bytes(item["salted_password"]),
+                bytes(item["salt"]),
+                item["iterations"],
+            ),
+        )
+        for item in upsertions
+        if item["name"] not in errors
+    ]
+    removals = [
+        (item["name"], _TYPE_MECHANISMS[item["mechanism"]])
+        for item in deletions
+        if item["name"] not in errors
+    ]
+    if upserts or removals:
+        await asyncio.to_thread(store.change, upserts, removals)
+    results = []
+    for name in dict.fromkeys(order):
+        error, message = errors.get(name, ("NONE", None))
+        results.append(
+            {"user": name, "error_code": error_codes.code_for(error), "error_message": message}
+        )
+    return {"throttle_time_ms": 0, "results": results}

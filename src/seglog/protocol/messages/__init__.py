@@ -21,6 +21,7 @@ from seglog.protocol.messages import (
     produce,
     producer,
     sasl,
+    security,
 )
 from seglog.protocol.schema import Api
 
@@ -45,6 +46,9 @@ ALL: tuple[Api, ...] = (
     admin.DELETE_RECORDS,
     producer.INIT_PRODUCER_ID,
     offsets.OFFSET_FOR_LEADER_EPOCH,
+    security.DESCRIBE_ACLS,
+    security.CREATE_ACLS,
+    security.DELETE_ACLS,
     admin.DESCRIBE_CONFIGS,
     admin.ALTER_CONFIGS,
     admin.DESCRIBE_LOG_DIRS,
@@ -53,6 +57,8 @@ ALL: tuple[Api, ...] = (
     groups.DELETE_GROUPS,
     admin.INCREMENTAL_ALTER_CONFIGS,
     groups.OFFSET_DELETE,
+    security.DESCRIBE_USER_SCRAM_CREDENTIALS,
+    security.ALTER_USER_SCRAM_CREDENTIALS,
     admin.DESCRIBE_CLUSTER,
     groups.CONSUMER_GROUP_HEARTBEAT,
     groups.CONSUMER_GROUP_DESCRIBE,
