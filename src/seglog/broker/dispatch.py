@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from seglog.broker.handlers import admin, consumer_groups, fetch, groups, metadata, produce
+from seglog.broker.security import access, sasl
 from seglog.broker.security import handlers as security
-from seglog.broker.security import sasl
 from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.protocol import error_codes
@@ -53,6 +53,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SASL_AUTHENTICATE: security.sasl_authenticate,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: security.describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security.alter_user_scram_credentials,
+    ApiKey.CREATE_ACLS: security.create_acls,
+    ApiKey.DESCRIBE_ACLS: security.describe_acls,
+    ApiKey.DELETE_ACLS: security.delete_acls,
 }
 
 
@@ -105,7 +108,26 @@ async def handle_frame(
             logger.info("closing the connection from /%s: %s", session.host, refusal)
             raise CloseConnection(refusal)
     handler = HANDLERS[header.api_key]
-    response = await handler(state, header, request.body)
+    authorizer = (
+        None if session is None or session.security is None else session.security.authorizer
+    )
+    if authorizer is None or session is None:
+        response = await handler(state, header, request.body)
+    else:
+        # Authorization in one place: the plan of the API may refuse the request
+        # whole, or remove what the principal may not touch and fix the answer.
+        who = access.Access(authorizer, session.principal, session.host, state.log_dir.has_topic)
+        decision = access.check(who, header.api_key, header.api_version, request.body)
+        if decision.close is not None:
+            raise CloseConnection(decision.close)
+        if decision.response is not None:
+            if header.api_key == ApiKey.PRODUCE and request.body.get("acks") == 0:
+                return None
+            response = decision.response
+        else:
+            response = await handler(state, header, request.body)
+            if response is not None:
+                decision.fix(response)
     state.metrics.observe(request.api.name, "NONE", time.perf_counter() - began)
     if response is None:
         return None

@@ -22,6 +22,7 @@ from seglog.broker.connection import serve_connection
 from seglog.broker.handlers.groups import load_groups
 from seglog.broker.limits import Connections
 from seglog.broker.metrics import metrics_text
+from seglog.broker.security.authorizer import Authorizer
 from seglog.broker.security.listener import ListenerSecurity
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
@@ -97,8 +98,9 @@ class Broker:
         settings.check_listeners()  # before anything is opened or bound
         settings.check_advertised()
         config = BrokerConfig(settings.properties)
+        authorizer = Authorizer.from_config(config, settings.log_dir)
         secured = [
-            ListenerSecurity.build(config, listener, settings.log_dir)
+            ListenerSecurity.build(config, listener, settings.log_dir, authorizer)
             for listener in settings.listeners
         ]
         before, after = descriptors.raise_soft_limit()

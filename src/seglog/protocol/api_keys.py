@@ -110,6 +110,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     # Consumer groups (classic protocol): from v0 where described, since librdkafka
     # enables its group features (and LZ4) only when FindCoordinator and the

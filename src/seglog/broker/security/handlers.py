@@ -1,4 +1,4 @@
-"""Handlers of the security APIs: SASL, SCRAM credentials (KIP-554)."""
+"""Handlers of the security APIs: SASL, SCRAM credentials (KIP-554), ACLs."""
 
 from __future__ import annotations
 
@@ -7,6 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from seglog.broker.security import sasl
+from seglog.broker.security.authorizer import (
+    AclBinding,
+    AclFilter,
+    Authorizer,
+    PatternType,
+    validate,
+)
 from seglog.broker.security.credentials import ScramStore
 from seglog.broker.security.scram import (
     MAX_ITERATIONS,
@@ -190,3 +197,141 @@ async def alter_user_scram_credentials(
             {"user": name, "error_code": error_codes.code_for(error), "error_message": message}
         )
     return {"throttle_time_ms": 0, "results": results}
+
+
+# --------------------------------------------------------------------- ACLs
+
+_NO_AUTHORIZER = "No Authorizer is configured on the broker"
+
+
+def _authorizer() -> Authorizer | None:
+    session = SESSION.get()
+    if session is None or session.security is None:
+        return None
+    authorizer: Authorizer | None = session.security.authorizer
+    return authorizer
+
+
+def _filter(item: dict[str, Any]) -> AclFilter:
+    return AclFilter(
+        resource_type=item["resource_type_filter"],
+        resource_name=item.get("resource_name_filter"),
+        pattern_type=item.get("pattern_type_filter", PatternType.LITERAL),
+        principal=item.get("principal_filter"),
+        host=item.get("host_filter"),
+        operation=item["operation"],
+        permission=item["permission_type"],
+    )
+
+
+def _binding_fields(acl: AclBinding) -> dict[str, Any]:
+    return {
+        "resource_type": acl.resource_type,
+        "resource_name": acl.resource_name,
+        "pattern_type": acl.pattern_type,
+        "principal": acl.principal,
+        "host": acl.host,
+        "operation": acl.operation,
+        "permission_type": acl.permission,
+    }
+
+
+async def create_acls(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """CreateAcls: each ACL validated, all valid ones persisted before the answer."""
+    authorizer = _authorizer()
+    creations = body.get("creations") or []
+    if authorizer is None:
+        code = error_codes.code_for("SECURITY_DISABLED")
+        results = [{"error_code": code, "error_message": _NO_AUTHORIZER} for _ in creations]
+        return {"throttle_time_ms": 0, "results": results}
+    valid: list[AclBinding] = []
+    results = []
+    for item in creations:
+        acl = AclBinding(
+            item["resource_type"],
+            item["resource_name"],
+            item.get("resource_pattern_type", PatternType.LITERAL),
+            item["principal"],
+            item["host"],
+            item["operation"],
+            item["permission_type"],
+        )
+        problem = validate(acl)
+        if problem is None:
+            valid.append(acl)
+            results.append({"error_code": 0, "error_message": None})
+        else:
+            results.append(
+                {"error_code": error_codes.code_for("INVALID_REQUEST"), "error_message": problem}
+            )
+    if valid:
+        await asyncio.to_thread(authorizer.create, valid)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+async def describe_acls(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """DescribeAcls: the ACLs a filter selects, grouped by resource pattern."""
+    authorizer = _authorizer()
+    if authorizer is None:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": error_codes.code_for("SECURITY_DISABLED"),
+            "error_message": _NO_AUTHORIZER,
+            "resources": [],
+        }
+    grouped: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
+    for acl in authorizer.acls(_filter(body)):
+        key = (acl.resource_type, acl.resource_name, acl.pattern_type)
+        grouped.setdefault(key, []).append(
+            {
+                "principal": acl.principal,
+                "host": acl.host,
+                "operation": acl.operation,
+                "permission_type": acl.permission,
+            }
+        )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "resources": [
+            {"resource_type": t, "resource_name": n, "pattern_type": p, "acls": acls}
+            for (t, n, p), acls in grouped.items()
+        ],
+    }
+
+
+async def delete_acls(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """DeleteAcls: per filter, the ACLs it removed."""
+    authorizer = _authorizer()
+    filters = body.get("filters") or []
+    if authorizer is None:
+        code = error_codes.code_for("SECURITY_DISABLED")
+        return {
+            "throttle_time_ms": 0,
+            "filter_results": [
+                {"error_code": code, "error_message": _NO_AUTHORIZER, "matching_acls": []}
+                for _ in filters
+            ],
+        }
+    removed = await asyncio.to_thread(authorizer.delete, [_filter(f) for f in filters])
+    return {
+        "throttle_time_ms": 0,
+        "filter_results": [
+            {
+                "error_code": 0,
+                "error_message": None,
+                "matching_acls": [
+                    {"error_code": 0, "error_message": None, **_binding_fields(acl)}
+                    for acl in group
+                ],
+            }
+            for group in removed
+        ],
+    }

@@ -6,6 +6,7 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
+from seglog.broker.security.authorizer import Authorizer
 from seglog.broker.security.sasl import SaslConfig
 from seglog.broker.security.session import listener_value
 from seglog.broker.security.tls import PrincipalMapper, server_context
@@ -22,6 +23,8 @@ class ListenerSecurity:
     principal_mapper: PrincipalMapper | None = None
     sasl: SaslConfig | None = None
     """The listener's SASL settings (SASL_PLAINTEXT and SASL_SSL)."""
+    authorizer: Authorizer | None = None
+    """The broker's authorizer, shared by every listener (None: everything is allowed)."""
 
     @property
     def tls(self) -> bool:
@@ -29,10 +32,16 @@ class ListenerSecurity:
         return self.ssl_context is not None
 
     @classmethod
-    def build(cls, config: BrokerConfig, listener: Listener, log_dir: Path) -> ListenerSecurity:
+    def build(
+        cls,
+        config: BrokerConfig,
+        listener: Listener,
+        log_dir: Path,
+        authorizer: Authorizer | None = None,
+    ) -> ListenerSecurity:
         """Read the listener's settings; InvalidConfigError when they are wrong."""
         protocol = listener.security_protocol
-        result = cls(listener)
+        result = cls(listener, authorizer=authorizer)
         if protocol in ("SSL", "SASL_SSL"):
             result.ssl_context = server_context(config, listener.name)
             result.principal_mapper = PrincipalMapper(
