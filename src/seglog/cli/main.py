@@ -53,6 +53,7 @@ def cli(ctx: click.Context, log_level: str | None) -> None:
 
 
 def _register() -> None:
+    from seglog.cli.acls import acls
     from seglog.cli.consume import consume
     from seglog.cli.demo import demo
     from seglog.cli.dump import dump_log
@@ -74,6 +75,7 @@ def _register() -> None:
     cli.add_command(offsets)
     cli.add_command(groups)
     cli.add_command(users)
+    cli.add_command(acls)
 
 
 _register()

@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
 )
 
 from seglog.protocol.api_keys import ApiKey
-from tests.broker.security.conftest import RawClient, Secured
+from tests.broker.security.conftest import Certs, RawClient, Secured
 from tests.broker.security.test_sasl import JAAS, confluent, sasl_settings
 
 ALICE_JAAS = JAAS.replace('user_bob="bob-secret"', 'user_bob="bob-secret" user_alice="alice"')
@@ -230,3 +230,50 @@ def test_acl_apis_without_an_authorizer(secured_broker: Callable[..., Secured]) 
         for future in admin.create_acls([binding]).values():
             future.result(10)
     assert raised.value.args[0].code() == KafkaError.SECURITY_DISABLED
+
+
+def test_mutual_tls_principal_is_authorized(
+    secured_broker: Callable[..., Secured], certs: Certs, topic: str
+) -> None:
+    broker = secured_broker(
+        "SSL",
+        **{
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(certs.server),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(certs.ca),
+            "ssl.client.auth": "required",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:ANONYMOUS",  # the PLAINTEXT listener administers
+        },
+    )
+    admin = AdminClient({"bootstrap.servers": broker.process.bootstrap})
+    _create_topics(admin, topic)
+    client = {
+        "bootstrap.servers": broker.bootstrap,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(certs.ca),
+        "ssl.certificate.location": str(certs.client_cert),
+        "ssl.key.location": str(certs.client_key),
+        "message.timeout.ms": 5000,
+        "log_level": "0",
+    }
+
+    def produce() -> KafkaError | None:
+        producer = Producer(client)
+        errors: list[KafkaError | None] = []
+        producer.produce(topic, b"x", on_delivery=lambda err, msg: errors.append(err))
+        producer.flush(10)
+        return errors[0]
+
+    error = produce()
+    assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    _allow(
+        admin,
+        ResourceType.TOPIC,
+        topic,
+        AclOperation.WRITE,
+        principal="User:CN=alice,O=Example,C=US",
+    )
+    assert produce() is None
