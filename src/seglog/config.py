@@ -667,3 +667,15 @@ def parse_properties(text: str) -> dict[str, str]:
 def load_properties(path: str | Path) -> dict[str, str]:
     """Read a ``server.properties`` file."""
     return parse_properties(Path(path).read_text(encoding="utf-8"))
+
+
+# Options of a JAAS entry: name=value, the value quoted or bare.
+_JAAS_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+
+
+def jaas_options(text: str) -> dict[str, str]:
+    """The options of a ``LoginModule required a="b" c="d";`` JAAS entry (``sasl.jaas.config``)."""
+    return {
+        m.group(1): (m.group(2) if m.group(2) is not None else m.group(3)).replace('\\"', '"')
+        for m in _JAAS_OPTION.finditer(text)
+    }

@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from seglog.spark.java_options import librdkafka_settings
 from seglog.spark.offsets import (
     EARLIEST,
     LATEST,
@@ -338,7 +339,7 @@ def _kafka_params(params: Mapping[str, str], refused: Mapping[str, str]) -> dict
     for name, message in refused.items():
         if name in kafka:
             raise ValueError(message)
-    return kafka
+    return librdkafka_settings(kafka)  # Java security settings in librdkafka's names
 
 
 def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:

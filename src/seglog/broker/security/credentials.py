@@ -26,13 +26,12 @@ import fcntl
 import hmac
 import json
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from seglog.broker.security.scram import MECHANISMS, ScramCredential
-from seglog.config import parse_properties
+from seglog.config import jaas_options, parse_properties
 from seglog.storage.io import fsync_dir, fsync_file, rename
 
 SCRAM_FILE = "scram-credentials.json"
@@ -142,18 +141,6 @@ class ScramStore:
                 assert mechanism in MECHANISMS
                 self._users.setdefault(user, {})[mechanism] = credential
         return missing
-
-
-# Options of a JAAS entry: name=value, value quoted or bare.
-_JAAS_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;]+))')
-
-
-def jaas_options(text: str) -> dict[str, str]:
-    """The options of a ``LoginModule required a="b" c="d";`` JAAS entry."""
-    return {
-        m.group(1): (m.group(2) if m.group(2) is not None else m.group(3)).replace('\\"', '"')
-        for m in _JAAS_OPTION.finditer(text)
-    }
 
 
 class PlainUsers:
