@@ -18,6 +18,9 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.errors import TopicAuthorizationFailedError
 
 from seglog.protocol.api_keys import ApiKey
 from tests.broker.security.conftest import Certs, RawClient, Secured
@@ -38,6 +41,7 @@ def acl_broker(secured_broker: Callable[..., Secured]) -> Secured:
                 "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                 "super.users": "User:admin",
                 "auto.create.topics.enable": "false",
+                "group.initial.rebalance.delay.ms": "0",
             },
         ),
     )
@@ -277,3 +281,51 @@ def test_mutual_tls_principal_is_authorized(
         principal="User:CN=alice,O=Example,C=US",
     )
     assert produce() is None
+
+
+def test_fetch_groups_and_idempotence_without_their_acls(acl_broker: Secured, topic: str) -> None:
+    admin = _admin(acl_broker)
+    _create_topics(admin, topic)
+    _allow(admin, ResourceType.TOPIC, topic, AclOperation.DESCRIBE)
+    alice = {**confluent(acl_broker.bootstrap, "PLAIN", "alice", "alice"), "log_level": "0"}
+    # Fetch without READ on the topic (kafka-python: assign, no group at all).
+    reader = KafkaConsumer(
+        bootstrap_servers=acl_broker.bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="alice",
+        sasl_plain_password="alice",
+    )
+    reader.assign([KafkaTopicPartition(topic, 0)])
+    reader.seek(KafkaTopicPartition(topic, 0), 0)
+    with pytest.raises(TopicAuthorizationFailedError):
+        for _ in range(20):
+            reader.poll(500)
+    reader.close()
+    # An idempotent producer without WRITE anywhere: InitProducerId is refused.
+    producer = Producer({**alice, "enable.idempotence": True, "message.timeout.ms": 3000})
+    with pytest.raises(KafkaException, match="Cluster authorization failed"):
+        producer.produce(topic, b"x")
+        producer.flush(5)
+    # Groups: listed only with DESCRIBE; deleting one needs DELETE.
+    _allow(admin, ResourceType.TOPIC, topic, AclOperation.READ)
+    _allow(admin, ResourceType.GROUP, f"{topic}-g", AclOperation.READ)
+    consumer = Consumer({**alice, "group.id": f"{topic}-g", "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    consumer.poll(5)
+    consumer.close()
+    admin_config = confluent(acl_broker.bootstrap, "PLAIN", "admin", "admin-secret")
+    other = Consumer({**admin_config, "group.id": f"{topic}-other"})
+    other.subscribe([topic])
+    other.poll(5)
+    other.close()
+    admin_groups = {g.group_id for g in admin.list_consumer_groups().result(10).valid}
+    assert admin_groups == {f"{topic}-g", f"{topic}-other"}
+    alice_admin = _admin(acl_broker, "alice")
+    # READ on her group implies DESCRIBE: alice sees it, and only it.
+    listed = alice_admin.list_consumer_groups().result(10).valid
+    assert {g.group_id for g in listed} == {f"{topic}-g"}
+    (deleted,) = alice_admin.delete_consumer_groups([f"{topic}-g"]).values()
+    with pytest.raises(KafkaException) as raised:
+        deleted.result(10)
+    assert raised.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
