@@ -358,3 +358,13 @@ def test_passwords_are_not_logged(
     log = broker.process.log.read_text()
     assert "failed authentication" in log
     assert "guess-1" not in log and "bob-secret" not in log
+
+
+def test_sasl_handshake_on_a_plaintext_listener_is_answered(
+    secured_broker: Callable[..., Secured],
+) -> None:
+    broker = secured_broker("SASL_PLAINTEXT", **sasl_settings("SASL_PLAINTEXT"))
+    client = RawClient(broker.process.port)  # the PLAINTEXT listener
+    answer = client.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+    assert answer == {"error_code": 34, "mechanisms": []}  # ILLEGAL_SASL_STATE, not a hang
+    client.close()

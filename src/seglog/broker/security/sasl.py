@@ -238,8 +238,8 @@ def _failed(error: str, message: str) -> dict[str, Any]:
 def admitted(session: Session, api_key: int) -> str | None:
     """Why ``api_key`` may not be handled on this connection now; None if it may."""
     if api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
-        if session.security is None or session.security.sasl is None:
-            return "SASL request on a listener without SASL"
+        # On a listener without SASL these are answered ILLEGAL_SASL_STATE (as
+        # Kafka does), so that a misconfigured client fails at once.
         return None
     if not session.authenticated:
         if api_key == ApiKey.API_VERSIONS and session.exchange is None:
