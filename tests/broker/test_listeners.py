@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from seglog.broker.settings import Listener
+from seglog.errors import InvalidConfigError
 from tests.broker.conftest import BrokerProcess, free_port
 
 
@@ -74,4 +76,25 @@ def test_inconsistent_listeners_are_refused(
     values["listener.security.protocol.map"] = "A:PLAINTEXT,B:PLAINTEXT"
     broker = BrokerProcess(tmp_path / "data", values)
     with pytest.raises(RuntimeError, match=message):
+        broker.start()
+
+
+def test_listener_names_with_underscores_and_ipv6() -> None:
+    protocols = {"SASL_SSL": "SASL_SSL", "PLAINTEXT": "PLAINTEXT"}
+    assert Listener.parse("SASL_SSL://0.0.0.0:9093", protocols) == Listener(
+        "SASL_SSL", "0.0.0.0", 9093, "SASL_SSL"
+    )
+    assert Listener.parse("plaintext://[::1]:9092", protocols).host == "::1"
+    assert Listener.parse("PLAINTEXT://:9092", protocols).host == ""
+    with pytest.raises(InvalidConfigError, match="expected NAME://host:port"):
+        Listener.parse("PLAINTEXT://host", protocols)
+
+
+def test_a_sasl_listener_needs_mechanisms_seglog_serves(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data")
+    broker.overrides = {
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{broker.port}",
+        # sasl.enabled.mechanisms defaults to GSSAPI, as in Kafka.
+    }
+    with pytest.raises(RuntimeError, match="GSSAPI not supported; seglog serves PLAIN"):
         broker.start()
