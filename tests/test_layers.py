@@ -18,6 +18,7 @@ FORBIDDEN = {
         "seglog.broker",
         "seglog.coordinator",
         "seglog.spark",
+        "seglog.mirror",
         "seglog.cli",
         "os",
         "io",
@@ -33,6 +34,7 @@ FORBIDDEN = {
         "seglog.broker",
         "seglog.coordinator",
         "seglog.spark",
+        "seglog.mirror",
         "seglog.cli",
         "os",
         "io",
@@ -47,6 +49,7 @@ FORBIDDEN = {
     "coordinator": {
         "seglog.broker",
         "seglog.spark",
+        "seglog.mirror",
         "seglog.cli",
         "socket",
         "asyncio",
@@ -59,6 +62,7 @@ FORBIDDEN = {
         "seglog.broker",
         "seglog.coordinator",
         "seglog.spark",
+        "seglog.mirror",
         "seglog.cli",
         "socket",
         "asyncio",
@@ -69,6 +73,17 @@ FORBIDDEN = {
         "seglog.broker",
         "seglog.coordinator",
         "seglog.protocol",
+        "seglog.mirror",
+        "seglog.cli",
+    },
+    # The mirror sits beside spark, with the same rules: Kafka protocol only through
+    # a Kafka client, files only through storage. It may read the record layout of
+    # __consumer_offsets from the coordinator (to translate the groups of a log
+    # directory), which spark has no use for.
+    "mirror": {
+        "seglog.broker",
+        "seglog.protocol",
+        "seglog.spark",
         "seglog.cli",
     },
 }

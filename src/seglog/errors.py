@@ -26,9 +26,18 @@ class UnsupportedMagicError(CorruptRecordError):
 
 
 class InvalidRecordError(SeglogError):
-    """A well-formed batch that breaks a rule of the log it is appended to."""
+    """A well-formed batch that breaks a rule of the log it is appended to.
+
+    ``record_errors`` names the records that broke a per-record rule (a key on
+    a compacted topic, a timestamp bound) as (index in the batch, message), as
+    Kafka's Produce v8+ answers them (KIP-467); empty for a rule of the batch.
+    """
 
     kafka_error = "INVALID_RECORD"
+
+    def __init__(self, message: str = "", record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
 
 class InvalidTimestampError(InvalidRecordError):

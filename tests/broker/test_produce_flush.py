@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,26 +28,52 @@ from seglog.storage.log_dir import LogDir, LogDirSettings
 HEADER = RequestHeader(ApiKey.PRODUCE, 9, 1, "test")
 
 
-class SlowDisk:
-    """Holds every fsync until released, and records the thread each ran in."""
+class ScriptedDisk(io.Env):
+    """The real file system, with its fsyncs held, failed or counted on demand.
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    Installed as the storage layer's environment with :func:`io.use_env`.
+    ``hold`` keeps every fsync waiting until ``release`` is set and records the
+    thread each ran in; ``fail`` makes every file fsync raise EIO; ``calls``
+    counts the fsyncs of files and directories.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold = False
+        self.fail = False
+        self.calls = 0
         self.threads: list[int] = []
         self.started = threading.Event()
         self.release = threading.Event()
         self.done = 0
-        for name in ("fsync_file", "fsync_dir"):
-            monkeypatch.setattr(io, name, self._slow(getattr(io, name)))
 
-    def _slow(self, real: Callable[[Any], None]) -> Callable[[Any], None]:
-        def call(target: Any) -> None:
+    def _before_sync(self) -> None:
+        self.calls += 1
+        if self.hold:
             self.threads.append(threading.get_ident())
             self.started.set()
             assert self.release.wait(10), "the test never released the disk"
-            real(target)
+
+    def fsync(self, target: io.FileTarget, *, name: object = None) -> None:
+        self._before_sync()
+        if self.fail:
+            raise io.storage_error("fsync", name or target, OSError(5, "Input/output error"))
+        super().fsync(target, name=name)
+        if self.hold:
             self.done += 1
 
-        return call
+    def fsync_dir(self, path: Path | str) -> None:
+        self._before_sync()
+        super().fsync_dir(path)
+        if self.hold:
+            self.done += 1
+
+
+@pytest.fixture
+def disk() -> Iterator[ScriptedDisk]:
+    with io.use_env(ScriptedDisk()) as env:
+        assert isinstance(env, ScriptedDisk)
+        yield env
 
 
 @pytest.fixture
@@ -70,7 +96,7 @@ def _batch(value: bytes, timestamp: int) -> bytes:
 
 
 async def _produce_with_slow_disk(
-    state: BrokerState, disk: SlowDisk, topic: str, records: bytes
+    state: BrokerState, disk: ScriptedDisk, topic: str, records: bytes
 ) -> dict[str, Any]:
     """Produce while the disk is held; check what the loop does meanwhile."""
     log = state.log_dir.log(topic, 0)
@@ -100,7 +126,7 @@ async def _produce_with_slow_disk(
 
 
 def test_flush_messages_fsyncs_off_the_loop_before_the_answer(
-    log_dir: LogDir, monkeypatch: pytest.MonkeyPatch
+    log_dir: LogDir, disk: ScriptedDisk
 ) -> None:
     log_dir.create_topic("t", 1, {"flush.messages": "1", "segment.ms": "1"})
     now = int(time.time() * 1000)
@@ -113,7 +139,7 @@ def test_flush_messages_fsyncs_off_the_loop_before_the_answer(
         assert log.recovery_point == 1 and log.high_watermark == 1
         # The second batch is 100 ms younger: it rolls a segment (segment.ms=1),
         # whose producer snapshot is fsynced in the same worker thread.
-        disk = SlowDisk(monkeypatch)
+        disk.hold = True
         result = await _produce_with_slow_disk(state, disk, "t", _batch(b"second", now - 900))
         assert result["error_code"] == 0 and result["base_offset"] == 1
         assert len(log.segments) == 2
@@ -124,13 +150,11 @@ def test_flush_messages_fsyncs_off_the_loop_before_the_answer(
 
 
 def test_without_flush_messages_a_produce_makes_no_fsync(
-    log_dir: LogDir, monkeypatch: pytest.MonkeyPatch
+    log_dir: LogDir, disk: ScriptedDisk
 ) -> None:
     log_dir.create_topic("t", 1, {"segment.ms": "1"})
     now = int(time.time() * 1000)
-    calls: list[object] = []
-    for name in ("fsync_file", "fsync_dir"):
-        monkeypatch.setattr(io, name, calls.append)
+    disk.calls = 0
 
     async def main() -> None:
         state = BrokerState(BrokerSettings(), log_dir)
@@ -141,26 +165,16 @@ def test_without_flush_messages_a_produce_makes_no_fsync(
 
     asyncio.run(main())
     assert len(log_dir.log("t", 0).segments) == 3
-    assert calls == []
-    monkeypatch.undo()
+    assert disk.calls == 0
     # The snapshots taken at the rolls are fsynced by the next flush.
-    log = log_dir.log("t", 0)
-    synced: list[object] = []
-    monkeypatch.setattr(io, "fsync_file", lambda target: synced.append(target))
-    log.flush()
-    assert len(synced) >= 3  # two snapshots and the active segment's .log at least
+    log_dir.log("t", 0).flush()
+    assert disk.calls >= 3  # two snapshots and the active segment's .log at least
 
 
-def test_a_failed_fsync_is_not_acknowledged(
-    log_dir: LogDir, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_failed_fsync_is_not_acknowledged(log_dir: LogDir, disk: ScriptedDisk) -> None:
     log_dir.create_topic("t", 1, {"flush.messages": "1"})
     now = int(time.time() * 1000)
-
-    def broken(target: object) -> None:
-        raise io.storage_error("fsync", target, OSError(5, "Input/output error"))
-
-    monkeypatch.setattr(io, "fsync_file", broken)
+    disk.fail = True
 
     async def main() -> None:
         state = BrokerState(BrokerSettings(), log_dir)
@@ -176,7 +190,7 @@ def test_a_failed_fsync_is_not_acknowledged(
 
 
 def test_a_retry_after_a_failed_fsync_is_acknowledged_once_synced(
-    log_dir: LogDir, monkeypatch: pytest.MonkeyPatch
+    log_dir: LogDir, disk: ScriptedDisk
 ) -> None:
     log_dir.create_topic("t", 1, {"flush.messages": "1"})
     records = build_batch(
@@ -185,17 +199,13 @@ def test_a_retry_after_a_failed_fsync_is_acknowledged_once_synced(
         producer_epoch=0,
         base_sequence=0,
     )
-    real = io.fsync_file
-
-    def broken(target: object) -> None:
-        raise io.storage_error("fsync", target, OSError(5, "Input/output error"))
 
     async def main() -> None:
         state = BrokerState(BrokerSettings(), log_dir)
-        monkeypatch.setattr(io, "fsync_file", broken)
+        disk.fail = True
         failed = await produce(state, HEADER, _body("t", records))
         assert failed["responses"][0]["partition_responses"][0]["error_code"] != 0
-        monkeypatch.setattr(io, "fsync_file", real)
+        disk.fail = False
         # The producer retries the same batch: a duplicate, now made durable.
         retried = await produce(state, HEADER, _body("t", records))
         result = retried["responses"][0]["partition_responses"][0]

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from seglog.spark.java_options import librdkafka_settings
 from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.security.conftest import Certs, certs  # noqa: F401  (the fixture)
 from tests.spark.conftest import create_topic
@@ -54,22 +53,6 @@ def _java_options(port: int, certs: Certs) -> dict[str, str]:  # noqa: F811
         "kafka.ssl.truststore.type": "PEM",
         "kafka.ssl.truststore.location": str(certs.ca),
     }
-
-
-def test_java_settings_in_librdkafka_names(certs: Certs) -> None:  # noqa: F811
-    settings = librdkafka_settings(
-        {k.removeprefix("kafka."): v for k, v in _java_options(9093, certs).items()}
-    )
-    assert settings == {
-        "bootstrap.servers": "127.0.0.1:9093",
-        "security.protocol": "SASL_SSL",
-        "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.username": "spark",
-        "sasl.password": "spark-secret",
-        "ssl.ca.location": str(certs.ca),
-    }
-    with pytest.raises(ValueError, match=r"kafka\.ssl\.truststore\.type=JKS is not supported"):
-        librdkafka_settings({"ssl.truststore.location": "/etc/truststore.jks"})
 
 
 def test_read_and_write_over_sasl_ssl(

@@ -29,39 +29,47 @@ def test_atomic_write_creates_and_replaces(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]
 
 
-def test_atomic_write_orders_fsync_rename_fsync_dir(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+class _RecordingEnv(io.Env):
+    """The real file system, noting each durability call in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.checks: dict[str, Any] = {}
+
+    def fsync(self, target: io.FileTarget, *, name: object = None) -> None:
+        self.calls.append(("fsync", name))
+        if "fsync" in self.checks:
+            self.checks["fsync"]()
+        super().fsync(target, name=name)
+
+    def rename(self, src: Path | str, dst: Path | str) -> None:
+        self.calls.append(("rename", (src, dst)))
+        super().rename(src, dst)
+
+    def fsync_dir(self, path: Path | str) -> None:
+        self.calls.append(("fsync_dir", path))
+        if "fsync_dir" in self.checks:
+            self.checks["fsync_dir"]()
+        super().fsync_dir(path)
+
+
+def test_atomic_write_orders_fsync_rename_fsync_dir(tmp_path: Path) -> None:
     path = tmp_path / "f"
     path.write_text("old")
     tmp = tmp_path / "f.tmp"
-    calls: list[tuple[str, Any]] = []
-    real_fsync_file, real_rename, real_fsync_dir = io.fsync_file, io.rename, io.fsync_dir
+    env = _RecordingEnv()
 
-    def fsync_file(target: Any) -> None:
+    def at_fsync() -> None:
         # At fsync time the new text is whole in the .tmp and the old file untouched.
-        calls.append(("fsync_file", target.name))
-        real_fsync_file(target)
         assert tmp.read_text() == "new" and path.read_text() == "old"
 
-    def rename(src: Path, dst: Path) -> None:
-        calls.append(("rename", (src, dst)))
-        real_rename(src, dst)
-
-    def fsync_dir(directory: Path) -> None:
-        calls.append(("fsync_dir", directory))
+    def at_fsync_dir() -> None:
         assert path.read_text() == "new" and not tmp.exists()
-        real_fsync_dir(directory)
 
-    monkeypatch.setattr(io, "fsync_file", fsync_file)
-    monkeypatch.setattr(io, "rename", rename)
-    monkeypatch.setattr(io, "fsync_dir", fsync_dir)
-    io.atomic_write_text(path, "new")
-    assert calls == [
-        ("fsync_file", str(tmp)),
-        ("rename", (tmp, path)),
-        ("fsync_dir", tmp_path),
-    ]
+    env.checks = {"fsync": at_fsync, "fsync_dir": at_fsync_dir}
+    with io.use_env(env):
+        io.atomic_write_text(path, "new")
+    assert env.calls == [("fsync", tmp), ("rename", (tmp, path)), ("fsync_dir", tmp_path)]
 
 
 def test_atomic_write_disk_full_keeps_old_file(
@@ -247,3 +255,108 @@ def test_storage_error_messages() -> None:
     assert "read-only" in str(io.storage_error("write", "p", _os_error(errno.EROFS)))
     message = str(io.storage_error("open", "/x/y", _os_error(errno.EACCES)))
     assert message == f"cannot open /x/y: {os.strerror(errno.EACCES)}"
+
+
+# ------------------------------------------------------ the Env and its default
+
+
+def test_default_env_is_replaced_for_a_block(tmp_path: Path) -> None:
+    original = io.default_env()
+    env = _RecordingEnv()
+    with io.use_env(env):
+        assert io.default_env() is env
+        io.fsync_dir(tmp_path)  # the module functions go to the replacement
+    assert io.default_env() is original
+    assert env.calls == [("fsync_dir", tmp_path)]
+
+
+def test_env_reads_and_writes_by_descriptor(tmp_path: Path) -> None:
+    env = io.Env()
+    path = tmp_path / "f"
+    fd = env.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        assert os.get_inheritable(fd) is False  # close-on-exec: not leaked into children
+        assert env.pwritev(fd, [b"ab", memoryview(b"cd")], 0) == 4
+        assert env.write(fd, b"ef") == 2  # at the file position, which pwritev did not move
+        assert env.pread(fd, 10, 0) == b"efcd"
+        buffer = bytearray(3)
+        assert env.preadv(fd, [memoryview(buffer)], 1) == 3 and buffer == b"fcd"
+        assert env.fstat(fd).st_size == 4
+        env.fsync(fd)
+    finally:
+        env.close(fd)
+    with pytest.raises(StorageError, match="cannot close"):
+        env.close(fd)  # a second close is an error, reported
+    with pytest.raises(StorageError, match=r"cannot read .*named: "):
+        env.pread(fd, 1, 0, name=tmp_path / "named")
+    with pytest.raises(StorageError, match=r"cannot write file descriptor"):
+        env.pwritev(fd, [b"x"], 0)
+    with pytest.raises(FileNotFoundError):  # passed through: callers test for it
+        env.open(tmp_path / "missing" / "f", os.O_RDONLY)
+    with pytest.raises(StorageError, match=r"cannot open .*under-a-file: Not a directory"):
+        env.open(tmp_path / "f" / "under-a-file", os.O_RDONLY)
+
+
+def test_env_whole_files(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    assert io.read_file(path) is None
+    io.write_file(path, b"first version", sync=True)
+    io.write_file(path, b"second")  # replaces, shorter
+    assert io.read_file(path) == b"second"
+    assert io.list_dir(tmp_path) == ["f"]
+    assert io.list_dir(tmp_path / "missing") == []
+    with pytest.raises(StorageError, match="cannot read"):
+        io.read_file(tmp_path)  # a directory
+
+
+def test_env_directories(tmp_path: Path) -> None:
+    nested = tmp_path / "a" / "b"
+    io.make_dirs(nested)
+    io.make_dirs(nested)  # exists already: fine
+    (nested / "f").write_bytes(b"x")
+    io.remove_tree(tmp_path / "a")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(StorageError, match="cannot create directory"):
+        io.make_dirs(tmp_path / "file" / "sub")
+
+
+def test_env_mmap_and_msync(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(bytes(16))
+    fd = io.open_fd(path, os.O_RDWR)
+    try:
+        file_map = io.map_file(fd, 16, writable=True, name=path)
+        file_map.buffer[0:4] = b"abcd"
+        io.flush_map(file_map, name=path)
+        file_map.close()
+        read_only = io.map_file(fd, 16, writable=False)
+        assert bytes(read_only.buffer[0:4]) == b"abcd"
+        read_only.close()
+    finally:
+        io.close_fd(fd)
+    with pytest.raises(StorageError, match=r"cannot map .*f: "):
+        io.map_file(fd, 16, writable=True, name=path)  # a closed descriptor
+
+
+def test_env_lock_is_exclusive(tmp_path: Path) -> None:
+    env = io.Env()
+    first = env.open(tmp_path / ".lock", os.O_RDWR | os.O_CREAT)
+    second = env.open(tmp_path / ".lock", os.O_RDWR)
+    try:
+        assert env.lock(first) is True
+        assert env.lock(second) is False
+        env.unlock(first)
+        assert env.lock(second) is True
+    finally:
+        env.close(first)
+        env.close(second)
+
+
+def test_env_times(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"")
+    io.set_mtime(path, 1_000_000.0)
+    assert io.stat(path).st_mtime == 1_000_000.0
+    with pytest.raises(StorageError, match="cannot stat"):
+        io.stat(tmp_path / "missing")

@@ -9,7 +9,6 @@ nearly full disk, or of a partition with thousands of segments, depends on it.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from seglog.errors import StorageError
 from seglog.storage import filenames, io, producer_state
 from seglog.storage.log import Log
 from seglog.storage.verify import verify_log
+from tests.small_disk import mounted_tmpfs
 from tests.storage.conftest import make_batch
 from tests.storage.test_log import read_all
 
@@ -48,21 +48,8 @@ def _fill(log: Log, total: int, value_size: int = 64 * 1024) -> int:
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 64 MiB tmpfs, where the test may mount one (root, and mounts permitted)."""
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small file system needs root")
-    result = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount_point)],
-        capture_output=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.decode(errors='replace')}")
-    try:
+    with mounted_tmpfs(tmp_path / "disk", 64 << 20) as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 @pytest.mark.parametrize("clean", [True, False])

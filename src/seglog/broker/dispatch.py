@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from seglog.broker.handlers import admin, consumer_groups, fetch, groups, metadata, produce
+from seglog.broker.handlers import (
+    admin,
+    cluster,
+    configs,
+    consumer_groups,
+    fetch,
+    groups,
+    metadata,
+    produce,
+    quotas,
+)
+from seglog.broker.quotas import (
+    ANONYMOUS,
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+)
 from seglog.broker.security import access, sasl
 from seglog.broker.security import handlers as security
 from seglog.broker.security.session import Session
@@ -34,8 +51,25 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_TOPICS: admin.delete_topics,
     ApiKey.CREATE_PARTITIONS: admin.create_partitions,
     ApiKey.DELETE_RECORDS: admin.delete_records,
-    ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
+    ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
+    ApiKey.ALTER_CONFIGS: admin.alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
+    ApiKey.DESCRIBE_ACLS: security.describe_acls,
+    ApiKey.CREATE_ACLS: security.create_acls,
+    ApiKey.DELETE_ACLS: security.delete_acls,
+    ApiKey.SASL_HANDSHAKE: security.sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: security.sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: security.describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security.alter_user_scram_credentials,
+    ApiKey.DESCRIBE_LOG_DIRS: cluster.describe_log_dirs,
+    ApiKey.ALTER_REPLICA_LOG_DIRS: cluster.alter_replica_log_dirs,
+    ApiKey.DESCRIBE_PRODUCERS: cluster.describe_producers,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: cluster.describe_topic_partitions,
+    ApiKey.ELECT_LEADERS: cluster.elect_leaders,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: cluster.alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: cluster.list_partition_reassignments,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: quotas.describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: quotas.alter_client_quotas,
     ApiKey.FIND_COORDINATOR: groups.find_coordinator,
     ApiKey.JOIN_GROUP: groups.join_group,
     ApiKey.SYNC_GROUP: groups.sync_group,
@@ -49,14 +83,10 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_DELETE: groups.offset_delete,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.consumer_group_describe,
-    ApiKey.SASL_HANDSHAKE: security.sasl_handshake,
-    ApiKey.SASL_AUTHENTICATE: security.sasl_authenticate,
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: security.describe_user_scram_credentials,
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security.alter_user_scram_credentials,
-    ApiKey.CREATE_ACLS: security.create_acls,
-    ApiKey.DESCRIBE_ACLS: security.describe_acls,
-    ApiKey.DELETE_ACLS: security.delete_acls,
 }
+
+
+_WAITING_APIS = frozenset({ApiKey.FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP})
 
 
 class CloseConnection(Exception):
@@ -70,8 +100,10 @@ async def handle_frame(
 
     ``session`` is the connection's security state: on a SASL listener only
     ApiVersions and the SASL APIs are served before authentication (see
-    :mod:`seglog.broker.security.sasl`). Raises :class:`CloseConnection` for a
-    request that cannot be answered at all, as Kafka closes the connection then.
+    :mod:`seglog.broker.security.sasl`), and with an authorizer every request
+    is authorized first (:mod:`seglog.broker.security.access`). Raises
+    :class:`CloseConnection` for a request that cannot be answered at all, as
+    Kafka closes the connection then.
     """
     if session is not None and session.raw_tokens:
         # After SaslHandshake v0 the client sends bare SASL tokens, not requests.
@@ -128,7 +160,62 @@ async def handle_frame(
             response = await handler(state, header, request.body)
             if response is not None:
                 decision.fix(response)
-    state.metrics.observe(request.api.name, "NONE", time.perf_counter() - began)
-    if response is None:
-        return None
-    return encode_response(header.api_key, header.api_version, header.correlation_id, response)
+    elapsed = time.perf_counter() - began
+    state.metrics.observe(request.api.name, "NONE", elapsed)
+    if not state.quotas.active:
+        if response is None:
+            return None
+        return encode_response(header.api_key, header.api_version, header.correlation_id, response)
+    user = ANONYMOUS
+    if session is not None and session.principal.startswith("User:"):
+        user = session.principal.removeprefix("User:")  # quotas by authenticated user
+    return await _throttled(state, header, response, len(frame), elapsed, user)
+
+
+async def _throttled(
+    state: BrokerState,
+    header: RequestHeader,
+    response: dict[str, Any] | None,
+    request_size: int,
+    elapsed: float,
+    user: str = ANONYMOUS,
+) -> list[Any] | None:
+    """Charge the request to the client's quotas; answer late by the throttle time, if any.
+
+    Every request counts against ``request_percentage`` (its handling time,
+    but for the APIs that wait by design), a
+    Produce against ``producer_byte_rate`` (its size), a Fetch against
+    ``consumer_byte_rate`` (its answer's size). The throttle time is the
+    largest of them; it is reported in ``throttle_time_ms`` and the answer
+    (or, for acks=0, the connection's next request) waits that long.
+    """
+    quotas = state.quotas
+    client_id = header.client_id or ""
+    now_ms = int(time.time() * 1000)
+    # Kafka charges the time a request thread spends; the APIs that wait by design
+    # (a long-polling Fetch, a JoinGroup held for a rebalance) mostly wait here, so
+    # their time is not charged.
+    busy = 0.0 if header.api_key in _WAITING_APIS else elapsed
+    throttle = quotas.record(REQUEST_PERCENTAGE, user, client_id, busy * 100, now_ms)
+    if header.api_key == ApiKey.PRODUCE:
+        throttle = max(
+            throttle, quotas.record(PRODUCER_BYTE_RATE, user, client_id, request_size, now_ms)
+        )
+    chunks = None
+    if response is not None:
+        chunks = encode_response(
+            header.api_key, header.api_version, header.correlation_id, response
+        )
+        if header.api_key == ApiKey.FETCH:
+            size = sum(len(chunk) for chunk in chunks)
+            throttle = max(
+                throttle, quotas.record(CONSUMER_BYTE_RATE, user, client_id, size, now_ms)
+            )
+        if throttle > 0 and "throttle_time_ms" in response:
+            response["throttle_time_ms"] = throttle
+            chunks = encode_response(
+                header.api_key, header.api_version, header.correlation_id, response
+            )
+    if throttle > 0:
+        await asyncio.sleep(throttle / 1000)
+    return chunks

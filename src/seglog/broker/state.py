@@ -19,6 +19,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from seglog.broker.quotas import ClientQuotas
 from seglog.broker.settings import BrokerSettings
 from seglog.coordinator.group_coordinator import create_coordinator
 from seglog.storage.log_dir import LogDir
@@ -63,6 +64,7 @@ class BrokerState:
         self.settings = settings
         self.log_dir = log_dir
         self.metrics = Metrics()
+        self.quotas = ClientQuotas.load(log_dir.path)
         self.cluster_id = settings.cluster_id or str(
             log_dir.meta_properties.get("cluster.id", "seglog")
         )

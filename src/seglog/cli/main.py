@@ -58,6 +58,7 @@ def _register() -> None:
     from seglog.cli.demo import demo
     from seglog.cli.dump import dump_log
     from seglog.cli.groups import groups
+    from seglog.cli.mirror import mirror
     from seglog.cli.offsets import offsets
     from seglog.cli.produce import produce
     from seglog.cli.serve import serve
@@ -74,6 +75,7 @@ def _register() -> None:
     cli.add_command(consume)
     cli.add_command(offsets)
     cli.add_command(groups)
+    cli.add_command(mirror)
     cli.add_command(users)
     cli.add_command(acls)
 

@@ -72,12 +72,9 @@ def _java_int(text: str, bounds: tuple[int, int]) -> int | None:
 
 def _read_text(path: Path, encoding: str = "utf-8") -> str | None:
     """The file's text, None if it does not exist."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    data = io.read_file(path)
+    if data is None:
         return None
-    except OSError as exc:
-        raise io.storage_error("read", path, exc) from exc
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as exc:

@@ -54,7 +54,6 @@ a cleaning runs.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -65,7 +64,7 @@ from seglog.errors import SeglogError, StorageError
 from seglog.records import batch, log_entries
 from seglog.records import builder as batch_builder
 from seglog.records import record as record_codec
-from seglog.storage import checkpoints, filenames
+from seglog.storage import checkpoints, filenames, io
 from seglog.storage.log import Log
 from seglog.storage.segment import LogSegment
 
@@ -291,8 +290,8 @@ class Cleaner:
                     kept += count
                 cleaned.on_become_inactive()
                 cleaned.flush()
-                mtime = os.stat(group[-1].log_path).st_mtime
-                os.utime(cleaned.log_path, (mtime, mtime))
+                # Retention by time falls back to the file's mtime: keep the original's.
+                io.set_mtime(cleaned.log_path, io.stat(group[-1].log_path).st_mtime)
                 log.replace_segments([cleaned], group)
             except BaseException:
                 cleaned.delete()

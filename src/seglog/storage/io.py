@@ -1,15 +1,27 @@
-"""The durability seam: every OS call whose ordering matters for crash safety.
+"""The durability seam: every OS call whose ordering or failure matters for crash safety.
 
-Storage code calls these (as ``io.name(...)``, never ``from io import``) instead
-of :mod:`os`, so the rules live in one place and a test can intercept any of
-them with ``monkeypatch.setattr(io, "fsync_dir", ...)``:
+Storage code does its file I/O through an :class:`Env` (LevelDB's ``Env``):
+open, pread, pwritev, fsync of files and directories, rename, truncate,
+preallocation, mmap and msync (:class:`FileMap`, a map that holds no
+descriptor), flock, directory creation, listing and removal.
+The module keeps one default instance; the module-level functions
+(:func:`fsync_file`, :func:`rename`, :func:`pwritev`, ...) are thin wrappers
+that call it, so storage code writes ``io.name(...)`` (never ``from io
+import``) and a test swaps the whole file system behaviour with
+:func:`use_env`, or one call with ``monkeypatch.setattr(io, "fsync_dir", ...)``.
+The test suite's faulty environment (``tests/storage/faulty_env.py``) is such a
+replacement: it remembers what was synced, drops the rest on a simulated
+power cut and fails chosen calls with ENOSPC or EIO.
+
+The rules that live here:
 
 * a replaced file is written to ``<name>.tmp``, fsynced, renamed over the old
   one, and its directory fsynced (:func:`atomic_write_text`);
-* a rename or a creation is durable only after :func:`fsync_dir` of its
-  directory, which the caller decides when to pay for;
+* a rename, a creation or a removal is durable only after :func:`fsync_dir` of
+  its directory, which the caller decides when to pay for;
 * a failed call becomes a :class:`~seglog.errors.StorageError` that names the
-  file, and says so when the disk is full.
+  file, and says so when the disk is full; the :class:`OSError` is its
+  ``__cause__``.
 """
 
 from __future__ import annotations
@@ -17,11 +29,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import mmap
 import os
+import shutil
 import sys
+import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -40,6 +55,10 @@ _DIR_FSYNC_UNSUPPORTED = frozenset(
     if code is not None
 )
 _DIR_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+Buffers = Sequence[bytes | bytearray | memoryview]
+FileTarget = int | IO[Any]
 
 
 def storage_error(action: str, target: object, exc: OSError) -> StorageError:
@@ -59,174 +78,14 @@ def storage_error(action: str, target: object, exc: OSError) -> StorageError:
     return StorageError(f"cannot {action} {target}: {reason}")
 
 
-def _describe(target: int | IO[Any]) -> str:
+def _describe(target: FileTarget) -> str:
     if isinstance(target, int):
         return f"file descriptor {target}"
     name = getattr(target, "name", None)
     return str(name) if isinstance(name, str | bytes | os.PathLike) else repr(target)
 
 
-def fsync_file(fileobj_or_fd: int | IO[Any]) -> None:
-    """fsync an open file (anything with ``fileno()``) or a raw descriptor.
-
-    A Python file object is flushed first: data still in its buffer would not
-    reach the kernel, so the fsync would not cover it.
-    """
-    if isinstance(fileobj_or_fd, int):
-        fd = fileobj_or_fd
-    else:
-        try:
-            fileobj_or_fd.flush()
-            fd = fileobj_or_fd.fileno()
-        except OSError as exc:
-            raise storage_error("flush", _describe(fileobj_or_fd), exc) from exc
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        raise storage_error("fsync", _describe(fileobj_or_fd), exc) from exc
-
-
-def fsync_dir(path: Path | str) -> None:
-    """fsync a directory, which makes the creations, renames and removals in it durable.
-
-    File systems that cannot sync a directory are tolerated silently.
-    """
-    try:
-        fd = os.open(path, _DIR_OPEN_FLAGS)
-    except OSError as exc:
-        raise storage_error("open directory", path, exc) from exc
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in _DIR_FSYNC_UNSUPPORTED:
-            raise storage_error("fsync directory", path, exc) from exc
-    finally:
-        os.close(fd)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) so that a crash leaves the old or the new file whole.
-
-    Writes ``<path>.tmp``, fsyncs it, renames it over ``path`` and fsyncs the
-    directory. Without the first fsync a crash can leave the new name on an
-    empty file; without the last, the old file.
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        # Binary mode: the bytes on disk must not depend on the platform's newline.
-        with open(tmp, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-            fsync_file(handle)
-        rename(tmp, path)
-    except OSError as exc:
-        _discard(tmp)
-        raise storage_error("write", tmp, exc) from exc
-    except StorageError:
-        _discard(tmp)
-        raise
-    fsync_dir(path.parent)
-
-
-def _discard(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)
-
-
-def rename(src: Path, dst: Path) -> None:
-    """Rename ``src`` to ``dst``, replacing ``dst`` if it exists (atomic on POSIX).
-
-    The rename is durable only after :func:`fsync_dir` of the directory.
-    """
-    try:
-        os.replace(src, dst)
-    except OSError as exc:
-        raise storage_error("rename", f"{src} to {dst}", exc) from exc
-
-
-def unlink_if_exists(path: Path | str) -> bool:
-    """Remove ``path``; False if it was not there."""
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        return False
-    except OSError as exc:
-        raise storage_error("remove", path, exc) from exc
-    return True
-
-
-def truncate_file(path_or_fd: Path | str | int, size: int) -> None:
-    """Set the length of a file, given by path or descriptor, to ``size`` bytes.
-
-    Growing a file fills it with zeros (sparsely; see :func:`preallocate`).
-    """
-    try:
-        if isinstance(path_or_fd, int):
-            os.ftruncate(path_or_fd, size)
-        else:
-            os.truncate(path_or_fd, size)
-    except OSError as exc:
-        target = f"file descriptor {path_or_fd}" if isinstance(path_or_fd, int) else path_or_fd
-        raise storage_error(f"truncate to {size} bytes", target, exc) from exc
-
-
-def preallocate(fd: int, offset: int, length: int, *, name: object = None) -> None:
-    """Reserve disk blocks for ``length`` bytes at ``offset`` of an open file.
-
-    A memory-mapped file that was only extended with ftruncate is sparse; if
-    the disk fills up, the first store to an unbacked page kills the process
-    with SIGBUS instead of raising. Reserving the blocks up front turns that
-    into a StorageError here. Where the file system cannot reserve blocks, this
-    does nothing.
-    """
-    if length <= 0 or not hasattr(os, "posix_fallocate"):
-        return
-    try:
-        os.posix_fallocate(fd, offset, length)
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", None)):
-            target = name if name is not None else f"file descriptor {fd}"
-            raise storage_error(f"reserve {length} bytes for", target, exc) from exc
-
-
-# ----------------------------------------------------- descriptors and maps
-
-
-def open_fd(path: Path | str, flags: int, mode: int = 0o644) -> int:
-    """``os.open`` with close-on-exec; a failure names the file.
-
-    FileNotFoundError and FileExistsError pass through as they are: callers
-    test for them (a missing index, a file created with ``O_EXCL``).
-    """
-    try:
-        return os.open(path, flags | getattr(os, "O_CLOEXEC", 0), mode)
-    except (FileNotFoundError, FileExistsError):
-        raise
-    except OSError as exc:
-        raise storage_error("open", path, exc) from exc
-
-
-def close_fd(fd: int) -> None:
-    """Close a descriptor; an error closing one is reported, not hidden."""
-    try:
-        os.close(fd)
-    except OSError as exc:
-        raise storage_error("close", f"file descriptor {fd}", exc) from exc
-
-
-def file_size(path_or_fd: Path | str | int) -> int:
-    """The length in bytes of a file given by path or descriptor."""
-    try:
-        return (
-            os.fstat(path_or_fd).st_size
-            if isinstance(path_or_fd, int)
-            else os.stat(path_or_fd).st_size
-        )
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise storage_error(
-            "stat", _describe(path_or_fd) if isinstance(path_or_fd, int) else path_or_fd, exc
-        ) from exc
+# ----------------------------------------------------- memory maps
 
 
 class FileMap:
@@ -322,39 +181,448 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 _MS_SYNC = 4  # Linux's value; the libc path is taken on Linux only
 
 
-def map_file(fd: int, length: int, *, writable: bool, name: object = None) -> FileMap:
-    """Map ``length`` bytes of an open file; the descriptor may be closed at once."""
+class Env:
+    """The real file system, with every failure turned into a StorageError.
+
+    Subclass it to observe or change behaviour (tests); every method is a
+    single OS operation, so a subclass can fail any one of them or keep its
+    own record of what has reached the disk. Paths may be ``str`` or ``Path``;
+    ``name`` arguments only label error messages.
+    """
+
+    # ------------------------------------------------------------ descriptors
+
+    def open(self, path: Path | str, flags: int, mode: int = 0o644) -> int:
+        """``os.open`` with close-on-exec; ``O_CREAT`` makes a file, durable after fsync_dir.
+
+        FileNotFoundError and FileExistsError pass through as they are: callers
+        test for them (a missing index, a file created with ``O_EXCL``).
+        """
+        try:
+            return os.open(path, flags | _CLOEXEC, mode)
+        except (FileNotFoundError, FileExistsError):
+            raise
+        except OSError as exc:
+            raise storage_error("open", path, exc) from exc
+
+    def close(self, fd: int) -> None:
+        """Close a descriptor; an error closing one is reported, not hidden."""
+        try:
+            os.close(fd)
+        except OSError as exc:
+            raise storage_error("close", f"file descriptor {fd}", exc) from exc
+
+    def file_size(self, target: Path | str | int) -> int:
+        """The length of a file given by path or descriptor; FileNotFoundError passes through."""
+        try:
+            return os.fstat(target).st_size if isinstance(target, int) else os.stat(target).st_size
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            described = f"file descriptor {target}" if isinstance(target, int) else target
+            raise storage_error("stat", described, exc) from exc
+
+    def fstat(self, fd: int, *, name: object = None) -> os.stat_result:
+        """Size and times of an open file."""
+        try:
+            return os.fstat(fd)
+        except OSError as exc:
+            raise storage_error("stat", name or f"file descriptor {fd}", exc) from exc
+
+    def stat(self, path: Path | str) -> os.stat_result:
+        """Size and times of a file by name."""
+        try:
+            return os.stat(path)
+        except OSError as exc:
+            raise storage_error("stat", path, exc) from exc
+
+    def set_mtime(self, path: Path | str, mtime: float) -> None:
+        """Set a file's access and modification times (retention reads them)."""
+        try:
+            os.utime(path, (mtime, mtime))
+        except OSError as exc:
+            raise storage_error("set the time of", path, exc) from exc
+
+    # --------------------------------------------------------- reads, writes
+
+    def pread(self, fd: int, length: int, offset: int, *, name: object = None) -> bytes:
+        """Up to ``length`` bytes at ``offset`` (fewer only at the end of the file)."""
+        try:
+            return os.pread(fd, length, offset)
+        except OSError as exc:
+            raise storage_error("read", name or f"file descriptor {fd}", exc) from exc
+
+    def preadv(
+        self, fd: int, buffers: Sequence[memoryview], offset: int, *, name: object = None
+    ) -> int:
+        """Fill ``buffers`` from ``offset``; returns the bytes read (short at the end)."""
+        try:
+            return os.preadv(fd, buffers, offset)
+        except OSError as exc:
+            raise storage_error("read", name or f"file descriptor {fd}", exc) from exc
+
+    def pwritev(self, fd: int, buffers: Buffers, offset: int, *, name: object = None) -> int:
+        """One ``pwritev``: may write less than asked (the caller loops)."""
+        try:
+            return os.pwritev(fd, buffers, offset)
+        except OSError as exc:
+            raise storage_error("write", name or f"file descriptor {fd}", exc) from exc
+
+    def write(self, fd: int, data: bytes | bytearray | memoryview, *, name: object = None) -> int:
+        """One ``write`` at the file position: may write less than asked."""
+        try:
+            return os.write(fd, data)
+        except OSError as exc:
+            raise storage_error("write", name or f"file descriptor {fd}", exc) from exc
+
+    def read_file(self, path: Path | str) -> bytes | None:
+        """A whole (small) file's bytes, or None if it does not exist."""
+        try:
+            with open(path, "rb") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise storage_error("read", path, exc) from exc
+
+    # ------------------------------------------------------------ durability
+
+    def fsync(self, target: FileTarget, *, name: object = None) -> None:
+        """fsync an open file (anything with ``fileno()``) or a raw descriptor.
+
+        A Python file object is flushed first: data still in its buffer would
+        not reach the kernel, so the fsync would not cover it.
+        """
+        if isinstance(target, int):
+            fd = target
+        else:
+            try:
+                target.flush()
+                fd = target.fileno()
+            except OSError as exc:
+                raise storage_error("flush", name or _describe(target), exc) from exc
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            raise storage_error("fsync", name or _describe(target), exc) from exc
+
+    def fsync_dir(self, path: Path | str) -> None:
+        """fsync a directory: makes the creations, renames and removals in it durable.
+
+        File systems that cannot sync a directory are tolerated silently.
+        """
+        try:
+            fd = os.open(path, _DIR_OPEN_FLAGS)
+        except OSError as exc:
+            raise storage_error("open directory", path, exc) from exc
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            if exc.errno not in _DIR_FSYNC_UNSUPPORTED:
+                raise storage_error("fsync directory", path, exc) from exc
+        finally:
+            os.close(fd)
+
+    def truncate(self, target: Path | str | int, size: int) -> None:
+        """Set a file's length (by path or descriptor); growth is sparse (zeros, no blocks)."""
+        try:
+            if isinstance(target, int):
+                os.ftruncate(target, size)
+            else:
+                os.truncate(target, size)
+        except OSError as exc:
+            described = f"file descriptor {target}" if isinstance(target, int) else target
+            raise storage_error(f"truncate to {size} bytes", described, exc) from exc
+
+    def allocate(self, fd: int, offset: int, length: int, *, name: object = None) -> None:
+        """Reserve disk blocks for ``length`` bytes at ``offset`` (see :func:`preallocate`)."""
+        if length <= 0 or not hasattr(os, "posix_fallocate"):
+            return
+        try:
+            os.posix_fallocate(fd, offset, length)
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", None)):
+                target = name if name is not None else f"file descriptor {fd}"
+                raise storage_error(f"reserve {length} bytes for", target, exc) from exc
+
+    def mmap(self, fd: int, length: int, *, writable: bool, name: object = None) -> FileMap:
+        """Map ``length`` bytes of an open file, shared; the descriptor may be closed at once."""
+        try:
+            return FileMap(fd, length, writable=writable)
+        except OSError as exc:
+            raise storage_error("map", name or f"file descriptor {fd}", exc) from exc
+
+    def msync(self, file_map: FileMap, *, name: object = None) -> None:
+        """Write a map's dirty pages to its file (the fsync of a mapped file)."""
+        try:
+            file_map.flush()
+        except OSError as exc:
+            raise storage_error("flush", name or "a mapped file", exc) from exc
+
+    # -------------------------------------------------------------- names
+
+    def rename(self, src: Path | str, dst: Path | str) -> None:
+        """Rename ``src`` to ``dst``, replacing ``dst`` (atomic; durable after fsync_dir)."""
+        try:
+            os.replace(src, dst)
+        except OSError as exc:
+            raise storage_error("rename", f"{src} to {dst}", exc) from exc
+
+    def unlink(self, path: Path | str) -> bool:
+        """Remove a file; False if it was not there. Durable after fsync_dir."""
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise storage_error("remove", path, exc) from exc
+        return True
+
+    def mkdir(self, path: Path | str) -> None:
+        """Create a directory and any missing parents; an existing one is fine."""
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as exc:
+            raise storage_error("create directory", path, exc) from exc
+
+    def rmtree(self, path: Path | str, *, ignore_errors: bool = True) -> None:
+        """Remove a directory and everything in it.
+
+        By default what cannot be removed is left (and a missing directory is
+        fine); with ``ignore_errors=False`` the first failure raises.
+        """
+        try:
+            shutil.rmtree(path, ignore_errors=ignore_errors)
+        except OSError as exc:
+            raise storage_error("remove", path, exc) from exc
+
+    def listdir(self, path: Path | str) -> list[str]:
+        """Names in a directory; empty if the directory does not exist."""
+        try:
+            return os.listdir(path)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise storage_error("list", path, exc) from exc
+
+    # --------------------------------------------------------------- locks
+
+    def lock(self, fd: int) -> bool:
+        """Take an exclusive ``flock`` without waiting; False if another holder has it."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                return False
+            raise storage_error("lock", f"file descriptor {fd}", exc) from exc
+        return True
+
+    def unlock(self, fd: int) -> None:
+        """Release a lock taken with :meth:`lock`."""
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+# ------------------------------------------------------------- the default
+
+_default: Env = Env()
+_default_lock = threading.Lock()
+
+
+def default_env() -> Env:
+    """The environment storage code uses."""
+    return _default
+
+
+def set_default_env(env: Env) -> Env:
+    """Make ``env`` the environment storage code uses; returns the previous one."""
+    global _default
+    with _default_lock:
+        previous, _default = _default, env
+    return previous
+
+
+@contextlib.contextmanager
+def use_env(env: Env) -> Iterator[Env]:
+    """Run a block with ``env`` as the default environment (tests)."""
+    previous = set_default_env(env)
     try:
-        return FileMap(fd, length, writable=writable)
-    except OSError as exc:
-        raise storage_error(
-            "map", name if name is not None else f"file descriptor {fd}", exc
-        ) from exc
+        yield env
+    finally:
+        set_default_env(previous)
 
 
-def flush_map(file_map: FileMap, *, name: object = None) -> None:
-    """msync a map made by :func:`map_file`: its stores reach the file."""
-    try:
-        file_map.flush()
-    except OSError as exc:
-        raise storage_error("flush", name if name is not None else "a mapped file", exc) from exc
+# ------------------------------------------- module-level thin wrappers
 
 
-def pwritev(
-    fd: int,
-    buffers: Sequence[bytes | bytearray | memoryview],
-    position: int,
-    *,
-    name: object = None,
-) -> int:
+def open_fd(path: Path | str, flags: int, mode: int = 0o644) -> int:
+    """:meth:`Env.open` of the default environment."""
+    return _default.open(path, flags, mode)
+
+
+def close_fd(fd: int) -> None:
+    """:meth:`Env.close` of the default environment."""
+    _default.close(fd)
+
+
+def file_size(path_or_fd: Path | str | int) -> int:
+    """The length in bytes of a file given by path or descriptor (:meth:`Env.file_size`)."""
+    return _default.file_size(path_or_fd)
+
+
+def fstat(fd: int, *, name: object = None) -> os.stat_result:
+    """:meth:`Env.fstat` of the default environment."""
+    return _default.fstat(fd, name=name)
+
+
+def stat(path: Path | str) -> os.stat_result:
+    """:meth:`Env.stat` of the default environment."""
+    return _default.stat(path)
+
+
+def set_mtime(path: Path | str, mtime: float) -> None:
+    """:meth:`Env.set_mtime` of the default environment."""
+    _default.set_mtime(path, mtime)
+
+
+def pread(fd: int, length: int, offset: int, *, name: object = None) -> bytes:
+    """:meth:`Env.pread` of the default environment."""
+    return _default.pread(fd, length, offset, name=name)
+
+
+def preadv(fd: int, buffers: Sequence[memoryview], offset: int, *, name: object = None) -> int:
+    """:meth:`Env.preadv` of the default environment."""
+    return _default.preadv(fd, buffers, offset, name=name)
+
+
+def pwritev(fd: int, buffers: Buffers, position: int, *, name: object = None) -> int:
     """Write ``buffers`` at ``position``; returns the bytes written (a write may be short).
 
     A failure (the disk is full, an I/O error) raises StorageError; the caller
     decides what to do with the bytes an earlier call of the same append wrote.
     """
+    return _default.pwritev(fd, buffers, position, name=name)
+
+
+def fsync_file(fileobj_or_fd: FileTarget, *, name: object = None) -> None:
+    """fsync an open file or descriptor (:meth:`Env.fsync`)."""
+    _default.fsync(fileobj_or_fd, name=name)
+
+
+def fsync_dir(path: Path | str) -> None:
+    """fsync a directory, which makes the creations, renames and removals in it durable."""
+    _default.fsync_dir(path)
+
+
+def rename(src: Path, dst: Path) -> None:
+    """Rename ``src`` to ``dst``, replacing ``dst`` if it exists (atomic on POSIX).
+
+    The rename is durable only after :func:`fsync_dir` of the directory.
+    """
+    _default.rename(src, dst)
+
+
+def unlink_if_exists(path: Path | str) -> bool:
+    """Remove ``path``; False if it was not there."""
+    return _default.unlink(path)
+
+
+def truncate_file(path_or_fd: Path | str | int, size: int) -> None:
+    """Set the length of a file, given by path or descriptor, to ``size`` bytes.
+
+    Growing a file fills it with zeros (sparsely; see :func:`preallocate`).
+    """
+    _default.truncate(path_or_fd, size)
+
+
+def preallocate(fd: int, offset: int, length: int, *, name: object = None) -> None:
+    """Reserve disk blocks for ``length`` bytes at ``offset`` of an open file.
+
+    A memory-mapped file that was only extended with ftruncate is sparse; if
+    the disk fills up, the first store to an unbacked page kills the process
+    with SIGBUS instead of raising. Reserving the blocks up front turns that
+    into a StorageError here. Where the file system cannot reserve blocks, this
+    does nothing.
+    """
+    _default.allocate(fd, offset, length, name=name)
+
+
+def map_file(fd: int, length: int, *, writable: bool, name: object = None) -> FileMap:
+    """Map ``length`` bytes of an open file; the descriptor may be closed at once."""
+    return _default.mmap(fd, length, writable=writable, name=name)
+
+
+def flush_map(file_map: FileMap, *, name: object = None) -> None:
+    """msync a map made by :func:`map_file`: its stores reach the file."""
+    _default.msync(file_map, name=name)
+
+
+def make_dirs(path: Path | str) -> None:
+    """:meth:`Env.mkdir` of the default environment."""
+    _default.mkdir(path)
+
+
+def remove_tree(path: Path | str, *, ignore_errors: bool = True) -> None:
+    """:meth:`Env.rmtree` of the default environment."""
+    _default.rmtree(path, ignore_errors=ignore_errors)
+
+
+def list_dir(path: Path | str) -> list[str]:
+    """:meth:`Env.listdir` of the default environment."""
+    return _default.listdir(path)
+
+
+def read_file(path: Path | str) -> bytes | None:
+    """:meth:`Env.read_file` of the default environment."""
+    return _default.read_file(path)
+
+
+def write_file(path: Path, data: bytes | bytearray | memoryview, *, sync: bool = False) -> None:
+    """Create or replace ``path`` with ``data`` in place, fsynced when ``sync``.
+
+    Not atomic: a crash may leave a torn file, so use it only for files whose
+    readers detect that (producer snapshots carry a CRC); otherwise use
+    :func:`atomic_write_text`. The file's name is durable after fsync_dir.
+    """
+    env = _default
     try:
-        return os.pwritev(fd, buffers, position)
-    except OSError as exc:
-        raise storage_error(
-            "write", name if name is not None else f"file descriptor {fd}", exc
-        ) from exc
+        fd = env.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    except OSError as exc:  # a missing directory
+        raise storage_error("open", path, exc) from exc
+    try:
+        _write_all(env, fd, data, path)
+        if sync:
+            env.fsync(fd, name=path)
+    finally:
+        env.close(fd)
+
+
+def _write_all(env: Env, fd: int, data: bytes | bytearray | memoryview, name: object) -> None:
+    view = memoryview(data)
+    while view:
+        written = env.write(fd, view, name=name)
+        if written <= 0:
+            raise StorageError(f"cannot write {name}: the file system accepted no bytes")
+        view = view[written:]
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` (UTF-8) so that a crash leaves the old or the new file whole.
+
+    Writes ``<path>.tmp``, fsyncs it, renames it over ``path`` and fsyncs the
+    directory. Without the first fsync a crash can leave the new name on an
+    empty file; without the last, the old file.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    env = _default
+    try:
+        # Bytes: what is on disk must not depend on the platform's newline.
+        write_file(tmp, text.encode("utf-8"), sync=True)
+        env.rename(tmp, path)
+    except StorageError:
+        with contextlib.suppress(StorageError):
+            env.unlink(tmp)
+        raise
+    env.fsync_dir(path.parent)

@@ -30,7 +30,9 @@ first bad byte, with all later segments removed.
 from __future__ import annotations
 
 import bisect
+import copy
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -45,7 +47,7 @@ from seglog.errors import (
 )
 from seglog.records import batch
 from seglog.storage import filenames, io
-from seglog.storage.producer_state import ProducerBatch, ProducerStateManager
+from seglog.storage.producer_state import ProducerBatch, ProducerEntry, ProducerStateManager
 from seglog.storage.segment import MAX_SEGMENT_BYTES, LogSegment, SegmentRead, TimestampAndOffset
 from seglog.storage.validator import validate_and_assign
 
@@ -137,6 +139,9 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms(clock)
         self._closed = False
+        # The active segment's roll jitter, drawn once per segment (see _roll_jitter).
+        self._jitter_segment: LogSegment | None = None
+        self._jitter_ms = 0
         self._producer_state = ProducerStateManager(
             directory, expiration_ms=producer_id_expiration_ms
         )
@@ -162,7 +167,7 @@ class Log:
         if parsed is None:
             raise StorageError(f"{directory} is not named <topic>-<partition>")
         topic, partition = parsed
-        directory.mkdir(parents=True, exist_ok=True)
+        io.make_dirs(directory)
         from seglog.storage import recovery
 
         segments, clean_recovery_point = recovery.load_segments(
@@ -233,6 +238,11 @@ class Log:
         """Total bytes of all segments' ``.log`` files."""
         return sum(s.size for s in self._segments)
 
+    def active_producers(self) -> list[ProducerEntry]:
+        """The producers the log remembers (DescribeProducers), as copies."""
+        with self._lock:
+            return [copy.copy(entry) for entry in self._producer_state.producers.values()]
+
     @property
     def unflushed_messages(self) -> int:
         """Records appended since the last flush."""
@@ -259,7 +269,9 @@ class Log:
         with self._lock:
             self._check_open()
             config = self._config
-            validated = validate_and_assign(records, config, self._log_end_offset, now)
+            validated = validate_and_assign(
+                records, config, self._log_end_offset, now, self.directory.name
+            )
             producer_batches = validated.producer_batches
             if producer_batches:
                 duplicate = self._producer_state.check(producer_batches)
@@ -326,10 +338,23 @@ class Log:
             now_ms=now,
             segment_bytes=config.segment_bytes,
             segment_ms=config.segment_ms,
-            roll_jitter_ms=config.segment_jitter_ms,
+            roll_jitter_ms=self._roll_jitter(segment, config),
         ):
             return self._roll(max(first_offset, self._log_end_offset))
         return segment
+
+    def _roll_jitter(self, segment: LogSegment, config: LogConfig) -> int:
+        """The roll jitter of the active ``segment``: one random draw per segment.
+
+        Kafka draws each segment's jitter uniformly in [0, min(segment.jitter.ms,
+        segment.ms)) so that partitions created together do not all roll at the
+        same instant; the draw is kept for the segment's life.
+        """
+        if self._jitter_segment is not segment:
+            self._jitter_segment = segment
+            bound = min(config.segment_jitter_ms, config.segment_ms)
+            self._jitter_ms = random.randrange(bound) if bound > 0 else 0
+        return self._jitter_ms
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""

@@ -282,11 +282,7 @@ class ProducerStateManager:
     def snapshot_offsets(self) -> list[int]:
         """Offsets of the snapshot files on disk, ascending."""
         offsets = []
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return []
-        for name in names:
+        for name in io.list_dir(self.directory):
             if name.endswith(filenames.SNAPSHOT_SUFFIX):
                 base = filenames.parse_base_offset(name)
                 if base is not None:
@@ -419,22 +415,14 @@ def decode_snapshot(data: bytes | memoryview, name: object = "snapshot") -> list
 
 def write_snapshot(path: Path, entries: Iterable[ProducerEntry], *, sync: bool = False) -> None:
     """Write a snapshot file; a torn one is caught by its CRC when read back."""
-    data = encode_snapshot(entries)
-    try:
-        with open(path, "wb") as file:
-            file.write(data)
-            if sync:
-                io.fsync_file(file)
-    except OSError as exc:
-        raise io.storage_error("write", path, exc) from exc
+    io.write_file(path, encode_snapshot(entries), sync=sync)
 
 
 def read_snapshot(path: Path) -> list[ProducerEntry]:
     """Read and check a snapshot file."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise io.storage_error("read", path, exc) from exc
+    data = io.read_file(path)
+    if data is None:
+        raise StorageError(f"cannot read {path}: it does not exist")
     return decode_snapshot(data, path)
 
 

@@ -44,6 +44,7 @@ reader for its read paths in a later step.
 from __future__ import annotations
 
 import bisect
+import json
 import mmap
 import os
 import struct
@@ -68,9 +69,11 @@ __all__ = [
     "SegmentReader",
     "Tail",
     "TimeIndexView",
+    "TopicDefinition",
     "log_start_offsets",
     "partition_dirs",
     "segment_bases",
+    "topic_definitions",
 ]
 
 # How much a walk of batch headers reads at a time: the bodies of batches
@@ -81,6 +84,9 @@ _READ_CHUNK = 1 << 20
 _TIME_ENTRY = struct.Struct(">qi")
 _OFFSET_ENTRY_SIZE = 8
 _LITTLE_ENDIAN = sys.byteorder == "little"
+# seglog's own file of topic definitions (storage.log_dir.TOPICS_FILE, which
+# this read-only module cannot import without the writable engine).
+_TOPICS_FILE = "seglog-topics.json"
 
 
 # ---------------------------------------------------------------- directories
@@ -122,6 +128,31 @@ def log_start_offsets(root: Path) -> dict[tuple[str, int], int]:
     try:
         return checkpoints.read_offset_checkpoint(root / checkpoints.LOG_START_OFFSET_CHECKPOINT)
     except (OSError, SeglogError, ValueError):
+        return {}
+
+
+class TopicDefinition(NamedTuple):
+    """A topic as seglog's ``seglog-topics.json`` defines it: partition count and overrides."""
+
+    partitions: int
+    configs: dict[str, str]
+
+
+def topic_definitions(root: Path) -> dict[str, TopicDefinition]:
+    """The topics of seglog's ``seglog-topics.json`` (written by ``storage.log_dir``).
+
+    Empty when the file is absent (a log directory written by Kafka keeps its
+    topic definitions in its metadata log) or cannot be read.
+    """
+    try:
+        raw = json.loads((root / _TOPICS_FILE).read_text(encoding="utf-8"))
+        return {
+            str(name): TopicDefinition(
+                int(spec["partitions"]), {str(k): str(v) for k, v in spec["configs"].items()}
+            )
+            for name, spec in raw["topics"].items()
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
 
 

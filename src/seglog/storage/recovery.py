@@ -30,7 +30,7 @@ import logging
 from pathlib import Path
 
 from seglog.config import LogConfig
-from seglog.errors import CorruptIndexError, CorruptRecordError, StorageError
+from seglog.errors import CorruptIndexError, CorruptRecordError
 from seglog.storage import filenames, io
 from seglog.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from seglog.storage.segment import LogSegment
@@ -243,7 +243,9 @@ def _recover_unflushed(
             continue
         try:
             truncated = segment.recover()
-        except (CorruptRecordError, StorageError) as exc:
+        except (CorruptRecordError, CorruptIndexError) as exc:
+            # Only what the bytes say counts against them: an I/O error (a full
+            # disk) passes up, and the partition stays as it is, offline.
             logger.warning("truncating %s to its base after: %s", segment.log_path, exc)
             segment.truncate_to(segment.base_offset)
             truncated = 1

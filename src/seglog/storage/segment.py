@@ -41,7 +41,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from seglog.errors import CorruptRecordError, StorageError
+from seglog.errors import CorruptRecordError, SeglogError, StorageError
 from seglog.records import batch, log_entries
 from seglog.records import record as record_codec
 from seglog.records.log_entries import EntryInfo
@@ -202,10 +202,10 @@ class LogSegment:
         log = cls._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
         fd = _open_fd(log)
         try:
-            stat = os.fstat(fd)
-        except OSError as exc:
-            os.close(fd)
-            raise StorageError(f"cannot stat {log}: {exc.strerror}") from exc
+            stat = io.fstat(fd, name=log)
+        except StorageError:
+            io.close_fd(fd)
+            raise
         index = cls._path(directory, base_offset, filenames.INDEX_SUFFIX, suffix)
         tindex = cls._path(directory, base_offset, filenames.TIME_INDEX_SUFFIX, suffix)
         return cls(
@@ -306,8 +306,8 @@ class LogSegment:
         if ts != batch.NO_TIMESTAMP:
             return ts
         try:
-            return int(os.fstat(self._fd).st_mtime * 1000)
-        except OSError:
+            return int(io.fstat(self._fd).st_mtime * 1000)
+        except StorageError:
             return self._created_ms
 
     def _rolling_timestamp(self) -> int | None:
@@ -459,7 +459,7 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the ``.log`` and write back both indexes."""
-        io.fsync_file(self._fd)
+        io.fsync_file(self._fd, name=self.log_path)
         self.offset_index.flush()
         self.time_index.flush()
 
@@ -481,10 +481,7 @@ class LogSegment:
     # ------------------------------------------------------------------- read
 
     def _read_at(self, position: int, length: int) -> bytes:
-        try:
-            return os.pread(self._fd, length, position)
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.log_path}: {exc.strerror}") from exc
+        return io.pread(self._fd, length, position, name=self.log_path)
 
     def _entries(self, start: int = 0, end: int | None = None) -> Iterator[EntryInfo]:
         """Entries from ``start`` (a batch boundary) to ``end``, positions absolute.
@@ -810,14 +807,11 @@ class LogSegment:
         """Fill ``view`` from ``position``; fewer bytes only at the end of the file."""
         done = 0
         total = len(view)
-        try:
-            while done < total:
-                n = os.preadv(self._fd, [view[done:]], position + done)
-                if n <= 0:
-                    break
-                done += n
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.log_path}: {exc.strerror}") from exc
+        while done < total:
+            n = io.preadv(self._fd, [view[done:]], position + done, name=self.log_path)
+            if n <= 0:
+                break
+            done += n
         return done
 
     def truncate_to(self, offset: int) -> int:
@@ -875,6 +869,11 @@ class LogSegment:
                 self.time_index.maybe_append(
                     self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
                 )
+        except (SeglogError, ValueError) as exc:
+            # The final entry only saves a scan later. An index a crash left
+            # odd (empty, or at its untrimmed length) must not stop a clean
+            # close: Kafka swallows this error too.
+            logger.warning("cannot add the last time index entry of %s: %s", self.log_path, exc)
         finally:
             self.offset_index.close()
             self.time_index.close()
@@ -901,9 +900,9 @@ class LogSegment:
 
 def _open_fd(path: Path) -> int:
     try:
-        return os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-    except OSError as exc:
-        raise StorageError(f"cannot open {path}: {exc.strerror}") from exc
+        return io.open_fd(path, os.O_RDWR | os.O_CREAT)
+    except OSError as exc:  # its directory is gone
+        raise io.storage_error("open", path, exc) from exc
 
 
 _IOV_MAX = 1024

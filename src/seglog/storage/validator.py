@@ -69,12 +69,15 @@ def validate_and_assign(
     config: LogConfig,
     next_offset: int,
     now_ms: int,
+    partition: str = "",
 ) -> ValidatedAppend:
     """Validate a producer's ``records`` and assign offsets from ``next_offset``.
 
     Raises a :class:`~seglog.errors.SeglogError` subclass naming Kafka's error
     (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP);
-    nothing is written in that case.
+    nothing is written in that case. A batch refused for some of its records
+    raises with ``record_errors`` naming each of them, in Kafka's words, where
+    ``partition`` ("topic-0") names the log.
     """
     if len(records) == 0:
         raise InvalidRecordError("the append holds no record batches")
@@ -116,11 +119,12 @@ def validate_and_assign(
                 and header.max_timestamp <= max_timestamp_allowed
                 and crc32c(view[position + _CRC_START : position + size]) == header.crc
             ):
-                # The rules that need the records decoded, in the order below.
-                if check_before:
-                    _check_timestamps(view, position, header, config, now_ms)
-                if compact:
-                    _check_keys(view, position, header)
+                # The rules that need the records decoded (the batch's max
+                # timestamp already bounds every record from above).
+                if check_before or compact:
+                    _check_records(
+                        view, position, header, config, now_ms, compact, check_before, partition
+                    )
                 headers.append((position, header))
                 position += size
                 continue
@@ -145,10 +149,13 @@ def validate_and_assign(
             )
         if header.has_delete_horizon:
             raise InvalidRecordError("clients may not set the delete horizon flag")
-        if not log_append:
-            _check_timestamps(view, position, header, config, now_ms)
-        if config.compact:
-            _check_keys(view, position, header)
+        check_timestamps = not log_append and (
+            check_before or config.message_timestamp_after_max_ms != LONG_MAX
+        )
+        if check_timestamps or compact:
+            _check_records(
+                view, position, header, config, now_ms, compact, check_timestamps, partition
+            )
         headers.append((position, header))
         position += header.size
 
@@ -217,39 +224,73 @@ def _producer_batch(
     return ProducerBatch.from_header(header, first_offset, last_offset, max_timestamp)
 
 
-def _check_timestamps(
-    view: memoryview, position: int, header: batch.BatchHeader, config: LogConfig, now_ms: int
+def _java_long(value: int) -> int:
+    """``value`` wrapped to a signed 64-bit integer, as Kafka's arithmetic shows it."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def _check_records(
+    view: memoryview,
+    position: int,
+    header: batch.BatchHeader,
+    config: LogConfig,
+    now_ms: int,
+    check_keys: bool,
+    check_timestamps: bool,
+    partition: str,
 ) -> None:
-    # The batch's max timestamp bounds every record from above, so the "after"
-    # rule needs no record decoding; the "before" rule needs the minimum.
-    after = config.message_timestamp_after_max_ms
-    if after != LONG_MAX and header.max_timestamp > now_ms + after:
-        raise InvalidTimestampError(
-            f"timestamp {header.max_timestamp} of a record is more than "
-            f"message.timestamp.after.max.ms ({after}) ahead of the broker's time {now_ms}"
-        )
-    before = config.message_timestamp_before_max_ms
-    if before != LONG_MAX:
-        from seglog.records import record as record_codec
+    """Kafka's per-record rules (LogValidator.validateRecord): every bad record is named.
 
-        for rec in record_codec.decode_records(view, position):
-            if rec.timestamp < now_ms - before:
-                raise InvalidTimestampError(
-                    f"timestamp {rec.timestamp} of the record at offset delta "
-                    f"{rec.offset - header.base_offset} is more than "
-                    f"message.timestamp.before.max.ms ({before}) behind the broker's time"
-                )
-
-
-def _check_keys(view: memoryview, position: int, header: batch.BatchHeader) -> None:
+    Each record is judged on its key (a compacted topic needs one), then on
+    its timestamp (within ``message.timestamp.before.max.ms`` behind and
+    ``message.timestamp.after.max.ms`` ahead of the broker's time). The batch
+    is refused with one (index, message) per bad record; with INVALID_TIMESTAMP
+    if any record's timestamp is out of range, else INVALID_RECORD.
+    """
     from seglog.records import record as record_codec
 
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    errors: list[tuple[int, str]] = []
+    bad_timestamp = False
     for index, rec in enumerate(record_codec.decode_records(view, position)):
-        if rec.key is None:
-            raise InvalidRecordError(
-                f"compacted topic cannot accept a record without a key "
-                f"(record {index} of the batch)"
+        if check_keys and rec.key is None:
+            errors.append(
+                (
+                    index,
+                    "Compacted topic cannot accept message without key in topic partition "
+                    + partition,
+                )
             )
+        elif (
+            check_timestamps
+            and rec.timestamp != batch.NO_TIMESTAMP
+            and (now_ms - rec.timestamp > before or rec.timestamp - now_ms > after)
+        ):
+            bad_timestamp = True
+            errors.append(
+                (
+                    index,
+                    f"Timestamp {rec.timestamp} of message with offset {rec.offset} is out of "
+                    f"range. The timestamp should be within [{_java_long(now_ms - before)}, "
+                    f"{_java_long(now_ms + after)}]",
+                )
+            )
+    if not errors:
+        return
+    record_errors = tuple(errors)
+    if bad_timestamp:
+        raise InvalidTimestampError(
+            "One or more records have been rejected due to invalid timestamp", record_errors
+        )
+    shown = ", ".join(
+        f"RecordError(batchIndex={index}, message='{message}')" for index, message in errors[:3]
+    )
+    raise InvalidRecordError(
+        f"One or more records have been rejected due to {len(errors)} record errors in total, "
+        f"and only showing the first three errors at most: [{shown}]",
+        record_errors,
+    )
 
 
 def _recompress(

@@ -1,5 +1,5 @@
-"""CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, DescribeConfigs,
-IncrementalAlterConfigs.
+"""CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, AlterConfigs,
+IncrementalAlterConfigs (DescribeConfigs is in :mod:`seglog.broker.handlers.configs`).
 
 Every change to topics creates, renames or removes files and fsyncs them: it
 runs on a worker thread (``asyncio.to_thread``), never on the event loop.
@@ -11,11 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import Any
 
+from seglog.broker.handlers.cluster import replica_list_error
+from seglog.broker.handlers.configs import BROKER_RESOURCE, TOPIC_RESOURCE, topic_entries
 from seglog.broker.state import BrokerState
-from seglog.config import BROKER_CONFIGS, CONFIGS_BY_NAME, BrokerConfig, LogConfig, is_sensitive
-from seglog.errors import InvalidConfigError, SeglogError, StorageError
+from seglog.config import (
+    CONFIGS_BY_NAME,
+    LogConfig,
+    Type,
+)
+from seglog.errors import (
+    InvalidConfigError,
+    SeglogError,
+    StorageError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 from seglog.storage import filenames, retention
@@ -23,12 +36,8 @@ from seglog.storage.log import Log
 
 logger = logging.getLogger(__name__)
 
-TOPIC_RESOURCE = 2
-BROKER_RESOURCE = 4
-# DescribeConfigs config sources
-DYNAMIC_TOPIC_CONFIG = 1
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
+# The fields of a DescribeConfigs entry that CreateTopics v5+ answers too.
+_CREATED_CONFIG_FIELDS = ("name", "value", "read_only", "config_source", "is_sensitive")
 
 
 def _error(exc: SeglogError) -> tuple[int, str]:
@@ -45,53 +54,139 @@ def _internal_topic_refusal(name: str) -> str:
     )
 
 
+def _assigned_partitions(state: BrokerState, topic: dict[str, Any]) -> int:
+    """The partition count of an explicit replica assignment, checked as Kafka's controller does.
+
+    Raises :class:`_Refusal` (INVALID_REQUEST or INVALID_REPLICA_ASSIGNMENT,
+    with Kafka's message) for anything but one replica per partition on this
+    node, for consecutive partitions from 0.
+    """
+    if topic["replication_factor"] != -1:
+        raise _Refusal(
+            "INVALID_REQUEST",
+            "A manual partition assignment was specified, but replication factor was not set "
+            "to -1.",
+        )
+    if topic["num_partitions"] != -1:
+        raise _Refusal(
+            "INVALID_REQUEST",
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        )
+    seen: set[int] = set()
+    replicas: int | None = None
+    for assignment in topic["assignments"]:
+        index = assignment["partition_index"]
+        if index in seen:
+            raise _Refusal(
+                "INVALID_REPLICA_ASSIGNMENT",
+                f"Found multiple manual partition assignments for partition {index}",
+            )
+        brokers = assignment["broker_ids"]
+        problem = replica_list_error(state.settings.node_id, brokers, replicas)
+        if problem is not None:
+            raise _Refusal("INVALID_REPLICA_ASSIGNMENT", problem)
+        replicas = len(brokers)
+        seen.add(index)
+    if seen != set(range(len(seen))):
+        raise _Refusal(
+            "INVALID_REPLICA_ASSIGNMENT",
+            "partitions should be a consecutive 0-based integer sequence",
+        )
+    return len(seen)
+
+
+class InvalidRequestError(SeglogError):
+    """A request Kafka refuses with INVALID_REQUEST."""
+
+    kafka_error = "INVALID_REQUEST"
+
+
+class PolicyViolationError(SeglogError):
+    """A request that breaks the policy of the resource it names."""
+
+    kafka_error = "POLICY_VIOLATION"
+
+
+class _Refusal(Exception):
+    """A request refused with a Kafka error name and message."""
+
+    def __init__(self, error: str, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+def _partition_count(state: BrokerState, topic: dict[str, Any]) -> int:
+    """The partitions to create: KIP-464's defaults (-1) and Kafka's checks, on one node."""
+    if topic.get("assignments"):
+        return _assigned_partitions(state, topic)
+    factor, count = topic["replication_factor"], topic["num_partitions"]
+    if factor < -1 or factor == 0:
+        raise _Refusal(
+            "INVALID_REPLICATION_FACTOR",
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    if count < -1 or count == 0:
+        raise _Refusal(
+            "INVALID_PARTITIONS", "Number of partitions was set to an invalid non-positive value."
+        )
+    # default.replication.factor is 1, the only factor a single node can place.
+    if factor > 1:
+        raise _Refusal(
+            "INVALID_REPLICATION_FACTOR",
+            f"Unable to replicate the partition {factor} time(s): The target replication "
+            f"factor of {factor} cannot be reached because only 1 broker(s) are registered.",
+        )
+    return state.settings.num_partitions if count == -1 else count
+
+
+def _check_new_topic(state: BrokerState, name: str, configs: dict[str, str | None]) -> None:
+    """What creating ``name`` would check, without creating it (validate_only)."""
+    filenames.validate_topic_name(name)
+    if state.log_dir.has_topic(name):
+        raise TopicExistsError(f"topic '{name}' already exists")  # as create_topic says
+    LogConfig.from_properties(configs, state.log_dir.defaults)
+
+
 async def create_topics(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """CreateTopics: replication factor must be 1 (or -1 for the default)."""
+    """CreateTopics, as Kafka's controller answers on a cluster of this one node.
+
+    KIP-464's defaults (-1 partitions, -1 replication factor), an explicit
+    assignment of one replica per partition on this node, and
+    ``validate_only`` (every check made, nothing created).
+    """
     results = []
+    names = [topic["name"] for topic in body["topics"]]
     for topic in body["topics"]:
         name = topic["name"]
-        count = topic["num_partitions"]
-        if count == -1:
-            count = state.settings.num_partitions
         configs = {c["name"]: c["value"] for c in topic.get("configs") or []}
         result: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
         try:
-            if topic["replication_factor"] not in (-1, 1):
-                result["error_code"] = error_codes.code_for("INVALID_REPLICATION_FACTOR")
-                result["error_message"] = "replication factor must be 1 on a single broker"
-            elif filenames.is_internal(name):
-                result["error_code"] = error_codes.code_for("INVALID_REQUEST")
-                result["error_message"] = _internal_topic_refusal(name)
-            elif topic.get("assignments"):
-                result["error_code"] = error_codes.code_for("INVALID_REQUEST")
-                result["error_message"] = "manual replica assignment is not supported"
-            elif body.get("validate_only"):
-                if state.log_dir.has_topic(name):
-                    result["error_code"] = error_codes.code_for("TOPIC_ALREADY_EXISTS")
-                    result["error_message"] = f"topic '{name}' already exists"
-                LogConfig.from_properties(configs, state.log_dir.defaults)
+            if names.count(name) > 1:
+                raise _Refusal("INVALID_REQUEST", "Duplicate topic name.")
+            if filenames.is_internal(name):
+                raise _Refusal("INVALID_REQUEST", _internal_topic_refusal(name))
+            count = _partition_count(state, topic)
+            if body.get("validate_only"):
+                _check_new_topic(state, name, configs)
+                result["topic_id"] = uuid.uuid4()  # Kafka answers the id it would have used
             else:
                 info = await asyncio.to_thread(state.log_dir.create_topic, name, count, configs)
                 result["topic_id"] = info.topic_id
+        except _Refusal as refusal:
+            result["error_code"] = error_codes.code_for(refusal.error)
+            result["error_message"] = refusal.message
         except SeglogError as exc:
             result["error_code"], result["error_message"] = _error(exc)
         if result["error_code"] == 0:
             config = LogConfig.from_properties(configs, state.log_dir.defaults)
+            entries = topic_entries(state, config.to_properties(), configs)
             result.update(
                 num_partitions=count,
                 replication_factor=1,
-                configs=[
-                    {
-                        "name": k,
-                        "value": v,
-                        "read_only": False,
-                        "config_source": DYNAMIC_TOPIC_CONFIG if k in configs else DEFAULT_CONFIG,
-                        "is_sensitive": False,
-                    }
-                    for k, v in config.to_properties().items()
-                ],
+                configs=[{k: entry[k] for k in _CREATED_CONFIG_FIELDS} for entry in entries],
             )
         else:
             result.update(num_partitions=-1, replication_factor=-1, configs=None)
@@ -115,18 +210,54 @@ async def delete_topics(
     return {"throttle_time_ms": 0, "responses": responses}
 
 
+def _check_partitions(state: BrokerState, topic: dict[str, Any]) -> None:
+    """Kafka's checks of a CreatePartitions entry, on a cluster of this one node."""
+    name, count = topic["name"], topic["count"]
+    info = state.log_dir.topic(name)
+    if info is None:
+        raise _Refusal(
+            "UNKNOWN_TOPIC_OR_PARTITION", "This server does not host this topic-partition."
+        )
+    if count == info.partitions:
+        raise _Refusal("INVALID_PARTITIONS", f"Topic already has {count} partition(s).")
+    if count < info.partitions:
+        # The log directory's own words (Kafka: "... would not be an increase").
+        raise _Refusal(
+            "INVALID_PARTITIONS",
+            f"topic '{name}' has {info.partitions} partitions; the new count must be larger, "
+            f"got {count}",
+        )
+    assignments = topic.get("assignments")
+    if assignments is not None:
+        additional = count - info.partitions
+        if len(assignments) != additional:
+            raise _Refusal(
+                "INVALID_REPLICA_ASSIGNMENT",
+                f"Attempted to add {additional} additional partition(s), but only "
+                f"{len(assignments)} assignment(s) were specified.",
+            )
+        for assignment in assignments:
+            problem = replica_list_error(state.settings.node_id, assignment["broker_ids"], 1)
+            if problem is not None:
+                raise _Refusal("INVALID_REPLICA_ASSIGNMENT", problem)
+
+
 async def create_partitions(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """CreatePartitions: grow topics."""
+    """CreatePartitions: grow topics; explicit assignments may only name this node."""
     results = []
     for topic in body["topics"]:
         entry: dict[str, Any] = {"name": topic["name"], "error_code": 0, "error_message": None}
         try:
+            _check_partitions(state, topic)
             if not body.get("validate_only"):
                 await asyncio.to_thread(
                     state.log_dir.create_partitions, topic["name"], topic["count"]
                 )
+        except _Refusal as refusal:
+            entry["error_code"] = error_codes.code_for(refusal.error)
+            entry["error_message"] = refusal.message
         except SeglogError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
         results.append(entry)
@@ -136,8 +267,15 @@ async def create_partitions(
 def _delete_records(log: Log, offset: int) -> int:
     """Move the log start to ``offset`` (-1: the high watermark) and drop whole segments below.
 
-    Blocking (checkpoints and segment files): run on a worker thread.
+    Blocking (checkpoints and segment files): run on a worker thread. A log
+    whose cleanup.policy lacks ``delete`` keeps its start (POLICY_VIOLATION),
+    as Kafka's Partition.deleteRecordsOnLeader.
     """
+    if not log.config.delete:
+        raise PolicyViolationError(
+            f"Records of partition {log.directory.name} can not be deleted due to the "
+            "configured policy"
+        )
     target = log.high_watermark if offset == -1 else offset
     low_watermark = log.increment_log_start_offset(target)
     retention.delete_log_start_offset_breached(log)
@@ -166,121 +304,99 @@ async def delete_records(
                 entry["error_code"], _ = _error(exc)
             partitions.append(entry)
         topics.append({"name": topic["name"], "partitions": partitions})
+    # The new log start offsets are on disk (fsynced) before the answer, so a reader of the
+    # files (a restart, files mode) never serves records the client was told are deleted.
+    await asyncio.to_thread(state.log_dir.checkpoint)
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def _describe_topic(
-    state: BrokerState, name: str, keys: list[str] | None, synonyms: bool
-) -> list[dict[str, Any]]:
-    info = state.log_dir.topics().get(name)
-    if info is None:
-        raise SeglogError(f"topic '{name}' does not exist")
-    config = state.log_dir.topic_config(name).to_properties()
-    defaults = state.log_dir.defaults.to_properties()
-    out = []
-    for key, value in sorted(config.items()):
-        if keys is not None and key not in keys:
-            continue
-        source = DYNAMIC_TOPIC_CONFIG if key in info.overrides else DEFAULT_CONFIG
-        entry: dict[str, Any] = {
-            "name": key,
-            "value": value,
-            "read_only": False,
-            "is_default": source == DEFAULT_CONFIG,
-            "config_source": source,
-            "is_sensitive": CONFIGS_BY_NAME[key].sensitive,
-            "synonyms": [],
-        }
-        if synonyms:
-            if key in info.overrides:
-                entry["synonyms"].append(
-                    {"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG}
-                )
-            entry["synonyms"].append(
-                {
-                    "name": CONFIGS_BY_NAME[key].broker_name,
-                    "value": defaults[key],
-                    "source": DEFAULT_CONFIG,
-                }
-            )
-        out.append(entry)
-    return out
+def _list_items(state: BrokerState, name: str, key: str) -> list[str]:
+    """The items of list config ``key`` of topic ``name``: its override, else Kafka's default."""
+    info = state.log_dir.topic(name)
+    value = info.overrides.get(key) if info is not None else None
+    if value is None:
+        definition = CONFIGS_BY_NAME.get(key)
+        value = definition.to_string(definition.default) if definition is not None else None
+    return [item for item in (value or "").split(",") if item]
 
 
-def _describe_broker(state: BrokerState) -> list[dict[str, Any]]:
-    """Every broker setting: the table's, then any other given; secrets as null."""
-    given = state.settings.properties
-    config = BrokerConfig(given)
-    log_defaults = {
-        CONFIGS_BY_NAME[k].broker_name: v for k, v in state.log_dir.defaults.to_properties().items()
-    }
-    values: dict[str, str | None] = {}
-    for name, definition in BROKER_CONFIGS.items():
-        if definition.internal:
-            continue
-        # A log default is shown as resolved (log.retention.hours gives log.retention.ms).
-        values[name] = log_defaults.get(name, definition.to_string(config[name]))
-    for name in given:
-        values.setdefault(name, None)
-    out: list[dict[str, Any]] = []
-    for name, value in sorted(values.items()):
-        # Kafka answers a secret (and a setting it cannot type) with a null value.
-        sensitive = is_sensitive(name)
-        out.append(
-            {
-                "name": name,
-                "value": None if sensitive else value,
-                "read_only": True,
-                "is_default": name not in given,
-                "config_source": STATIC_BROKER_CONFIG if name in given else DEFAULT_CONFIG,
-                "is_sensitive": sensitive,
-                "synonyms": [],
-            }
-        )
-    return out
+def _incremental_changes(
+    state: BrokerState, name: str, configs: list[dict[str, Any]]
+) -> tuple[dict[str, str], list[str]]:
+    """IncrementalAlterConfigs operations as (values to set, overrides to delete).
 
-
-async def describe_configs(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
-) -> dict[str, Any]:
-    """DescribeConfigs for topics (and the broker's log defaults)."""
-    results = []
-    for resource in body["resources"]:
-        kind, name = resource["resource_type"], resource["resource_name"]
-        result: dict[str, Any] = {
-            "error_code": 0,
-            "error_message": None,
-            "resource_type": kind,
-            "resource_name": name,
-            "configs": [],
-        }
-        keys = resource.get("configuration_keys")
-        if kind == TOPIC_RESOURCE:
-            if not state.log_dir.has_topic(name):
-                result["error_code"] = error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
-                result["error_message"] = f"topic '{name}' does not exist"
-            else:
-                try:
-                    result["configs"] = _describe_topic(
-                        state, name, keys, bool(body.get("include_synonyms"))
-                    )
-                except SeglogError as exc:  # a stored config that is no longer valid
-                    result["error_code"], result["error_message"] = _error(exc)
-        elif kind == BROKER_RESOURCE:
-            result["configs"] = [
-                entry for entry in _describe_broker(state) if keys is None or entry["name"] in keys
-            ]
+    SET (0), DELETE (1), and for LIST configs APPEND (2) and SUBTRACT (3), as
+    Kafka's ConfigurationControlManager applies them.
+    """
+    to_set: dict[str, str] = {}
+    to_delete: list[str] = []
+    for config in configs:
+        key, operation, value = config["name"], config["config_operation"], config["value"]
+        if operation == 0:
+            to_set[key] = value
+        elif operation == 1:
+            to_delete.append(key)
+        elif operation in (2, 3):
+            definition = CONFIGS_BY_NAME.get(key)
+            verb = "APPEND" if operation == 2 else "SUBTRACT"
+            if definition is None or definition.type is not Type.LIST:
+                raise InvalidConfigError(f"Can't {verb} to key {key} because its type is not LIST.")
+            items = to_set[key].split(",") if key in to_set else _list_items(state, name, key)
+            for item in (value or "").split(","):
+                if operation == 2 and item not in items:
+                    items.append(item)
+                elif operation == 3:
+                    items = [x for x in items if x != item]
+            to_set[key] = ",".join(items)
         else:
-            result["error_code"] = error_codes.code_for("INVALID_REQUEST")
-            result["error_message"] = f"unsupported resource type {kind}"
-        results.append(result)
-    return {"throttle_time_ms": 0, "results": results}
+            raise InvalidRequestError(f"Unknown alter configs operation {operation}")
+    return to_set, to_delete
 
 
-async def incremental_alter_configs(
+async def _alter_topic(
+    state: BrokerState,
+    name: str,
+    to_set: dict[str, str],
+    to_delete: list[str],
+    validate_only: bool,
+) -> None:
+    info = state.log_dir.topic(name)
+    if info is None:
+        raise UnknownTopicOrPartitionError(f"topic '{name}' does not exist")
+    if validate_only:
+        overrides = {k: v for k, v in info.overrides.items() if k not in to_delete}
+        LogConfig.from_properties({**overrides, **to_set}, state.log_dir.defaults)
+    else:
+        await asyncio.to_thread(state.log_dir.alter_topic_config, name, to_set, to_delete)
+
+
+def _alter_broker(state: BrokerState, name: str, keys: list[str]) -> None:
+    """Broker configs are static here: nothing to change is accepted, anything else refused.
+
+    Kafka updates its dynamic broker configs; seglog reads the broker's
+    settings once, at start, so a change is refused rather than ignored.
+    """
+    if name not in ("", str(state.settings.node_id)):
+        raise InvalidRequestError(
+            f"Unexpected broker id, expected {state.settings.node_id} or empty string, "
+            f"but received {name}"
+        )
+    if keys:
+        raise InvalidRequestError(
+            "Cannot update these configs dynamically: "
+            + ", ".join(sorted(keys))
+            + " (seglog reads its broker configs at start only)"
+        )
+
+
+async def alter_configs(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """IncrementalAlterConfigs for topics: SET (0) and DELETE (1)."""
+    """AlterConfigs (the non-incremental form): the given configs replace all others.
+
+    A topic's overrides become exactly those given (a null value, or a key not
+    given, falls back to the default), as Kafka's legacyAlterConfigs does.
+    """
     responses = []
     for resource in body["resources"]:
         kind, name = resource["resource_type"], resource["resource_name"]
@@ -291,24 +407,44 @@ async def incremental_alter_configs(
             "resource_name": name,
         }
         try:
-            if kind != TOPIC_RESOURCE:
-                raise InvalidConfigError("only topic configs can be altered at runtime")
-            to_set: dict[str, str] = {}
-            to_delete: list[str] = []
-            for config in resource["configs"]:
-                operation = config["config_operation"]
-                if operation == 0:
-                    to_set[config["name"]] = config["value"]
-                elif operation == 1:
-                    to_delete.append(config["name"])
-                else:
-                    raise InvalidConfigError(
-                        f"config operation {operation} (APPEND/SUBTRACT) is not supported"
-                    )
-            if body.get("validate_only"):
-                LogConfig.from_properties(to_set, state.log_dir.defaults)
+            given = {c["name"]: c["value"] for c in resource["configs"]}
+            if kind == TOPIC_RESOURCE:
+                info = state.log_dir.topic(name)
+                current = list(info.overrides) if info is not None else []
+                to_set = {k: v for k, v in given.items() if v is not None}
+                to_delete = [k for k in current if k not in to_set]
+                await _alter_topic(state, name, to_set, to_delete, bool(body.get("validate_only")))
+            elif kind == BROKER_RESOURCE:
+                _alter_broker(state, name, list(given))
             else:
-                await asyncio.to_thread(state.log_dir.alter_topic_config, name, to_set, to_delete)
+                raise InvalidRequestError(f"Unexpected resource type {kind}")
+        except SeglogError as exc:
+            entry["error_code"], entry["error_message"] = _error(exc)
+        responses.append(entry)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+async def incremental_alter_configs(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """IncrementalAlterConfigs for topics: SET, DELETE, APPEND and SUBTRACT."""
+    responses = []
+    for resource in body["resources"]:
+        kind, name = resource["resource_type"], resource["resource_name"]
+        entry: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": kind,
+            "resource_name": name,
+        }
+        try:
+            if kind == TOPIC_RESOURCE:
+                to_set, to_delete = _incremental_changes(state, name, resource["configs"])
+                await _alter_topic(state, name, to_set, to_delete, bool(body.get("validate_only")))
+            elif kind == BROKER_RESOURCE:
+                _alter_broker(state, name, [c["name"] for c in resource["configs"]])
+            else:
+                raise InvalidRequestError(f"Unexpected resource type {kind}")
         except SeglogError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
         responses.append(entry)

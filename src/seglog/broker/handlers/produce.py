@@ -17,7 +17,7 @@ from typing import Any
 
 from seglog.broker.handlers.metadata import auto_create
 from seglog.broker.state import BrokerState
-from seglog.errors import SeglogError
+from seglog.errors import InvalidRecordError, SeglogError
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 from seglog.records import batch
@@ -68,6 +68,16 @@ def _append(
     try:
         log = state.log_dir.log(topic, partition)
         info = log.append(records, defer_flush=True)
+    except InvalidRecordError as exc:
+        # KIP-467: the records that broke a rule, so that a producer fails
+        # exactly those and retries the rest of the batch (v8+ carries them).
+        result["error_code"] = error_codes.code_for_exception(exc)
+        result["error_message"] = str(exc)
+        result["record_errors"] = [
+            {"batch_index": index, "batch_index_error_message": message}
+            for index, message in exc.record_errors
+        ]
+        return result, None
     except SeglogError as exc:
         result["error_code"] = error_codes.code_for_exception(exc)
         result["error_message"] = str(exc)

@@ -432,6 +432,53 @@ def _offset_delete(access: Access, version: int, body: dict[str, Any]) -> Decisi
     return _partitioned(_COMMON, Operation.READ)(access, version, body)
 
 
+def _alter_replica_log_dirs(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "results": [
+            {
+                "topic_name": t["name"],
+                "partitions": [
+                    {"partition_index": p, "error_code": CLUSTER_FAILED}
+                    for p in t.get("partitions") or []
+                ],
+            }
+            for d in body.get("dirs") or []
+            for t in d.get("topics") or []
+        ]
+    }
+
+
+def _alter_client_quotas(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "entries": [
+            {"error_code": CLUSTER_FAILED, "error_message": None, "entity": e.get("entity", [])}
+            for e in body.get("entries") or []
+        ]
+    }
+
+
+def _topic_names(
+    request_list: str, response_list: str, entry: Callable[[Any], dict[str, Any]]
+) -> Plan:
+    """Topics by name that need DESCRIBE (DescribeProducers, DescribeTopicPartitions)."""
+    return _named(
+        request_list,
+        lambda t: t["name"],
+        lambda a, t: a.allowed(Operation.DESCRIBE, TOPIC, t["name"]),
+        response_list,
+        entry,
+    )
+
+
+def _describe_topic_partitions(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    """Named topics without DESCRIBE fail; a listing of all topics leaves them out."""
+    decision = _topic_names(
+        "topics", "topics", lambda t: {"error_code": TOPIC_FAILED, "name": t["name"]}
+    )(access, version, body)
+    decision.fixes.insert(0, _hide_topics(access))
+    return decision
+
+
 def _delete_acls_denied(body: dict[str, Any]) -> dict[str, Any]:
     return {
         "filter_results": [
@@ -527,6 +574,36 @@ PLANS: dict[int, Plan] = {
     ApiKey.DESCRIBE_ACLS: _cluster(
         Operation.DESCRIBE, lambda body: {"error_code": CLUSTER_FAILED, "resources": []}
     ),
+    # Cluster tools: Kafka checks the cluster (or, for reads of topics, DESCRIBE on each).
+    ApiKey.DESCRIBE_LOG_DIRS: _cluster(
+        Operation.DESCRIBE, lambda body: {"error_code": CLUSTER_FAILED, "results": []}
+    ),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: _cluster(Operation.ALTER, _alter_replica_log_dirs),
+    ApiKey.ELECT_LEADERS: _cluster(
+        Operation.ALTER, lambda body: {"error_code": CLUSTER_FAILED, "replica_election_results": []}
+    ),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(
+        Operation.ALTER, lambda body: {"error_code": CLUSTER_FAILED, "responses": []}
+    ),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(
+        Operation.DESCRIBE, lambda body: {"error_code": CLUSTER_FAILED, "topics": []}
+    ),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(
+        Operation.DESCRIBE_CONFIGS, lambda body: {"error_code": CLUSTER_FAILED, "entries": []}
+    ),
+    ApiKey.ALTER_CLIENT_QUOTAS: _cluster(Operation.ALTER_CONFIGS, _alter_client_quotas),
+    ApiKey.DESCRIBE_PRODUCERS: _topic_names(
+        "topics",
+        "topics",
+        lambda t: {
+            "name": t["name"],
+            "partitions": [
+                {"partition_index": p, "error_code": TOPIC_FAILED}
+                for p in t.get("partition_indexes") or []
+            ],
+        },
+    ),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(
         Operation.DESCRIBE, lambda body: {"error_code": CLUSTER_FAILED, "results": []}
     ),

@@ -201,7 +201,9 @@ async def alter_user_scram_credentials(
 
 # --------------------------------------------------------------------- ACLs
 
-_NO_AUTHORIZER = "No Authorizer is configured on the broker"
+# Kafka's own messages (DescribeAcls words it differently from the other two).
+_NO_AUTHORIZER = "No Authorizer is configured."
+_NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
 
 
 def _authorizer() -> Authorizer | None:
@@ -280,7 +282,7 @@ async def describe_acls(
         return {
             "throttle_time_ms": 0,
             "error_code": error_codes.code_for("SECURITY_DISABLED"),
-            "error_message": _NO_AUTHORIZER,
+            "error_message": _NO_AUTHORIZER_DESCRIBE,
             "resources": [],
         }
     grouped: dict[tuple[int, str, int], list[dict[str, Any]]] = {}

@@ -12,6 +12,7 @@ fields of the described versions are listed. There is no behaviour here;
 from __future__ import annotations
 
 from seglog.protocol.messages import (
+    acls,
     admin,
     api_versions,
     fetch,
@@ -20,6 +21,8 @@ from seglog.protocol.messages import (
     offsets,
     produce,
     producer,
+    quotas,
+    replicas,
     sasl,
     security,
 )
@@ -46,22 +49,30 @@ ALL: tuple[Api, ...] = (
     admin.DELETE_RECORDS,
     producer.INIT_PRODUCER_ID,
     offsets.OFFSET_FOR_LEADER_EPOCH,
-    security.DESCRIBE_ACLS,
-    security.CREATE_ACLS,
-    security.DELETE_ACLS,
+    acls.DESCRIBE_ACLS,
+    acls.CREATE_ACLS,
+    acls.DELETE_ACLS,
     admin.DESCRIBE_CONFIGS,
     admin.ALTER_CONFIGS,
+    replicas.ALTER_REPLICA_LOG_DIRS,
     admin.DESCRIBE_LOG_DIRS,
     sasl.SASL_AUTHENTICATE,
     admin.CREATE_PARTITIONS,
     groups.DELETE_GROUPS,
+    replicas.ELECT_LEADERS,
     admin.INCREMENTAL_ALTER_CONFIGS,
+    replicas.ALTER_PARTITION_REASSIGNMENTS,
+    replicas.LIST_PARTITION_REASSIGNMENTS,
     groups.OFFSET_DELETE,
+    quotas.DESCRIBE_CLIENT_QUOTAS,
+    quotas.ALTER_CLIENT_QUOTAS,
     security.DESCRIBE_USER_SCRAM_CREDENTIALS,
     security.ALTER_USER_SCRAM_CREDENTIALS,
     admin.DESCRIBE_CLUSTER,
+    replicas.DESCRIBE_PRODUCERS,
     groups.CONSUMER_GROUP_HEARTBEAT,
     groups.CONSUMER_GROUP_DESCRIBE,
+    replicas.DESCRIBE_TOPIC_PARTITIONS,
 )
 """Every described API, in API key order."""
 

@@ -1,0 +1,34 @@
+"""A small tmpfs mounted for one test: a real disk that fills up.
+
+Mounting needs root and a kernel that permits it; elsewhere the test is
+skipped with the reason, never failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(mount_point: Path, size_bytes: int) -> Iterator[Path]:
+    """Mount a tmpfs of ``size_bytes`` at ``mount_point`` (created), unmounted at the end."""
+    mount_point.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_bytes}", "tmpfs", str(mount_point)],
+        capture_output=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {result.stderr.decode(errors='replace')}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
