@@ -46,6 +46,7 @@ def sasl_settings(protocol: str, certs: Certs | None = None, **extra: str) -> di
         "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,{protocol}:{protocol}",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         f"listener.name.{protocol.lower()}.plain.sasl.jaas.config": JAAS,
+        "group.initial.rebalance.delay.ms": "0",
         **extra,
     }
     if certs is not None:
@@ -75,7 +76,7 @@ def confluent(
     return config
 
 
-def roundtrip(config: dict[str, str], topic: str, count: int = 100) -> None:
+def roundtrip(config: dict[str, str], topic: str, count: int = 30) -> None:
     producer = Producer(config)
     for _ in range(count):
         producer.produce(topic, VALUE)
@@ -246,7 +247,7 @@ def test_wrong_password_fails_and_closes_after_the_delay(
     # The same with a real client: an error, not a hang.
     admin = AdminClient({**confluent(broker.bootstrap, "PLAIN", "bob", "wrong"), "log_level": "0"})
     with pytest.raises(KafkaException):
-        admin.list_topics(timeout=5)
+        admin.list_topics(timeout=2)
 
 
 def test_unknown_mechanism_is_refused(secured_broker: Callable[..., Secured]) -> None:
@@ -342,7 +343,7 @@ def test_plain_users_file_is_reread(
     with pytest.raises(KafkaException):
         AdminClient(
             {**confluent(broker.bootstrap, "PLAIN", "carol", "first"), "log_level": "0"}
-        ).list_topics(timeout=3)
+        ).list_topics(timeout=2)
     AdminClient(confluent(broker.bootstrap, "PLAIN", "carol", "second")).list_topics(timeout=10)
 
 
@@ -353,7 +354,7 @@ def test_passwords_are_not_logged(
     with pytest.raises(KafkaException):
         AdminClient(
             {**confluent(broker.bootstrap, "PLAIN", "bob", "guess-1"), "log_level": "0"}
-        ).list_topics(timeout=3)
+        ).list_topics(timeout=2)
     broker.process.stop()
     log = broker.process.log.read_text()
     assert "failed authentication" in log
