@@ -16,7 +16,7 @@ SCRAM-SHA-512 with a user made with ``seglog users add``). Rows:
               SaslAuthenticate round trips of SCRAM (4096 iterations, the
               client's PBKDF2 included). Mean of K connections.
 
-The goal of issue 12: TLS costs at most 30% of plaintext throughput with
+The goal: TLS costs at most 30% of plaintext throughput with
 1 KiB records, i.e. SASL_SSL/PLAINTEXT >= 70%.
 """
 
