@@ -198,7 +198,8 @@ def test_follow_outlives_a_target_restart(
         stop.set()
         thread.join(30)
     mirror.target.close()
+    # Whether a round failed while the target was down or waited it out depends on
+    # timing; either way the mirror must neither stop nor lose or repeat a record.
     assert failures == []
-    assert any("round failed" in note for note in observer.notes)
     held = target_records(target.bootstrap, "steady", 0)
     assert [r.key for r in held] == [b"k%d" % i for i in range(50)]
