@@ -155,7 +155,8 @@ class LogSegment:
         log = cls._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
         index = cls._path(directory, base_offset, filenames.INDEX_SUFFIX, suffix)
         tindex = cls._path(directory, base_offset, filenames.TIME_INDEX_SUFFIX, suffix)
-        for stale in (log, index, tindex):
+        txn = cls._path(directory, base_offset, filenames.TXN_INDEX_SUFFIX, suffix)
+        for stale in (log, index, tindex, txn):
             io.unlink_if_exists(stale)
         fd = _open_fd(log)
         segment = cls(
@@ -224,6 +225,11 @@ class LogSegment:
     @staticmethod
     def _path(directory: Path, base_offset: int, kind: str, suffix: str) -> Path:
         return directory / f"{filenames.offset_name(base_offset)}{kind}{suffix}"
+
+    @property
+    def txn_index_path(self) -> Path:
+        """Path of the ``.txnindex`` (aborted transactions; present only once there is one)."""
+        return self._path(self.directory, self.base_offset, filenames.TXN_INDEX_SUFFIX, self.suffix)
 
     @property
     def log_path(self) -> Path:
@@ -846,8 +852,16 @@ class LogSegment:
     def change_suffix(self, new_suffix: str) -> None:
         """Rename all files of the segment, e.g. to ``.deleted`` or from ``.swap``."""
         old_log = self.log_path
+        old_txn = self.txn_index_path
         new_log = self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, new_suffix)
         io.rename(old_log, new_log)
+        if old_txn.exists():
+            io.rename(
+                old_txn,
+                self._path(
+                    self.directory, self.base_offset, filenames.TXN_INDEX_SUFFIX, new_suffix
+                ),
+            )
         self.offset_index.rename_to(
             self._path(self.directory, self.base_offset, filenames.INDEX_SUFFIX, new_suffix)
         )
@@ -885,6 +899,7 @@ class LogSegment:
             self.log_path,
             self.offset_index.path,
             self.time_index.path,
+            self.txn_index_path,
         ]
         if not self._closed:
             self._closed = True
