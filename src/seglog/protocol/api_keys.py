@@ -51,6 +51,10 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -108,6 +112,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (1, 5),
     ApiKey.DELETE_RECORDS: (0, 2),
     ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from seglog.broker.handlers.transactions import load_transactions
 from seglog.broker.state import CLIENT_HOST, BrokerState
 from seglog.coordinator.group_coordinator import (
     GroupCoordinator,
@@ -34,6 +35,7 @@ from seglog.protocol.headers import RequestHeader
 logger = logging.getLogger(__name__)
 
 GROUP_KEY = 0
+TRANSACTION_KEY = 1
 """FindCoordinator key types: 0 a group, 1 a transactional id."""
 
 _NO_OPERATIONS = -(2**31)
@@ -67,6 +69,7 @@ async def load_groups(state: BrokerState) -> None:
         logger.exception("cannot load __consumer_offsets; group requests will be refused")
         return
     coordinator.finish_loading(loaded)
+    await load_transactions(state)
 
 
 # ------------------------------------------------------------ FindCoordinator
@@ -75,20 +78,25 @@ async def load_groups(state: BrokerState) -> None:
 async def find_coordinator(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """FindCoordinator: this broker, for every group; transactions are not supported."""
+    """FindCoordinator: this broker, for every group and every transactional id."""
     version = header.api_version
     key_type = body.get("key_type", GROUP_KEY)
     keys = body["coordinator_keys"] if version >= 4 else [body["key"]]
     listener = state.settings.advertised
     error, message = 0, None
-    if key_type != GROUP_KEY:
-        error = _code("COORDINATOR_NOT_AVAILABLE")
-        message = "seglog does not support transactions"
+    if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+        error = _code("INVALID_REQUEST")
+        message = f"unknown coordinator key type {key_type}"
     else:
+        ensure = (
+            state.coordinator.store.ensure_topic
+            if key_type == GROUP_KEY
+            else state.transactions.ensure_topic
+        )
         try:
-            state.coordinator.store.ensure_topic()
+            ensure()
         except Exception as exc:
-            logger.exception("cannot create __consumer_offsets")
+            logger.exception("cannot create the coordinator's topic")
             error, message = _code("COORDINATOR_NOT_AVAILABLE"), str(exc)
     node = state.settings.node_id if error == 0 else -1
     host = listener.host if error == 0 else ""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from seglog.broker.handlers import transactions
 from seglog.broker.handlers.metadata import auto_create
 from seglog.broker.state import BrokerState
 from seglog.errors import InvalidRecordError, SeglogError
@@ -168,14 +169,9 @@ async def produce(
 async def init_producer_id(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """InitProducerId for idempotent producers (transactions are not supported)."""
+    """InitProducerId: idempotent producers here, transactional ones by the coordinator."""
     if body.get("transactional_id") is not None:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": error_codes.code_for("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
+        return await transactions.init_producer_id(state, header, body)
     producer_id = body.get("producer_id", -1)
     epoch = body.get("producer_epoch", -1)
     if producer_id >= 0 and 0 <= epoch < 32766:
