@@ -275,3 +275,24 @@ def test_a_kill_mid_transaction_leaves_it_invisible_and_the_id_usable(
     broker.kill()
     broker.start()
     assert _read(broker.bootstrap, topic)[-1] == b"after"
+
+
+def test_a_stalled_transaction_is_aborted_after_its_timeout(
+    make_broker: Callable[..., BrokerProcess], topic: str
+) -> None:
+    broker = make_broker(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
+    _create(broker.bootstrap, topic)
+    producer = _producer(broker.bootstrap, f"txn-{topic}", **{"transaction.timeout.ms": 1000})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    producer.produce(topic, b"stalled")
+    producer.flush(10)
+    assert _committed_end(broker.bootstrap, topic) == 0
+    deadline = time.monotonic() + 10
+    while _committed_end(broker.bootstrap, topic) == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    # The coordinator aborted it: the marker moved the LSO past the record.
+    assert _committed_end(broker.bootstrap, topic) == 2
+    assert _read(broker.bootstrap, topic) == []
+    with pytest.raises(KafkaException):
+        producer.commit_transaction(10)

@@ -173,3 +173,45 @@ def test_a_commit_interrupted_by_a_crash_completes_at_start(broker: Broker) -> N
     (marker,) = broker.headers("t", 0)
     assert marker.is_control
     assert broker.offsets.load()["g"].offsets[("t", 1)].offset == 5
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_stalled_transaction_is_aborted_and_its_producer_fenced(tmp_path: Path) -> None:
+    clock = _Clock()
+    log_dir = LogDir.open(tmp_path / "data")
+    log_dir.create_topic("t", 1)
+    coordinator = TransactionCoordinator(
+        log_dir,
+        OffsetStore(log_dir, partitions=3),
+        new_producer_id=lambda: next(_ids),
+        clock=clock,
+        partitions=5,
+        id_expiration_ms=100_000,
+    )
+    coordinator.load()
+    init = coordinator.init_producer_id("x", 10_000)
+    pid, epoch = init.producer_id, init.producer_epoch
+    coordinator.add_partitions("x", pid, epoch, [("t", 0)])
+    clock.now += 10.0
+    assert coordinator.abort_timed_out() == []
+    clock.now += 0.01
+    assert coordinator.abort_timed_out() == ["x"]
+    meta = coordinator.txns["x"]
+    assert (meta.state, meta.producer_epoch) == (TxnState.COMPLETE_ABORT, epoch + 1)
+    assert coordinator.end_txn("x", pid, epoch, commit=True).error == "PRODUCER_FENCED"
+    log = log_dir.log("t", 0)
+    assert log.last_stable_offset == log.log_end_offset == 1
+    # An idle id is forgotten after transactional.id.expiration.ms, durably.
+    assert coordinator.expire_transactional_ids() == []
+    clock.now += 100.0
+    assert coordinator.expire_transactional_ids() == ["x"]
+    coordinator.load()
+    assert "x" not in coordinator.txns
+    log_dir.close()

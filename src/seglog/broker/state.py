@@ -95,6 +95,8 @@ class BrokerState:
             clock=time.time,
         )
         self.transactions_lock = asyncio.Lock()
+        self.transactions_stop = asyncio.Event()
+        self.transactions_timer: asyncio.Task[None] | None = None
 
     def next_producer_id(self) -> int:
         """A fresh producer id for InitProducerId."""

@@ -138,12 +138,19 @@ class TransactionCoordinator:
         max_timeout_ms: int = 900_000,
         partitions: int = 50,
         segment_bytes: int = 104_857_600,
+        abort_interval_ms: int = 10_000,
+        id_expiration_ms: int = 604_800_000,
+        expiration_interval_ms: int = 3_600_000,
     ) -> None:
         self.log_dir = log_dir
         self.offsets = offsets
         self._new_producer_id = new_producer_id
         self._clock = clock
         self.max_timeout_ms = max_timeout_ms
+        #: How often :meth:`abort_timed_out` and :meth:`expire_transactional_ids` are due.
+        self.abort_interval_ms = abort_interval_ms
+        self.id_expiration_ms = id_expiration_ms
+        self.expiration_interval_ms = expiration_interval_ms
         self._wanted_partitions = partitions
         self._segment_bytes = segment_bytes
         info = log_dir.topics().get(txn_log.TOPIC)
@@ -201,6 +208,16 @@ class TransactionCoordinator:
         except BaseException:
             meta.state, meta.last_update_ms = previous
             raise
+
+    def _store_tombstone(self, transactional_id: str) -> None:
+        """Forget ``transactional_id`` durably (a null value: compaction drops the key)."""
+        self.ensure_topic()
+        log = self.log_dir.log(txn_log.TOPIC, self.partition_for(transactional_id))
+        data = build_batch(
+            [SimpleRecord(None, txn_log.encode_key(transactional_id), self.now_ms())]
+        )
+        info = log.append(data)
+        log.flush(info.last_offset + 1)
 
     # --------------------------------------------------------------- loading
 
@@ -480,6 +497,53 @@ class TransactionCoordinator:
             return EndResult("CONCURRENT_TRANSACTIONS")
         return EndResult("INVALID_TXN_STATE")
 
+    # ------------------------------------------------------------ expiration
+
+    def abort_timed_out(self) -> list[str]:
+        """Abort every transaction open longer than its timeout; returns their ids.
+
+        As Kafka's coordinator does, the producer is fenced first: the epoch
+        is bumped and the markers are written at the new epoch, so the
+        stalled producer's later requests are refused.
+        """
+        now = self.now_ms()
+        aborted = []
+        for meta in list(self.txns.values()):
+            if meta.state != TxnState.ONGOING or meta.start_ms < 0:
+                continue
+            if now <= meta.start_ms + meta.timeout_ms:
+                continue
+            logger.info(
+                "aborting the transaction of %s: open for more than %d ms",
+                meta.transactional_id,
+                meta.timeout_ms,
+            )
+            self._bump_epoch(meta)
+            try:
+                self._store(meta, TxnState.PREPARE_ABORT)
+                self._complete(meta, commit=False)
+            except SeglogError as exc:
+                logger.error("cannot abort the transaction of %s: %s", meta.transactional_id, exc)
+                continue
+            aborted.append(meta.transactional_id)
+        return aborted
+
+    def expire_transactional_ids(self) -> list[str]:
+        """Forget ids idle for ``transactional.id.expiration.ms`` with no open transaction."""
+        now = self.now_ms()
+        idle_states = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        expired = []
+        for meta in list(self.txns.values()):
+            if meta.state in idle_states and now - meta.last_update_ms >= self.id_expiration_ms:
+                try:
+                    self._store_tombstone(meta.transactional_id)
+                except SeglogError as exc:
+                    logger.error("cannot expire %s: %s", meta.transactional_id, exc)
+                    continue
+                del self.txns[meta.transactional_id]
+                expired.append(meta.transactional_id)
+        return expired
+
     def _complete(
         self, meta: TxnMetadata, *, commit: bool
     ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
@@ -531,6 +595,13 @@ def create_transaction_coordinator(
         max_timeout_ms=int(config["transaction.max.timeout.ms"]),
         partitions=int(config["transaction.state.log.num.partitions"]),
         segment_bytes=int(config["transaction.state.log.segment.bytes"]),
+        abort_interval_ms=int(
+            config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+        ),
+        id_expiration_ms=int(config["transactional.id.expiration.ms"]),
+        expiration_interval_ms=int(
+            config["transaction.remove.expired.transaction.cleanup.interval.ms"]
+        ),
     )
 
 

@@ -11,6 +11,7 @@ event loop, which owns the groups.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import Callable
@@ -42,6 +43,40 @@ async def load_transactions(state: BrokerState) -> None:
             return
     state.coordinator.apply_txn_offsets(committed)
     await state.notify_data()
+    state.transactions_timer = asyncio.get_running_loop().create_task(_timers(state))
+
+
+async def _timers(state: BrokerState) -> None:
+    """Abort timed-out transactions and expire idle ids, each at its interval, until stopped."""
+    coordinator = state.transactions
+    loop = asyncio.get_running_loop()
+    next_expiry = loop.time() + coordinator.expiration_interval_ms / 1000
+    stop = state.transactions_stop
+    while True:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), coordinator.abort_interval_ms / 1000)
+        if stop.is_set():
+            return
+        expire = loop.time() >= next_expiry
+        if expire:
+            next_expiry = loop.time() + coordinator.expiration_interval_ms / 1000
+        async with state.transactions_lock:
+            try:
+                aborted = await asyncio.to_thread(coordinator.abort_timed_out)
+                if expire:
+                    await asyncio.to_thread(coordinator.expire_transactional_ids)
+            except Exception:
+                logger.exception("cannot abort timed-out transactions")
+                continue
+        if aborted:
+            await state.notify_data()
+
+
+async def stop_transaction_timers(state: BrokerState) -> None:
+    """Stop the timers and wait for a pass in progress (before the log directory closes)."""
+    state.transactions_stop.set()
+    if state.transactions_timer is not None:
+        await state.transactions_timer
 
 
 async def _call(state: BrokerState, call: Callable[[], R]) -> R | None:
