@@ -3,6 +3,8 @@ consume-transform-produce, zombie fencing and a kill -9 mid-transaction."""
 
 from __future__ import annotations
 
+import socket
+import struct
 import time
 import uuid
 from collections.abc import Callable
@@ -19,6 +21,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from seglog.protocol import ApiKey, decode_response, encode_request, error_codes
 from tests.broker.conftest import BrokerProcess
 
 
@@ -207,29 +210,55 @@ def test_consume_transform_produce_commits_offsets_with_the_output(
     assert committed.offset == 12
 
 
-def test_an_aborted_transaction_commits_no_offsets(broker: BrokerProcess, topic: str) -> None:
+def _offset_fetch(broker: BrokerProcess, group: str, topic: str, *, stable: bool) -> Any:
+    """OffsetFetch v7 of partition 0: (error code, committed offset)."""
+    sock = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
+    try:
+        body = {
+            "group_id": group,
+            "topics": [{"name": topic, "partition_indexes": [0]}],
+            "require_stable": stable,
+        }
+        payload = encode_request(ApiKey.OFFSET_FETCH, 7, 1, "txn-test", body)
+        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        size = struct.unpack(">i", _exactly(sock, 4))[0]
+        _, response = decode_response(ApiKey.OFFSET_FETCH, 7, memoryview(_exactly(sock, size)))
+    finally:
+        sock.close()
+    (partition,) = response["topics"][0]["partitions"]
+    return partition["error_code"], partition["committed_offset"]
+
+
+def _exactly(sock: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        assert chunk, "the broker closed the connection"
+        out += chunk
+    return out
+
+
+def test_offsets_of_a_transaction_are_visible_only_after_its_commit(
+    broker: BrokerProcess, topic: str
+) -> None:
     group = f"{topic}-group"
     _create(broker.bootstrap, topic)
     producer = _producer(broker.bootstrap, f"txn-{topic}")
     producer.init_transactions(10)
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
-    producer.begin_transaction()
-    producer.send_offsets_to_transaction(
-        [TopicPartition(topic, 0, 7)], consumer.consumer_group_metadata(), 10
-    )
-    (pending,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
-    assert pending.offset < 0
-    producer.abort_transaction(10)
-    (after,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
-    assert after.offset < 0
-    producer.begin_transaction()
-    producer.send_offsets_to_transaction(
-        [TopicPartition(topic, 0, 9)], consumer.consumer_group_metadata(), 10
-    )
-    producer.commit_transaction(10)
-    (done,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+    metadata = consumer.consumer_group_metadata()
     consumer.close()
-    assert done.offset == 9
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction([TopicPartition(topic, 0, 7)], metadata, 10)
+    assert _offset_fetch(broker, group, topic, stable=False) == (0, -1)
+    unstable = error_codes.code_for("UNSTABLE_OFFSET_COMMIT")
+    assert _offset_fetch(broker, group, topic, stable=True) == (unstable, -1)
+    producer.abort_transaction(10)
+    assert _offset_fetch(broker, group, topic, stable=True) == (0, -1)
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction([TopicPartition(topic, 0, 9)], metadata, 10)
+    producer.commit_transaction(10)
+    assert _offset_fetch(broker, group, topic, stable=True) == (0, 9)
 
 
 def test_a_transaction_timeout_above_the_maximum_is_refused(

@@ -470,6 +470,18 @@ class TransactionCoordinator:
         meta.pending_offsets.setdefault(group_id, {}).update(accepted)
         return errors
 
+    def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        """True if an open transaction holds an offset of ``group_id`` for the partition.
+
+        Safe to call while a worker thread runs a coordinator call: it reads
+        a copy of the id table.
+        """
+        for meta in list(self.txns.values()):
+            pending = meta.pending_offsets.get(group_id)
+            if pending is not None and (topic, partition) in pending:
+                return True
+        return False
+
     # ------------------------------------------------------------------ EndTxn
 
     def end_txn(

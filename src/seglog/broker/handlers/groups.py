@@ -321,12 +321,27 @@ async def offset_fetch(
                 )
                 continue
             error, topics = _fetch_group(coordinator, group["group_id"], group["topics"])
+            if body.get("require_stable"):
+                _mark_unstable(state, group["group_id"], topics)
             groups.append(
                 {"group_id": group["group_id"], "topics": topics, "error_code": _code(error)}
             )
         return {"throttle_time_ms": 0, "groups": groups}
     error, topics = _fetch_group(coordinator, body["group_id"], body["topics"])
+    if body.get("require_stable"):
+        _mark_unstable(state, body["group_id"], topics)
     return {"throttle_time_ms": 0, "topics": topics, "error_code": _code(error)}
+
+
+def _mark_unstable(state: BrokerState, group_id: str, topics: list[dict[str, Any]]) -> None:
+    """require_stable (v7+): a partition with an offset in an open transaction is unstable."""
+    for topic in topics:
+        for partition in topic["partitions"]:
+            if state.transactions.has_pending_offset(
+                group_id, topic["name"], partition["partition_index"]
+            ):
+                partition["error_code"] = _code("UNSTABLE_OFFSET_COMMIT")
+                partition["committed_offset"] = -1
 
 
 # ------------------------------------------------------------- administration
