@@ -210,21 +210,26 @@ def test_consume_transform_produce_commits_offsets_with_the_output(
     assert committed.offset == 12
 
 
-def _offset_fetch(broker: BrokerProcess, group: str, topic: str, *, stable: bool) -> Any:
-    """OffsetFetch v7 of partition 0: (error code, committed offset)."""
+def _request(broker: BrokerProcess, api: ApiKey, version: int, body: dict[str, Any]) -> Any:
     sock = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
     try:
-        body = {
-            "group_id": group,
-            "topics": [{"name": topic, "partition_indexes": [0]}],
-            "require_stable": stable,
-        }
-        payload = encode_request(ApiKey.OFFSET_FETCH, 7, 1, "txn-test", body)
+        payload = encode_request(api, version, 1, "txn-test", body)
         sock.sendall(struct.pack(">i", len(payload)) + payload)
         size = struct.unpack(">i", _exactly(sock, 4))[0]
-        _, response = decode_response(ApiKey.OFFSET_FETCH, 7, memoryview(_exactly(sock, size)))
+        _, response = decode_response(api, version, memoryview(_exactly(sock, size)))
     finally:
         sock.close()
+    return response
+
+
+def _offset_fetch(broker: BrokerProcess, group: str, topic: str, *, stable: bool) -> Any:
+    """OffsetFetch v7 of partition 0: (error code, committed offset)."""
+    body = {
+        "group_id": group,
+        "topics": [{"name": topic, "partition_indexes": [0]}],
+        "require_stable": stable,
+    }
+    response = _request(broker, ApiKey.OFFSET_FETCH, 7, body)
     (partition,) = response["topics"][0]["partitions"]
     return partition["error_code"], partition["committed_offset"]
 
@@ -325,3 +330,48 @@ def test_a_stalled_transaction_is_aborted_after_its_timeout(
     assert _read(broker.bootstrap, topic) == []
     with pytest.raises(KafkaException):
         producer.commit_transaction(10)
+
+
+def test_transactions_are_described_and_listed(broker: BrokerProcess, topic: str) -> None:
+    _create(broker.bootstrap, topic, 2)
+    txn_id = f"txn-{topic}"
+    producer = _producer(broker.bootstrap, txn_id)
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    producer.produce(topic, b"x", partition=1)
+    producer.flush(10)
+    (described, unknown) = _request(
+        broker,
+        ApiKey.DESCRIBE_TRANSACTIONS,
+        0,
+        {"transactional_ids": [txn_id, f"{txn_id}-unknown"]},
+    )["transaction_states"]
+    assert described["error_code"] == 0
+    assert described["transaction_state"] == "Ongoing"
+    assert described["transaction_timeout_ms"] == 60_000
+    assert described["transaction_start_time_ms"] > 0
+    assert described["topics"] == [{"topic": topic, "partitions": [1]}]
+    assert unknown["error_code"] == error_codes.code_for("TRANSACTIONAL_ID_NOT_FOUND")
+    pid = described["producer_id"]
+    listed = _request(
+        broker,
+        ApiKey.LIST_TRANSACTIONS,
+        1,
+        {
+            "state_filters": ["Ongoing", "Bogus"],
+            "producer_id_filters": [pid],
+            "duration_filter": -1,
+        },
+    )
+    assert listed["unknown_state_filters"] == ["Bogus"]
+    assert listed["transaction_states"] == [
+        {"transactional_id": txn_id, "producer_id": pid, "transaction_state": "Ongoing"}
+    ]
+    producer.commit_transaction(10)
+    listed = _request(
+        broker,
+        ApiKey.LIST_TRANSACTIONS,
+        0,
+        {"state_filters": ["Ongoing"], "producer_id_filters": [pid]},
+    )
+    assert listed["transaction_states"] == []

@@ -47,6 +47,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ADD_OFFSETS_TO_TXN: transactions.add_offsets_to_txn,
     ApiKey.END_TXN: transactions.end_txn,
     ApiKey.TXN_OFFSET_COMMIT: transactions.txn_offset_commit,
+    ApiKey.DESCRIBE_TRANSACTIONS: transactions.describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: transactions.list_transactions,
     ApiKey.FETCH: fetch.fetch,
     ApiKey.LIST_OFFSETS: fetch.list_offsets,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: fetch.offset_for_leader_epoch,

@@ -509,6 +509,52 @@ class TransactionCoordinator:
             return EndResult("CONCURRENT_TRANSACTIONS")
         return EndResult("INVALID_TXN_STATE")
 
+    # ------------------------------------------------------------ describing
+
+    def describe(self, transactional_id: str) -> TxnMetadata | None:
+        """A copy of the id's state (DescribeTransactions), or None if it is unknown."""
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            return None
+        return TxnMetadata(
+            meta.transactional_id,
+            meta.producer_id,
+            meta.producer_epoch,
+            meta.timeout_ms,
+            meta.state,
+            set(meta.partitions),
+            meta.last_update_ms,
+            meta.start_ms,
+        )
+
+    def list_transactions(
+        self, states: Iterable[str], producer_ids: Iterable[int], min_duration_ms: int = -1
+    ) -> tuple[list[TxnMetadata], list[str]]:
+        """ListTransactions: (matching ids, the state filters that name no state).
+
+        Empty filters match everything; a duration filter of 0 or more keeps
+        the transactions running for longer than that.
+        """
+        names = {state.kafka_name: state for state in TxnState}
+        wanted_states = set(states)
+        unknown = sorted(name for name in wanted_states if name not in names)
+        wanted_pids = set(producer_ids)
+        now = self.now_ms()
+        found = []
+        for meta in list(self.txns.values()):
+            if wanted_states and meta.state.kafka_name not in wanted_states:
+                continue
+            if wanted_pids and meta.producer_id not in wanted_pids:
+                continue
+            if min_duration_ms >= 0 and (
+                meta.start_ms < 0
+                or meta.state != TxnState.ONGOING
+                or now - meta.start_ms <= min_duration_ms
+            ):
+                continue
+            found.append(meta)
+        return found, unknown
+
     # ------------------------------------------------------------ expiration
 
     def abort_timed_out(self) -> list[str]:

@@ -260,3 +260,78 @@ async def end_txn(
     if result.committed_offsets:
         state.coordinator.apply_txn_offsets(result.committed_offsets)
     return {"throttle_time_ms": 0, "error_code": _code(result.error)}
+
+
+async def describe_transactions(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """DescribeTransactions: each id's state, producer and partitions."""
+    coordinator = state.transactions
+    described = []
+    for tid in body["transactional_ids"]:
+        meta = coordinator.describe(tid) if coordinator.loaded else None
+        if meta is None:
+            error = (
+                "TRANSACTIONAL_ID_NOT_FOUND"
+                if coordinator.loaded
+                else ("COORDINATOR_LOAD_IN_PROGRESS")
+            )
+            described.append(
+                {
+                    "error_code": _code(error),
+                    "transactional_id": tid,
+                    "transaction_state": "",
+                    "transaction_timeout_ms": 0,
+                    "transaction_start_time_ms": -1,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                    "topics": [],
+                }
+            )
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(meta.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        described.append(
+            {
+                "error_code": 0,
+                "transactional_id": tid,
+                "transaction_state": meta.state.kafka_name,
+                "transaction_timeout_ms": meta.timeout_ms,
+                "transaction_start_time_ms": meta.start_ms,
+                "producer_id": meta.producer_id,
+                "producer_epoch": meta.producer_epoch,
+                "topics": [{"topic": t, "partitions": p} for t, p in by_topic.items()],
+            }
+        )
+    return {"throttle_time_ms": 0, "transaction_states": described}
+
+
+async def list_transactions(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """ListTransactions: ids filtered by state, producer id and (v1) duration."""
+    coordinator = state.transactions
+    if not coordinator.loaded:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": _code("COORDINATOR_LOAD_IN_PROGRESS"),
+            "unknown_state_filters": [],
+            "transaction_states": [],
+        }
+    found, unknown = coordinator.list_transactions(
+        body["state_filters"], body["producer_id_filters"], body.get("duration_filter", -1)
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "unknown_state_filters": unknown,
+        "transaction_states": [
+            {
+                "transactional_id": meta.transactional_id,
+                "producer_id": meta.producer_id,
+                "transaction_state": meta.state.kafka_name,
+            }
+            for meta in sorted(found, key=lambda m: m.transactional_id)
+        ],
+    }

@@ -71,6 +71,8 @@ ALL: tuple[Api, ...] = (
     quotas.ALTER_CLIENT_QUOTAS,
     admin.DESCRIBE_CLUSTER,
     replicas.DESCRIBE_PRODUCERS,
+    producer.DESCRIBE_TRANSACTIONS,
+    producer.LIST_TRANSACTIONS,
     groups.CONSUMER_GROUP_HEARTBEAT,
     groups.CONSUMER_GROUP_DESCRIBE,
     replicas.DESCRIBE_TOPIC_PARTITIONS,

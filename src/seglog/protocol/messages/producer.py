@@ -1,7 +1,11 @@
-"""InitProducerId (key 22): producer ids and epochs for idempotence and transactions.
+"""Producer ids and transactions: InitProducerId (22), AddPartitionsToTxn (24),
+AddOffsetsToTxn (25), EndTxn (26), TxnOffsetCommit (28), DescribeTransactions (65)
+and ListTransactions (66).
 
-v2 is the first flexible version; v3 lets a producer bump its epoch by
-passing its current producer id and epoch.
+InitProducerId v2 is the first flexible version; v3 lets a producer bump its
+epoch by passing its current producer id and epoch. The transaction APIs are
+flexible from v3; AddPartitionsToTxn v4 (broker to broker in Kafka) batches
+several transactions and may only verify.
 """
 
 from __future__ import annotations
@@ -191,3 +195,60 @@ TXN_OFFSET_COMMIT = Api(
     ),
 )
 """TxnOffsetCommit (key 28): a consumer group's offsets committed in a transaction."""
+
+DESCRIBE_TRANSACTIONS = Api(
+    65,
+    "DescribeTransactions",
+    "0",
+    flexible=0,
+    request=(F("transactional_ids", "[]string"),),
+    response=(
+        F("throttle_time_ms", "int32"),
+        F(
+            "transaction_states",
+            "[]struct",
+            fields=(
+                F("error_code", "int16"),
+                F("transactional_id", "string"),
+                F("transaction_state", "string"),
+                F("transaction_timeout_ms", "int32"),
+                F("transaction_start_time_ms", "int64"),
+                F("producer_id", "int64"),
+                F("producer_epoch", "int16"),
+                F(
+                    "topics",
+                    "[]struct",
+                    fields=(F("topic", "string"), F("partitions", "[]int32")),
+                ),
+            ),
+        ),
+    ),
+)
+"""DescribeTransactions (key 65, KIP-664): the coordinator's view of transactional ids."""
+
+LIST_TRANSACTIONS = Api(
+    66,
+    "ListTransactions",
+    "0-1",
+    flexible=0,
+    request=(
+        F("state_filters", "[]string"),
+        F("producer_id_filters", "[]int64"),
+        F("duration_filter", "int64", "1+", default=-1),
+    ),
+    response=(
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("unknown_state_filters", "[]string"),
+        F(
+            "transaction_states",
+            "[]struct",
+            fields=(
+                F("transactional_id", "string"),
+                F("producer_id", "int64"),
+                F("transaction_state", "string"),
+            ),
+        ),
+    ),
+)
+"""ListTransactions (key 66, KIP-664; v1 adds the duration filter of KIP-994)."""
