@@ -179,3 +179,62 @@ def test_a_producer_with_an_open_transaction_never_expires(tmp_path: Path) -> No
     assert list(state.producers) == [PID]
     assert state.first_unstable_offset() == 5
     assert state.remove_expired(NOW) == 0
+
+
+def _keyed_txn_batch(log: Log, key: bytes, value: bytes, seq: int, pid: int) -> None:
+    log.append(
+        build_batch(
+            [SimpleRecord(value + b"." * 60, key, NOW)],
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=seq,
+            is_transactional=True,
+        )
+    )
+
+
+def test_compaction_drops_aborted_records_and_keeps_markers(open_log: LogFactory) -> None:
+    from seglog.storage.cleaner import Cleaner, cleanable_range
+    from tests.storage.test_log import read_all
+
+    config = LogConfig(cleanup_policy="compact", segment_bytes=600, min_cleanable_dirty_ratio=0.01)
+    log = open_log(config)
+    # Producer A commits k=committed; producer B then writes k=aborted and aborts.
+    for round_ in range(4):
+        _keyed_txn_batch(log, b"k", b"committed-%d" % round_, round_, PID)
+        log.append_marker(PID, 0, commit=True)
+        _keyed_txn_batch(log, b"k", b"aborted-%d" % round_, round_, PID + 1)
+        log.append_marker(PID + 1, 0, commit=False)
+    # An open transaction holds the cleaning back: nothing from it on is cleaned.
+    _keyed_txn_batch(log, b"k", b"open", 4, PID)
+    open_first = log.last_stable_offset
+    for _ in range(8):
+        log.append(build_batch([SimpleRecord(b"x" * 60, b"other", NOW)]))
+    log.roll()
+    aborted_before = log.aborted_transactions(0, log.log_end_offset)
+    target = cleanable_range(log, 0, NOW)
+    assert target.first_uncleanable_offset == open_first
+    Cleaner(1 << 20, clock=lambda: NOW / 1000).clean(target)
+    records = read_all(log)
+    values = [r.value.rstrip(b".") for r in records if r.key == b"k" and r.value]
+    assert not [v for v in values if v.startswith(b"aborted")]
+    # The newest committed value survives (not hidden by the aborted one after it).
+    assert b"committed-3" in values
+    assert b"open" in values
+    markers = [
+        h
+        for s in log.segments
+        for h in s.batch_headers()
+        if h.is_control and h.last_offset < open_first
+    ]
+    assert len(markers) == 8
+    # Markers keep their records: a restart still ends every transaction.
+    for segment in log.segments:
+        for header in segment.batch_headers():
+            if header.is_control:
+                found = segment.translate_offset(header.base_offset)
+                assert found is not None
+                data = segment.read_bytes(found.position, header.size)
+                assert control.read_marker(data) is not None
+    assert log.aborted_transactions(0, log.log_end_offset) == aborted_before
+    assert log.last_stable_offset == open_first
