@@ -22,6 +22,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from seglog.protocol import ApiKey, decode_response, encode_request, error_codes
+from seglog.records.builder import SimpleRecord, build_batch
 from tests.broker.conftest import BrokerProcess
 
 
@@ -375,3 +376,61 @@ def test_transactions_are_described_and_listed(broker: BrokerProcess, topic: str
         {"state_filters": ["Ongoing"], "producer_id_filters": [pid]},
     )
     assert listed["transaction_states"] == []
+
+
+def test_transactional_data_goes_only_to_partitions_of_the_transaction(
+    broker: BrokerProcess, topic: str
+) -> None:
+    _create(broker.bootstrap, topic, 2)
+    txn_id = f"txn-{topic}"
+    init = _request(
+        broker,
+        ApiKey.INIT_PRODUCER_ID,
+        4,
+        {"transactional_id": txn_id, "transaction_timeout_ms": 60_000},
+    )
+    pid, epoch = init["producer_id"], init["producer_epoch"]
+    added = _request(
+        broker,
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        3,
+        {
+            "v3_and_below_transactional_id": txn_id,
+            "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
+        },
+    )
+    assert added["results_by_topic_v3_and_below"][0]["results_by_partition"] == [
+        {"partition_index": 0, "partition_error_code": 0}
+    ]
+
+    def produce(partition: int, producer_epoch: int) -> int:
+        records = build_batch(
+            [SimpleRecord(b"v", timestamp=int(time.time() * 1000))],
+            producer_id=pid,
+            producer_epoch=producer_epoch,
+            base_sequence=0,
+            is_transactional=True,
+        )
+        body = {
+            "transactional_id": txn_id,
+            "acks": -1,
+            "timeout_ms": 5000,
+            "topic_data": [
+                {
+                    "name": topic,
+                    "partition_data": [{"index": partition, "records": records}],
+                }
+            ],
+        }
+        answer = _request(broker, ApiKey.PRODUCE, 9, body)
+        return int(answer["responses"][0]["partition_responses"][0]["error_code"])
+
+    # Partition 1 was never added: its data would hang the partition's LSO.
+    assert produce(1, epoch) == error_codes.code_for("INVALID_TXN_STATE")
+    assert produce(0, epoch - 1 if epoch else epoch + 5) == error_codes.code_for(
+        "INVALID_PRODUCER_EPOCH"
+    )
+    assert produce(0, epoch) == 0
+    assert _committed_end(broker.bootstrap, topic) == 0

@@ -470,6 +470,24 @@ class TransactionCoordinator:
         meta.pending_offsets.setdefault(group_id, {}).update(accepted)
         return errors
 
+    def verify_partition(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
+    ) -> str:
+        """May the producer write transactional data to the partition? (KIP-890's check.)
+
+        Only a partition added to the producer's open transaction may take
+        its data: a batch written anywhere else would never get a marker and
+        would hold the partition's LSO for good (a "hanging" transaction).
+        """
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return "INVALID_PRODUCER_ID_MAPPING"
+        if epoch != meta.producer_epoch:
+            return "INVALID_PRODUCER_EPOCH"
+        if meta.state != TxnState.ONGOING or (topic, partition) not in meta.partitions:
+            return "INVALID_TXN_STATE"
+        return NONE
+
     def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
         """True if an open transaction holds an offset of ``group_id`` for the partition.
 
