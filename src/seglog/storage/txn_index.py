@@ -134,6 +134,7 @@ def collect_aborted(
 
 __all__ = [
     "ENTRY_SIZE",
+    "VERSION",
     "AbortedTxn",
     "append",
     "collect_aborted",
