@@ -277,62 +277,6 @@ def test_a_transaction_timeout_above_the_maximum_is_refused(
     assert failure.value.args[0].code() == KafkaError.INVALID_TRANSACTION_TIMEOUT
 
 
-def test_a_kill_mid_transaction_leaves_it_invisible_and_the_id_usable(
-    make_broker: Callable[..., BrokerProcess], topic: str
-) -> None:
-    broker = make_broker()
-    _create(broker.bootstrap, topic)
-    txn_id = f"txn-{topic}"
-    producer = _producer(broker.bootstrap, txn_id)
-    producer.init_transactions(10)
-    producer.begin_transaction()
-    for i in range(5):
-        producer.produce(topic, f"before-{i}".encode())
-    producer.commit_transaction(10)
-    producer.begin_transaction()
-    for i in range(5):
-        producer.produce(topic, f"lost-{i}".encode())
-    producer.flush(10)
-    broker.kill()
-    broker.start()
-    # Until the open transaction ends, read_committed readers stop before it.
-    assert _read(broker.bootstrap, topic) == [f"before-{i}".encode() for i in range(5)]
-    assert _committed_end(broker.bootstrap, topic) == 6
-    successor = _producer(broker.bootstrap, txn_id)
-    successor.init_transactions(10)  # aborts the transaction the crash left open
-    successor.begin_transaction()
-    successor.produce(topic, b"after")
-    successor.commit_transaction(10)
-    assert _read(broker.bootstrap, topic) == [
-        *(f"before-{i}".encode() for i in range(5)),
-        b"after",
-    ]
-    broker.kill()
-    broker.start()
-    assert _read(broker.bootstrap, topic)[-1] == b"after"
-
-
-def test_a_stalled_transaction_is_aborted_after_its_timeout(
-    make_broker: Callable[..., BrokerProcess], topic: str
-) -> None:
-    broker = make_broker(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
-    _create(broker.bootstrap, topic)
-    producer = _producer(broker.bootstrap, f"txn-{topic}", **{"transaction.timeout.ms": 1000})
-    producer.init_transactions(10)
-    producer.begin_transaction()
-    producer.produce(topic, b"stalled")
-    producer.flush(10)
-    assert _committed_end(broker.bootstrap, topic) == 0
-    deadline = time.monotonic() + 10
-    while _committed_end(broker.bootstrap, topic) == 0 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    # The coordinator aborted it: the marker moved the LSO past the record.
-    assert _committed_end(broker.bootstrap, topic) == 2
-    assert _read(broker.bootstrap, topic) == []
-    with pytest.raises(KafkaException):
-        producer.commit_transaction(10)
-
-
 def test_transactions_are_described_and_listed(broker: BrokerProcess, topic: str) -> None:
     _create(broker.bootstrap, topic, 2)
     txn_id = f"txn-{topic}"
