@@ -19,12 +19,16 @@ CompleteAbort       PrepareAbort (every marker written)
 ==================  =====================================================
 
 Every move is stored in ``__transaction_state`` (:mod:`txn_log`) and
-fsynced before the request is answered. Ending a transaction stores the
-Prepare state first, then writes a COMMIT or ABORT marker to every partition
-of the transaction (the ``__consumer_offsets`` partition of each group whose
-offsets it commits included), fsyncs them, and stores the Complete state. A
-crash between the two leaves a Prepare state that :meth:`load` finds and
-completes, markers and all, before the coordinator serves, as Kafka's does.
+fsynced before the request is answered, but the Complete states. Ending a
+transaction stores the Prepare state first, then writes a COMMIT or ABORT
+marker to every partition of the transaction (the ``__consumer_offsets``
+partition of each group whose offsets it commits included), fsyncs them, and
+stores the Complete state without an fsync of its own: it reaches the disk
+with the partition's next fsync, necessarily after the markers, and if a
+crash loses it the Prepare state is still there to complete again (markers
+written twice are harmless). A crash between the two leaves a Prepare state
+that :meth:`load` finds and completes, markers and all, before the
+coordinator serves, as Kafka's does.
 
 Fencing: InitProducerId for an id bumps its epoch (a new producer id once the
 epoch would overflow); requests carrying an older epoch get PRODUCER_FENCED,
@@ -184,8 +188,8 @@ class TransactionCoordinator:
         """The ``__transaction_state`` partition of ``transactional_id``."""
         return partition_for(transactional_id, self.partitions)
 
-    def _store(self, meta: TxnMetadata, state: TxnState) -> None:
-        """Move ``meta`` to ``state``, durably: appended and fsynced before it changes."""
+    def _store(self, meta: TxnMetadata, state: TxnState, *, sync: bool = True) -> None:
+        """Move ``meta`` to ``state``: appended (and fsynced, with ``sync``) before it changes."""
         if meta.state not in _ALLOWED_FROM.get(state, frozenset()) and meta.state != state:
             raise AssertionError(f"{meta.state.kafka_name} -> {state.kafka_name} is not allowed")
         self.ensure_topic()
@@ -204,7 +208,8 @@ class TransactionCoordinator:
                 ]
             )
             info = log.append(data)
-            log.flush(info.last_offset + 1)
+            if sync:
+                log.flush(info.last_offset + 1)
         except BaseException:
             meta.state, meta.last_update_ms = previous
             raise
@@ -647,7 +652,12 @@ class TransactionCoordinator:
             log.flush(end)
         committed = dict(meta.pending_offsets) if commit else {}
         meta.pending_offsets = {}
-        self._store(meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
+        # Not fsynced: the markers are durable already, so this record can only
+        # ever become durable after them (with the partition's next fsync), and
+        # if a crash loses it, the Prepare state before it completes again.
+        self._store(
+            meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, sync=False
+        )
         return committed
 
 
