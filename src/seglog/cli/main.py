@@ -62,6 +62,7 @@ def _register() -> None:
     from seglog.cli.produce import produce
     from seglog.cli.serve import serve
     from seglog.cli.topics import topics
+    from seglog.cli.transactions import transactions
     from seglog.cli.verify import verify
 
     cli.add_command(dump_log)
@@ -74,6 +75,7 @@ def _register() -> None:
     cli.add_command(offsets)
     cli.add_command(groups)
     cli.add_command(mirror)
+    cli.add_command(transactions)
 
 
 _register()
