@@ -63,9 +63,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from seglog.errors import CorruptRecordError, SeglogError
-from seglog.records import batch, control
+from seglog.records import batch, control, log_entries
 from seglog.records.builder import SimpleRecord, build_batch
-from seglog.records.record import decode_records
+from seglog.records.record import decode_entry, decode_records
 from seglog.storage import io
 from seglog.storage.log import Log
 from seglog.storage.log_dir import LogDir
@@ -479,10 +479,18 @@ class OffsetStore:
             region = result.data.region
             data = io.pread(region.fd, region.length, region.position, name=region.path)
             last = position - 1
-            for at, header in batch.iter_headers(data, check_crc=False):
-                last = header.last_offset
-                if header.last_offset < position:
+            for entry in log_entries.scan(data, check_crc=False).entries:
+                last = entry.last_offset
+                if entry.last_offset < position:
                     continue
+                if entry.magic != batch.CURRENT_MAGIC:
+                    # Legacy messages (an old Kafka's offsets): never transactional.
+                    chunk = memoryview(data)[entry.position : entry.position + entry.size]
+                    for r in decode_entry(chunk):
+                        yield r.offset, r.key, r.value
+                    continue
+                at = entry.position
+                header = batch.read_header(data, at)
                 pid = header.producer_id
                 records = decode_records(data, at)
                 if header.is_control:
