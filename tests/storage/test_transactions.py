@@ -238,3 +238,12 @@ def test_compaction_drops_aborted_records_and_keeps_markers(open_log: LogFactory
                 assert control.read_marker(data) is not None
     assert log.aborted_transactions(0, log.log_end_offset) == aborted_before
     assert log.last_stable_offset == open_first
+
+
+def test_the_lso_never_falls_below_the_log_start(open_log: LogFactory) -> None:
+    log = open_log()
+    txn_batch(log, 0)  # 0-1, left open
+    log.append(build_batch([SimpleRecord(b"plain", timestamp=NOW)]))
+    assert log.last_stable_offset == 0
+    log.increment_log_start_offset(2)
+    assert log.last_stable_offset == 2

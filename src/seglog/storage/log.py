@@ -414,10 +414,15 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """The LSO: the first offset of the oldest open transaction, at most the HW."""
+        """The LSO: the first offset of the oldest open transaction, at most the HW.
+
+        Never below the log start offset: retention or DeleteRecords may have
+        removed the start of an open transaction (Kafka moves the first
+        unstable offset up the same way).
+        """
         first = self._producer_state.first_unstable_offset()
         hw = self._high_watermark
-        return hw if first is None else min(first, hw)
+        return hw if first is None else max(min(first, hw), self._log_start_offset)
 
     def aborted_transactions(
         self, fetch_offset: int, upper_bound: int
