@@ -91,8 +91,13 @@ def test_init_bumps_the_epoch_and_validates_the_timeout(broker: Broker) -> None:
     assert first.error == second.error == "NONE"
     assert second.producer_id == first.producer_id
     assert second.producer_epoch == first.producer_epoch + 1
-    # KIP-360: a bump naming an epoch that is not the current one is fenced.
-    stale = coordinator.init_producer_id("x", 10_000, first.producer_id, first.producer_epoch)
+    # KIP-360: a bump names the current epoch; its retry gets the same answer.
+    pid = second.producer_id
+    bumped = coordinator.init_producer_id("x", 10_000, pid, second.producer_epoch)
+    assert (bumped.error, bumped.producer_epoch) == ("NONE", second.producer_epoch + 1)
+    retry = coordinator.init_producer_id("x", 10_000, pid, second.producer_epoch)
+    assert retry == bumped
+    stale = coordinator.init_producer_id("x", 10_000, pid, first.producer_epoch)
     assert stale.error == "PRODUCER_FENCED"
 
 

@@ -94,6 +94,9 @@ class TxnMetadata:
     partitions: set[tuple[str, int]] = field(default_factory=set)
     last_update_ms: int = -1
     start_ms: int = -1
+    #: The producer id and epoch a KIP-360 bump came from (kept in memory), so
+    #: that a retry of that bump is answered rather than fenced.
+    bumped_from: tuple[int, int] | None = None
     #: Offsets committed in the open transaction: group → (topic, partition) → offset.
     pending_offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
 
@@ -310,7 +313,10 @@ class TransactionCoordinator:
             meta = TxnMetadata(transactional_id, self._new_producer_id(), -1, timeout_ms)
             self.txns[transactional_id] = meta
         elif producer_id >= 0 and (producer_id, epoch) != (meta.producer_id, meta.producer_epoch):
-            # KIP-360: a producer bumping its epoch must name the current one.
+            if (producer_id, epoch) == meta.bumped_from and meta.state == TxnState.EMPTY:
+                # KIP-360: the retry of a bump whose answer was lost gets that answer.
+                return InitResult(NONE, meta.producer_id, meta.producer_epoch)
+            # A producer bumping its epoch must name the current one.
             return InitResult("PRODUCER_FENCED")
         if meta.state == TxnState.ONGOING:
             # A new producer takes over an open transaction: fence the old one
@@ -324,7 +330,9 @@ class TransactionCoordinator:
                 return InitResult("COORDINATOR_NOT_AVAILABLE")
         elif meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return InitResult("CONCURRENT_TRANSACTIONS")
+        bumped_from = (meta.producer_id, meta.producer_epoch)
         self._bump_epoch(meta)
+        meta.bumped_from = bumped_from if producer_id >= 0 else None
         meta.timeout_ms = timeout_ms
         meta.partitions.clear()
         meta.pending_offsets.clear()
