@@ -247,3 +247,20 @@ def test_the_lso_never_falls_below_the_log_start(open_log: LogFactory) -> None:
     assert log.last_stable_offset == 0
     log.increment_log_start_offset(2)
     assert log.last_stable_offset == 2
+
+
+def test_a_marker_does_not_expose_data_waiting_for_its_flush(open_log: LogFactory) -> None:
+    log = open_log(LogConfig(flush_messages=1))
+    data = build_batch(
+        [SimpleRecord(b"v", timestamp=NOW)],
+        producer_id=PID,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    info = log.append(data, defer_flush=True)
+    assert info.flush_needed and log.high_watermark == 0
+    log.append_marker(PID, 0, commit=True)
+    assert log.high_watermark == 0  # the batch is not durable yet: neither is seen
+    log.flush()
+    assert log.high_watermark == log.last_stable_offset == 2

@@ -387,7 +387,10 @@ class Log:
             if completed is not None and completed.is_aborted:
                 self._index_aborted(segment, completed)
             self._unflushed_messages += 1
-            self._high_watermark = self._log_end_offset
+            if self._high_watermark == offset:
+                # Else earlier appends wait for their flush to be seen (defer_flush),
+                # and the marker with them: the flush moves the HW past both.
+                self._high_watermark = self._log_end_offset
             return AppendInfo(
                 first_offset=offset,
                 last_offset=offset,
