@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DATA ?= ./data
 
-.PHONY: run demo pipeline test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-groups bench-spark bench-soak clean install
+.PHONY: run demo pipeline test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-groups bench-spark bench-soak bench-security clean install
 
 install: $(STAMP)
 
@@ -17,6 +17,11 @@ $(STAMP): pyproject.toml
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq kcat; \
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq kcat; fi; } \
 	  || echo "kcat could not be installed: its tests will be skipped"
+	@command -v openssl >/dev/null 2>&1 || { \
+	  echo "installing openssl (Debian package): the TLS tests make their certificates with it"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq openssl; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq openssl; fi; } \
+	  || echo "openssl could not be installed: the TLS tests will fail"
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "seglog needs Python 3.11 or newer")'
 	@./tools/ensure-java
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -75,6 +80,10 @@ bench-spark: $(STAMP)
 # time, then a check that nothing acknowledged was lost or crossed topics.
 bench-soak: $(STAMP)
 	$(BIN)/python bench/soak.py
+
+# Produce and consume over SASL_SSL beside PLAINTEXT, and what a secured connection costs.
+bench-security: $(STAMP)
+	$(BIN)/python bench/security_bench.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -369,6 +369,20 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     # --- security (secrets are PASSWORD: never shown)
     _broker("sasl.enabled.mechanisms", Type.LIST, ["GSSAPI"]),
     _broker("sasl.jaas.config", Type.PASSWORD, None),
+    # seglog's: a file of PLAIN users (user=password lines), beside the JAAS user_ entries.
+    _broker("sasl.plain.users.file", Type.STRING, None),
+    _broker("connections.max.reauth.ms", Type.LONG, 0),
+    _broker("connection.failed.authentication.delay.ms", Type.INT, 100, at_least(0)),
+    _broker("authorizer.class.name", Type.STRING, ""),
+    _broker("super.users", Type.STRING, None),
+    _broker("allow.everyone.if.no.acl.found", Type.BOOLEAN, False),
+    _broker("ssl.protocol", Type.STRING, "TLSv1.3"),
+    _broker("ssl.enabled.protocols", Type.LIST, ["TLSv1.2", "TLSv1.3"]),
+    _broker("ssl.cipher.suites", Type.LIST, []),
+    _broker("ssl.client.auth", Type.STRING, "none", ValidString(("required", "requested", "none"))),
+    _broker("ssl.principal.mapping.rules", Type.STRING, "DEFAULT"),
+    _broker("ssl.keystore.type", Type.STRING, "JKS"),
+    _broker("ssl.truststore.type", Type.STRING, "JKS"),
     _broker("ssl.keystore.location", Type.STRING, None),
     _broker("ssl.keystore.password", Type.PASSWORD, None),
     _broker("ssl.key.password", Type.PASSWORD, None),
@@ -670,3 +684,15 @@ def parse_properties(text: str) -> dict[str, str]:
 def load_properties(path: str | Path) -> dict[str, str]:
     """Read a ``server.properties`` file."""
     return parse_properties(Path(path).read_text(encoding="utf-8"))
+
+
+# Options of a JAAS entry: name=value, the value quoted or bare.
+_JAAS_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+
+
+def jaas_options(text: str) -> dict[str, str]:
+    """The options of a ``LoginModule required a="b" c="d";`` JAAS entry (``sasl.jaas.config``)."""
+    return {
+        m.group(1): (m.group(2) if m.group(2) is not None else m.group(3)).replace('\\"', '"')
+        for m in _JAAS_OPTION.finditer(text)
+    }

@@ -19,7 +19,7 @@ import pytest
 from seglog.broker.handlers.produce import produce
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
-from seglog.protocol import ApiKey
+from seglog.protocol import ApiKey, error_codes
 from seglog.protocol.headers import RequestHeader
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage import io
@@ -31,7 +31,7 @@ HEADER = RequestHeader(ApiKey.PRODUCE, 9, 1, "test")
 class ScriptedDisk(io.Env):
     """The real file system, with its fsyncs held, failed or counted on demand.
 
-    Installed as the storage layer's environment with :func:`io.use_env`.
+    Given to the log directory as its environment.
     ``hold`` keeps every fsync waiting until ``release`` is set and records the
     thread each ran in; ``fail`` makes every file fsync raise EIO; ``calls``
     counts the fsyncs of files and directories.
@@ -71,15 +71,17 @@ class ScriptedDisk(io.Env):
 
 @pytest.fixture
 def disk() -> Iterator[ScriptedDisk]:
-    with io.use_env(ScriptedDisk()) as env:
-        assert isinstance(env, ScriptedDisk)
-        yield env
+    env = ScriptedDisk()
+    yield env
+    env.shutdown()
 
 
 @pytest.fixture
-def log_dir(tmp_path: Path) -> Iterator[LogDir]:
-    with LogDir.open(tmp_path, settings=LogDirSettings(log_cleaner_enable=False)) as opened:
+def log_dir(tmp_path: Path, disk: ScriptedDisk) -> Iterator[LogDir]:
+    settings = LogDirSettings(log_cleaner_enable=False)
+    with LogDir.open(tmp_path, settings=settings, env=disk) as opened:
         yield opened
+        disk.fail = disk.hold = False  # the directory closes over a working disk
 
 
 def _body(topic: str, records: bytes, acks: int = -1) -> dict[str, Any]:
@@ -189,9 +191,12 @@ def test_a_failed_fsync_is_not_acknowledged(log_dir: LogDir, disk: ScriptedDisk)
     asyncio.run(main())
 
 
-def test_a_retry_after_a_failed_fsync_is_acknowledged_once_synced(
+def test_a_retry_after_a_failed_fsync_is_refused_until_a_restart(
     log_dir: LogDir, disk: ScriptedDisk
 ) -> None:
+    """After a failed fsync the kernel may have dropped the batch's pages for good, so
+    a later fsync that succeeds proves nothing: the partition is offline (Kafka's
+    failed log directory) and the producer's retry is refused, not acknowledged."""
     log_dir.create_topic("t", 1, {"flush.messages": "1"})
     records = build_batch(
         [SimpleRecord(b"v", b"k", int(time.time() * 1000))],
@@ -199,19 +204,21 @@ def test_a_retry_after_a_failed_fsync_is_acknowledged_once_synced(
         producer_epoch=0,
         base_sequence=0,
     )
+    storage_error = error_codes.code_for("KAFKA_STORAGE_ERROR")
 
     async def main() -> None:
         state = BrokerState(BrokerSettings(), log_dir)
         disk.fail = True
         failed = await produce(state, HEADER, _body("t", records))
-        assert failed["responses"][0]["partition_responses"][0]["error_code"] != 0
+        assert failed["responses"][0]["partition_responses"][0]["error_code"] == storage_error
         disk.fail = False
-        # The producer retries the same batch: a duplicate, now made durable.
+        # The producer retries the same batch: refused, the disk looking well again or not.
         retried = await produce(state, HEADER, _body("t", records))
         result = retried["responses"][0]["partition_responses"][0]
-        assert result["error_code"] == 0 and result["base_offset"] == 0
+        assert result["error_code"] == storage_error and result["base_offset"] == -1
+        assert "offline" in result["error_message"]
         log = log_dir.log("t", 0)
-        assert log.recovery_point == 1 and log.high_watermark == 1
+        assert log.recovery_point == 0 and log.high_watermark == 0
         state.coordinator.shutdown()
 
     asyncio.run(main())

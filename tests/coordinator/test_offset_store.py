@@ -184,19 +184,20 @@ def test_a_failed_creation_of_the_offsets_topic_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Out of disk while creating __consumer_offsets: no phantom, and the next try works."""
-    real = io.atomic_write_text
     calls = [0]
 
-    def write(path: Path, text: str) -> None:
-        if path.name == "partition.metadata":
-            calls[0] += 1
-            if calls[0] == 4:
-                raise io.storage_error("write", path, OSError(errno.ENOSPC, "No space left"))
-        real(path, text)
-
     with LogDir.open(tmp_path) as log_dir:
+        real = log_dir.env.atomic_write_text
+
+        def write(path: Path, text: str) -> None:
+            if path.name == "partition.metadata":
+                calls[0] += 1
+                if calls[0] == 4:
+                    raise io.storage_error("write", path, OSError(errno.ENOSPC, "No space left"))
+            real(path, text)
+
         store = OffsetStore(log_dir, partitions=10)
-        monkeypatch.setattr(io, "atomic_write_text", write)
+        monkeypatch.setattr(log_dir.env, "atomic_write_text", write)
         with pytest.raises(StorageError, match="the disk is full"):
             store.ensure_topic()
         monkeypatch.undo()

@@ -17,7 +17,8 @@ from seglog.spark.source import SeglogDataSource
 def test_name_and_schema_follow_include_headers() -> None:
     assert SeglogDataSource.name() == "seglog"
     assert "headers" not in SeglogDataSource({}).schema().fieldNames()
-    assert "headers" in SeglogDataSource({"includeheaders": "TRUE"}).schema().fieldNames()
+    read = {"kafka.bootstrap.servers": "x:1", "subscribe": "a", "includeheaders": "TRUE"}
+    assert "headers" in SeglogDataSource(read).schema().fieldNames()
 
 
 def test_register_sets_the_worker_environment(spark: SparkSession) -> None:

@@ -115,7 +115,7 @@ def test_new_partitions_and_data_loss_in_planning() -> None:
 def test_latest_offset_picks_up_partitions_and_stops_at_available_now_target() -> None:
     transport = FakeTransport({A0: 0, A1: 0}, {A0: 10})
     reader = _reader(transport, maxOffsetsPerTrigger="6")
-    assert reader.initialOffset() == {"a": {"0": 10}}
+    assert reader.initialOffset() == {"a": {"0": -1}}  # latest: resolved by latestOffset
     transport.latest = {A0: 12, A1: 4}
     limit = reader.getDefaultReadLimit()
     end = reader.latestOffset({"a": {"0": 10}}, limit)

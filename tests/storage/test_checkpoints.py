@@ -223,22 +223,20 @@ def test_a_directory_in_the_way_is_a_storage_error(tmp_path: Path) -> None:
         checkpoints.read_partition_metadata(tmp_path)
 
 
-def test_writes_are_atomic_and_reject_unwritable_topics(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_writes_are_atomic_and_reject_unwritable_topics(tmp_path: Path) -> None:
     written: list[tuple[Path, str]] = []
-    real = io.atomic_write_text
 
-    def recording(path: Path, text: str) -> None:
-        written.append((path, text))
-        real(path, text)
+    class Recording(io.Env):
+        def atomic_write_text(self, path: Path, text: str) -> None:
+            written.append((path, text))
+            super().atomic_write_text(path, text)
 
-    monkeypatch.setattr(io, "atomic_write_text", recording)
+    env = Recording()
     path = tmp_path / "cp"
-    checkpoints.write_offset_checkpoint(path, {("t", 0): 1})
-    checkpoints.write_clean_shutdown(tmp_path, 3)
-    checkpoints.write_partition_metadata(tmp_path, uuid.UUID(int=1))
-    checkpoints.write_meta_properties(tmp_path, 1, "c", None)
+    checkpoints.write_offset_checkpoint(path, {("t", 0): 1}, env=env)
+    checkpoints.write_clean_shutdown(tmp_path, 3, env=env)
+    checkpoints.write_partition_metadata(tmp_path, uuid.UUID(int=1), env=env)
+    checkpoints.write_meta_properties(tmp_path, 1, "c", None, env=env)
     assert [p.name for p, _ in written] == [
         "cp",
         ".kafka_cleanshutdown",
@@ -247,29 +245,25 @@ def test_writes_are_atomic_and_reject_unwritable_topics(
     ]
     for bad in ("", "a b", "a\nb"):
         with pytest.raises(ValueError, match="cannot be written"):
-            checkpoints.write_offset_checkpoint(path, {(bad, 0): 1})
-    assert checkpoints.read_offset_checkpoint(path) == {("t", 0): 1}
+            checkpoints.write_offset_checkpoint(path, {(bad, 0): 1}, env=env)
+    assert checkpoints.read_offset_checkpoint(path, env=env) == {("t", 0): 1}
 
 
-def test_consuming_the_marker_is_made_durable(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_consuming_the_marker_is_made_durable(tmp_path: Path) -> None:
     """If the removal were lost in a crash, the next start would skip recovery."""
     events: list[str] = []
-    real_unlink, real_fsync_dir = io.unlink_if_exists, io.fsync_dir
 
-    def unlink(path: Path) -> bool:
-        events.append(f"unlink {Path(path).name}")
-        return real_unlink(path)
+    class Recording(io.Env):
+        def unlink(self, path: Path | str) -> bool:
+            events.append(f"unlink {Path(path).name}")
+            return super().unlink(path)
 
-    def fsync_dir(path: Path) -> None:
-        events.append("fsync_dir")
-        real_fsync_dir(path)
+        def fsync_dir(self, path: Path | str) -> None:
+            events.append("fsync_dir")
+            super().fsync_dir(path)
 
     checkpoints.write_clean_shutdown(tmp_path, 5)
-    monkeypatch.setattr(io, "unlink_if_exists", unlink)
-    monkeypatch.setattr(io, "fsync_dir", fsync_dir)
-    assert checkpoints.consume_clean_shutdown(tmp_path)
+    assert checkpoints.consume_clean_shutdown(tmp_path, env=Recording())
     assert events == ["unlink .kafka_cleanshutdown", "fsync_dir"]
 
 

@@ -276,3 +276,28 @@ def test_cleaning_keeps_values_and_each_producers_last_sequence(
             }
         finally:
             reopened.close()
+
+
+def test_a_damaged_batch_stops_the_cleaning_instead_of_dropping_what_follows(
+    open_log: LogFactory,
+) -> None:
+    """The cleaner reads entries as the reader does: an impossible entry is an error, not
+    the end of the segment (which would leave every batch after it out of the copy)."""
+    from seglog.errors import CorruptRecordError
+
+    log = open_log(LogConfig(cleanup_policy="compact", min_cleanable_dirty_ratio=0.01))
+    for i in range(10):
+        log.append(make_batch([b"v%d" % i], keys=[b"k%d" % i]))
+    log.roll()
+    log.append(make_batch([b"active"], keys=[b"a"]))
+    segment = log.segments[0]
+    found = segment.translate_offset(5)
+    assert found is not None
+    with open(segment.log_path, "r+b") as f:
+        f.seek(found.position + 8)
+        f.write((1).to_bytes(4, "big"))  # a batch length no entry can have
+    size = segment.size
+    with pytest.raises(CorruptRecordError, match="bad entry"):
+        _clean(log)
+    assert log.segments[0] is segment and segment.size == size
+    log.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -360,3 +361,23 @@ def test_env_times(tmp_path: Path) -> None:
     assert io.stat(path).st_mtime == 1_000_000.0
     with pytest.raises(StorageError, match="cannot stat"):
         io.stat(tmp_path / "missing")
+
+
+def test_env_runs_blocking_work_on_its_own_bounded_threads() -> None:
+    env = io.Env()
+    other = io.Env()
+    try:
+        futures = [env.submit(threading.current_thread) for _ in range(50)]
+        threads = {future.result(timeout=10) for future in futures}
+        assert threading.current_thread() not in threads
+        assert all(thread.name.startswith("seglog-io") for thread in threads)
+        assert len(threads) <= 8
+        assert env.submit(lambda a, *, b: a + b, 1, b=2).result(timeout=10) == 3
+        # Each environment has its own pool.
+        assert other.submit(threading.current_thread).result(timeout=10) not in threads
+    finally:
+        env.shutdown()
+        other.shutdown()
+    # A shut-down pool starts again on the next submit.
+    assert env.submit(int, "7").result(timeout=10) == 7
+    env.shutdown()

@@ -79,9 +79,7 @@ def test_a_small_disk_restarts(small_disk: Path, clean: bool) -> None:
     again.close()
 
 
-def test_reopening_reserves_no_index_blocks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_reopening_reserves_no_index_blocks(tmp_path: Path) -> None:
     """The same promise through the io seam, where no small disk can be mounted:
     a restart reserves nothing for indexes, and appends reserve a page at a time."""
     config = LogConfig(segment_bytes=MIB)
@@ -89,15 +87,14 @@ def test_reopening_reserves_no_index_blocks(
     _fill(log, 6 * MIB)
     log.close()
     reserved: list[int] = []
-    real = io.preallocate
 
-    def counting(fd: int, offset: int, length: int, *, name: object = None) -> None:
-        reserved.append(length)
-        real(fd, offset, length, name=name)
+    class Counting(io.Env):
+        def allocate(self, fd: int, offset: int, length: int, *, name: object = None) -> None:
+            reserved.append(length)
+            super().allocate(fd, offset, length, name=name)
 
-    monkeypatch.setattr(io, "preallocate", counting)
     for clean in (True, False):
-        again = Log.open(tmp_path / "t-0", config, had_clean_shutdown=clean)
+        again = Log.open(tmp_path / "t-0", config, had_clean_shutdown=clean, env=Counting())
         assert sum(reserved) <= 2 * 64 * 1024, reserved  # at most the rebuilt active indexes
         reserved.clear()
         for _ in range(20):

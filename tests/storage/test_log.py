@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -333,15 +334,17 @@ def test_reopen_after_clean_close(open_log: LogFactory) -> None:
     assert info.first_offset == 40
 
 
-def test_flush_syncs_the_directory_only_for_new_segments(
-    open_log: LogFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_flush_syncs_the_directory_only_for_new_segments(open_log: LogFactory) -> None:
     from seglog.storage import io as storage_io
 
     synced: list[object] = []
-    real = storage_io.fsync_dir
-    monkeypatch.setattr(storage_io, "fsync_dir", lambda path: (synced.append(path), real(path))[1])
-    log = open_log()
+
+    class Recording(storage_io.Env):
+        def fsync_dir(self, path: Path | str) -> None:
+            synced.append(path)
+            super().fsync_dir(path)
+
+    log = open_log(env=Recording())
     log.append(make_batch([b"a"]))
     log.flush()
     assert len(synced) == 1  # the first segment's name

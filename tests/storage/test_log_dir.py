@@ -154,9 +154,9 @@ def _assert_no_trace(path: Path, topic: str) -> None:
     assert topic not in json.loads((path / "seglog-topics.json").read_text())["topics"]
 
 
-def _full_disk_at(monkeypatch: pytest.MonkeyPatch, failing_call: int) -> None:
-    """The ``failing_call``-th partition.metadata written fails as on a full disk."""
-    real = io.atomic_write_text
+def _full_disk_at(monkeypatch: pytest.MonkeyPatch, logs: LogDir, failing_call: int) -> None:
+    """The ``failing_call``-th partition.metadata ``logs`` writes fails as on a full disk."""
+    real = logs.env.atomic_write_text
     calls = [0]
 
     def write(path: Path, text: str) -> None:
@@ -167,7 +167,7 @@ def _full_disk_at(monkeypatch: pytest.MonkeyPatch, failing_call: int) -> None:
                 raise io.storage_error("write", path, exc)
         real(path, text)
 
-    monkeypatch.setattr(io, "atomic_write_text", write)
+    monkeypatch.setattr(logs.env, "atomic_write_text", write)
 
 
 def test_a_failed_creation_leaves_no_phantom(
@@ -175,7 +175,7 @@ def test_a_failed_creation_leaves_no_phantom(
 ) -> None:
     with LogDir.open(tmp_path) as logs:
         logs.create_topic("kept", 1)
-        _full_disk_at(monkeypatch, 3)
+        _full_disk_at(monkeypatch, logs, 3)
         with pytest.raises(StorageError, match="the disk is full"):
             logs.create_topic("t", 5)
         monkeypatch.undo()
@@ -197,7 +197,7 @@ def test_a_failed_partition_growth_leaves_no_phantom(
 ) -> None:
     with LogDir.open(tmp_path) as logs:
         logs.create_topic("t", 2)
-        _full_disk_at(monkeypatch, 2)
+        _full_disk_at(monkeypatch, logs, 2)
         with pytest.raises(StorageError):
             logs.create_partitions("t", 5)
         monkeypatch.undo()
@@ -356,14 +356,14 @@ def test_a_failed_deletion_is_logged_and_can_be_retried(
 ) -> None:
     with LogDir.open(tmp_path) as logs:
         logs.create_topic("t", 2)
-        real = io.rename
+        real = logs.env.rename
 
-        def failing_rename(src: Path, dst: Path) -> None:
-            if src.name == "t-1":
+        def failing_rename(src: Path | str, dst: Path | str) -> None:
+            if Path(src).name == "t-1":
                 raise io.storage_error("rename", src, OSError(errno.EIO, os.strerror(errno.EIO)))
             real(src, dst)
 
-        monkeypatch.setattr(io, "rename", failing_rename)
+        monkeypatch.setattr(logs.env, "rename", failing_rename)
         with caplog.at_level(logging.ERROR), pytest.raises(StorageError, match="t-1"):
             logs.delete_topic("t")
         assert "cannot delete partition 1 of topic t" in caplog.text

@@ -1,8 +1,9 @@
 """The log-directory tests again, over the faulty file system, checking every reopen.
 
 Every test of ``test_log_dir.py`` runs here with a :class:`FaultyEnv` over its
-temporary directory as the storage environment (so that every file operation
-goes through the recording layer), every :meth:`LogDir.open` runs the
+temporary directory given to every :meth:`LogDir.open` as its environment (so
+that every file operation of the directory, its partitions and checkpoints goes
+through the recording layer), every :meth:`LogDir.open` runs the
 consistency checker over each partition it loaded, and at the end a power cut
 drops what the test left unsynced and the directory must open and check again.
 """
@@ -18,7 +19,7 @@ import pytest
 from seglog.storage.log_dir import LogDir
 from seglog.storage.verify import verify_log
 from tests.storage import test_log_dir
-from tests.storage.faulty_env import installed
+from tests.storage.faulty_env import FaultyEnv
 
 # The same tests, collected again under this module.
 globals().update(
@@ -29,8 +30,10 @@ globals().update(
 @pytest.fixture(autouse=True)
 def faulty_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     real_open = LogDir.open.__func__  # type: ignore[attr-defined]
+    env = FaultyEnv(tmp_path)
 
     def checked_open(cls: type[LogDir], *args: Any, **kwargs: Any) -> LogDir:
+        kwargs.setdefault("env", env)
         log_dir: LogDir = real_open(cls, *args, **kwargs)
         for key, log in log_dir.logs().items():
             report = verify_log(log)
@@ -38,9 +41,8 @@ def faulty_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None
         return log_dir
 
     monkeypatch.setattr(LogDir, "open", classmethod(checked_open))
-    with installed(tmp_path) as env:
-        yield
-        # And whatever the test left, a power cut now leaves a directory that
-        # opens and passes the checker.
-        env.power_cut()
-        LogDir.open(tmp_path).close()
+    yield
+    # And whatever the test left, a power cut now leaves a directory that
+    # opens and passes the checker.
+    env.power_cut()
+    LogDir.open(tmp_path).close()

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from seglog.records import log_entries
 from seglog.records import record as record_codec
 from seglog.records.log_entries import read_entry
-from seglog.storage import segment as segment_module
+from seglog.storage import reader as reader_module
 from seglog.storage.segment import LogSegment
 from tests.storage.conftest import BASE_TS, make_batch
 
@@ -92,7 +92,7 @@ def test_recovery_in_chunks_matches_one_whole_read(
         path.write_bytes(data)
         reopened = LogSegment.open(directory, 100, index_interval_bytes=150, writable=True)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(segment_module, "_RECOVERY_CHUNK", chunk_size)
+            patch.setattr(reader_module, "_VALID_CHUNK", chunk_size)
             results.append(_recover_state(reopened))
         reopened.close()
     assert results[0] == results[1]
@@ -134,3 +134,27 @@ def test_lookups_match_every_record_decoded(
             assert (None if by_time is None else (by_time.timestamp, by_time.offset)) == hit
     finally:
         segment.close()
+
+
+def test_the_roll_check_of_a_segment_whose_first_batch_is_cut(tmp_path: Path) -> None:
+    """A segment opened with its only batch cut short (before recovery looks at it) has
+    no first timestamp: the roll check goes by its creation time instead of failing."""
+    segment = LogSegment.create(tmp_path, 0)
+    segment.append([make_batch([b"x" * 200])], [read_entry(make_batch([b"x" * 200]), 0)])
+    segment.close()
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(log.read_bytes()[:100])
+    reopened = LogSegment.open(tmp_path, 0, writable=True)
+    reopened.resize_indexes(1 << 20)
+    try:
+        rolls = reopened.should_roll(
+            incoming_size=10,
+            incoming_max_timestamp=BASE_TS,
+            incoming_last_offset=1,
+            now_ms=BASE_TS,
+            segment_bytes=1 << 20,
+            segment_ms=2**62,
+        )
+        assert rolls is False
+    finally:
+        reopened.close()

@@ -18,7 +18,6 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
-from seglog.storage import io
 from seglog.storage.log import Log
 from seglog.storage.verify import verify_log
 from tests.storage.faulty_env import FaultyEnv
@@ -32,14 +31,7 @@ class PowerCutPartitionMachine(PartitionMachine):
         # is on disk now as synced.
         self.log.close()
         self.env = FaultyEnv(self.root)
-        self.previous_env = io.set_default_env(self.env)
-        self.log = Log.open(self.root / "t-0", CONFIG)
-
-    def teardown(self) -> None:
-        try:
-            super().teardown()
-        finally:
-            io.set_default_env(self.previous_env)
+        self.log = Log.open(self.root / "t-0", CONFIG, env=self.env)
 
     # Truncation is not durable by itself (as in Kafka, where the replica
     # fetcher truncates again after a restart): a power cut may bring truncated
@@ -49,7 +41,7 @@ class PowerCutPartitionMachine(PartitionMachine):
     def truncate(self, back: int) -> None:
         super().truncate(back)
         self.log.active_segment.flush()
-        io.fsync_dir(self.log.directory)
+        self.env.fsync_dir(self.log.directory)
 
     @rule(mode=st.sampled_from(["synced", "current", "mixed"]), seed=st.integers(0, 2**16))
     def crash_and_reopen(self, mode: str, seed: int) -> None:  # type: ignore[override]
@@ -68,6 +60,7 @@ class PowerCutPartitionMachine(PartitionMachine):
             recovery_point=recovery_point,
             log_start_offset=start,
             had_clean_shutdown=False,
+            env=self.env,
         )
         report = verify_log(self.log)
         assert report.ok, report.problems

@@ -58,6 +58,10 @@ from typing import Any
 
 from seglog.broker.dispatch import CloseConnection, handle_frame
 from seglog.broker.limits import Connections
+from seglog.broker.security.listener import ListenerSecurity
+from seglog.broker.security.session import SESSION, Session
+from seglog.broker.security.tls import peer_principal
+from seglog.broker.settings import CURRENT_LISTENER
 from seglog.broker.state import CLIENT_HOST, BrokerState
 from seglog.protocol.errors import FrameTooLargeError
 from seglog.protocol.framing import FrameBuffer, frame
@@ -68,6 +72,8 @@ logger = logging.getLogger(__name__)
 # More than a StreamReader ever holds (2 x its 64 KiB limit + one 256 KiB read):
 # the first read takes everything it buffered before the channel took over.
 _FIRST_READ = 1 << 20
+
+_COPY_CHUNK = 256 * 1024  # bytes of a file region read at a time when it cannot be sendfile'd
 
 PAUSE_READING_BYTES = 1 << 20
 """Bytes of complete, unhandled requests at which reading from the peer pauses."""
@@ -88,6 +94,8 @@ class Channel(asyncio.BufferedProtocol):
         transport: asyncio.Transport,
         frames: FrameBuffer,
         limits: Connections | None = None,
+        *,
+        tls: bool = False,
     ) -> None:
         self.transport = transport
         self.frames = frames
@@ -113,7 +121,11 @@ class Channel(asyncio.BufferedProtocol):
         self._drained: asyncio.Future[None] | None = None
         self.closed: asyncio.Future[None] = loop.create_future()
         sock = transport.get_extra_info("socket")
-        self._fd = sock.fileno() if sock is not None and hasattr(os, "sendfile") else -1
+        self._tls = tls
+        # Under TLS the socket carries ciphertext: file bytes must pass through
+        # the TLS layer, so sendfile straight on the socket is never used.
+        usable = sock is not None and hasattr(os, "sendfile") and not tls
+        self._fd = sock.fileno() if usable else -1
         self._limits.register(self)
 
     # ------------------------------------------------------ protocol callbacks
@@ -271,7 +283,9 @@ class Channel(asyncio.BufferedProtocol):
             write = self.transport.write
             for chunk in chunks:
                 if isinstance(chunk, FileRegion):
-                    if chunk.length > 0:
+                    if chunk.length > 0 and self._tls:
+                        await self._send_copied(chunk)
+                    elif chunk.length > 0:
                         await self._sendfile(chunk)
                 else:
                     write(chunk)
@@ -330,6 +344,33 @@ class Channel(asyncio.BufferedProtocol):
         if sent != remaining:
             raise ShortRegionError(region, remaining - sent)
 
+    async def _send_copied(self, region: FileRegion) -> None:
+        """Send a region through the transport (TLS): read in chunks, write each.
+
+        Each chunk is a fresh ``bytes`` from ``os.pread``: asyncio's TLS
+        transport may keep a reference to written data until the TLS layer
+        takes it (during a handshake it waits in a backlog), so a buffer reused
+        for the next read could change data not yet encrypted. The transport's
+        buffer bounds what is held: the next chunk is read only once it drains.
+        """
+        position, remaining = region.position, region.length
+        write = self.transport.write
+        while remaining:
+            if self._lost or self.transport.is_closing():
+                raise ConnectionResetError("the connection was lost")
+            data = os.pread(region.fd, min(remaining, _COPY_CHUNK), position)
+            if not data:
+                raise ShortRegionError(region, remaining)
+            write(data)
+            position += len(data)
+            remaining -= len(data)
+            while self._writing_paused and not self._lost:
+                self._drained = self._loop.create_future()
+                try:
+                    await self._drained
+                finally:
+                    self._drained = None
+
     def _wake_writer(self) -> None:
         waiter = self._drained
         if waiter is not None and not waiter.done():
@@ -369,9 +410,14 @@ async def serve_connection(
     reader: asyncio.StreamReader,
     writer: asyncio.StreamWriter,
     connections: Connections | None = None,
+    security: ListenerSecurity | None = None,
 ) -> None:
-    """Serve one client until it disconnects, idles or sends something unanswerable."""
+    """Serve one client of a listener until it disconnects, idles or sends nonsense."""
     peer = writer.get_extra_info("peername")
+    if security is None:
+        security = ListenerSecurity(state.settings.listeners[0])
+    listener = security.listener
+    CURRENT_LISTENER.set(listener.name)
     ip = str(peer[0]) if isinstance(peer, tuple) and peer else ""
     if ip:
         CLIENT_HOST.set(f"/{ip}")
@@ -386,7 +432,17 @@ async def serve_connection(
         return
     state.metrics.connections += 1
     channel: Channel | None = None
+    session = Session(listener, host=ip, authenticated=security.sasl is None, security=security)
+    SESSION.set(session)
     try:
+        if security.principal_mapper is not None and listener.security_protocol == "SSL":
+            # Mutual TLS: the certificate's subject is the principal (none: ANONYMOUS).
+            principal = peer_principal(
+                writer.get_extra_info("ssl_object"), security.principal_mapper
+            )
+            if principal is not None:
+                session.principal = principal
+                logger.debug("TLS client %s is %s", peer, principal)
         # Whatever the stream reader holds comes first; the channel takes over
         # after, in the same step: anything awaited in between (asyncio.wait_for
         # is such a thing) would let the stream reader take bytes the channel
@@ -405,7 +461,10 @@ async def serve_connection(
         if not data:
             return
         channel = Channel(
-            transport, FrameBuffer(state.settings.socket_request_max_bytes), connections
+            transport,
+            FrameBuffer(state.settings.socket_request_max_bytes),
+            connections,
+            tls=security.tls,
         )
         transport.set_protocol(channel)
         if not transport.is_reading():
@@ -413,7 +472,7 @@ async def serve_connection(
         channel.receive(data, eof=reader.at_eof())
         while (request := await channel.next_request()) is not None:
             channel.busy = True
-            chunks = await handle_frame(state, request)
+            chunks = await handle_frame(state, request, session)
             if chunks is not None:
                 try:
                     await channel.send(frame(chunks))
@@ -422,6 +481,11 @@ async def serve_connection(
                     release_regions(chunks)
             channel.activity()
             channel.busy = False
+            if session.close_after is not None:
+                # A failed authentication: closed after Kafka's delay, which slows
+                # down password guessing without holding a request slot.
+                await asyncio.sleep(session.close_after)
+                break
     except ShortRegionError as exc:
         # Part of the frame is on the wire and the rest cannot come: only
         # closing tells the client that what it got is not an answer.

@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from seglog.broker.handlers import (
-    acls,
     admin,
     cluster,
     configs,
@@ -27,6 +26,9 @@ from seglog.broker.quotas import (
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
 )
+from seglog.broker.security import access, sasl
+from seglog.broker.security import handlers as security
+from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.protocol import error_codes
 from seglog.protocol.api_keys import ApiKey
@@ -59,9 +61,13 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CONFIGS: configs.describe_configs,
     ApiKey.ALTER_CONFIGS: admin.alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
-    ApiKey.DESCRIBE_ACLS: acls.describe_acls,
-    ApiKey.CREATE_ACLS: acls.create_acls,
-    ApiKey.DELETE_ACLS: acls.delete_acls,
+    ApiKey.DESCRIBE_ACLS: security.describe_acls,
+    ApiKey.CREATE_ACLS: security.create_acls,
+    ApiKey.DELETE_ACLS: security.delete_acls,
+    ApiKey.SASL_HANDSHAKE: security.sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: security.sasl_authenticate,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: security.describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: security.alter_user_scram_credentials,
     ApiKey.DESCRIBE_LOG_DIRS: cluster.describe_log_dirs,
     ApiKey.ALTER_REPLICA_LOG_DIRS: cluster.alter_replica_log_dirs,
     ApiKey.DESCRIBE_PRODUCERS: cluster.describe_producers,
@@ -94,12 +100,25 @@ class CloseConnection(Exception):
     """The request cannot be answered: the connection must be closed."""
 
 
-async def handle_frame(state: BrokerState, frame: memoryview) -> list[Any] | None:
+async def handle_frame(
+    state: BrokerState, frame: memoryview, session: Session | None = None
+) -> list[Any] | None:
     """Decode, handle and encode one request; None when no response is due (acks=0).
 
-    Raises :class:`CloseConnection` for a request that cannot be answered at all,
-    as Kafka closes the connection then.
+    ``session`` is the connection's security state: on a SASL listener only
+    ApiVersions and the SASL APIs are served before authentication (see
+    :mod:`seglog.broker.security.sasl`), and with an authorizer every request
+    is authorized first (:mod:`seglog.broker.security.access`). Raises
+    :class:`CloseConnection` for a request that cannot be answered at all, as
+    Kafka closes the connection then.
     """
+    if session is not None and session.raw_tokens:
+        # After SaslHandshake v0 the client sends bare SASL tokens, not requests.
+        try:
+            return [sasl.raw_token(session, bytes(frame))]
+        except sasl.AuthenticationFailed as exc:
+            logger.info("failed authentication from /%s: %s", session.host, exc)
+            raise CloseConnection(str(exc)) from exc
     began = time.perf_counter()
     try:
         request = decode_request(frame)
@@ -122,15 +141,42 @@ async def handle_frame(state: BrokerState, frame: memoryview) -> list[Any] | Non
         logger.debug("malformed request bytes: %s", bytes(frame).hex())
         raise CloseConnection(str(exc)) from exc
     header = request.header
+    if session is not None:
+        refusal = sasl.admitted(session, header.api_key)
+        if refusal is not None:
+            logger.info("closing the connection from /%s: %s", session.host, refusal)
+            raise CloseConnection(refusal)
     handler = HANDLERS[header.api_key]
-    response = await handler(state, header, request.body)
+    authorizer = (
+        None if session is None or session.security is None else session.security.authorizer
+    )
+    if authorizer is None or session is None:
+        response = await handler(state, header, request.body)
+    else:
+        # Authorization in one place: the plan of the API may refuse the request
+        # whole, or remove what the principal may not touch and fix the answer.
+        who = access.Access(authorizer, session.principal, session.host, state.log_dir.has_topic)
+        decision = access.check(who, header.api_key, header.api_version, request.body)
+        if decision.close is not None:
+            raise CloseConnection(decision.close)
+        if decision.response is not None:
+            if header.api_key == ApiKey.PRODUCE and request.body.get("acks") == 0:
+                return None
+            response = decision.response
+        else:
+            response = await handler(state, header, request.body)
+            if response is not None:
+                decision.fix(response)
     elapsed = time.perf_counter() - began
     state.metrics.observe(request.api.name, "NONE", elapsed)
     if not state.quotas.active:
         if response is None:
             return None
         return encode_response(header.api_key, header.api_version, header.correlation_id, response)
-    return await _throttled(state, header, response, len(frame), elapsed)
+    user = ANONYMOUS
+    if session is not None and session.principal.startswith("User:"):
+        user = session.principal.removeprefix("User:")  # quotas by authenticated user
+    return await _throttled(state, header, response, len(frame), elapsed, user)
 
 
 async def _throttled(
@@ -139,6 +185,7 @@ async def _throttled(
     response: dict[str, Any] | None,
     request_size: int,
     elapsed: float,
+    user: str = ANONYMOUS,
 ) -> list[Any] | None:
     """Charge the request to the client's quotas; answer late by the throttle time, if any.
 
@@ -150,7 +197,7 @@ async def _throttled(
     (or, for acks=0, the connection's next request) waits that long.
     """
     quotas = state.quotas
-    user, client_id = ANONYMOUS, header.client_id or ""
+    client_id = header.client_id or ""
     now_ms = int(time.time() * 1000)
     # Kafka charges the time a request thread spends; the APIs that wait by design
     # (a long-polling Fetch, a JoinGroup held for a rebalance) mostly wait here, so

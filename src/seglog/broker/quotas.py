@@ -119,23 +119,32 @@ class Rate:
 class ClientQuotas:
     """The quota settings of a broker, persisted in its log directory, and the clients' rates."""
 
-    def __init__(self, path: Path | None, settings: Mapping[Entity, dict[str, float]]) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        settings: Mapping[Entity, dict[str, float]],
+        *,
+        env: io.Env | None = None,
+    ) -> None:
+        # The log directory's environment: the quota file lives beside its partitions.
+        self._env = io.env_or_default(env)
         self.path = path
         self._settings: dict[Entity, dict[str, float]] = {k: dict(v) for k, v in settings.items()}
         self._rates: dict[tuple[str, Entity], Rate] = {}
 
     @classmethod
-    def load(cls, log_dir: Path) -> ClientQuotas:
-        """The quotas saved in ``log_dir`` (none if it has no quota file)."""
+    def load(cls, log_dir: Path, *, env: io.Env | None = None) -> ClientQuotas:
+        """The quotas saved in ``log_dir`` (none if it has no quota file), read through ``env``."""
+        env = io.env_or_default(env)
         path = log_dir / QUOTAS_FILE
         settings: dict[Entity, dict[str, float]] = {}
-        raw = io.read_file(path)
+        raw = env.read_file(path)
         if raw is not None:
             data = json.loads(raw.decode("utf-8"))
             for entry in data.get("entries", []):
                 entity = make_entity((k, v) for k, v in entry["entity"].items())
                 settings[entity] = {k: float(v) for k, v in entry["values"].items()}
-        return cls(path, settings)
+        return cls(path, settings, env=env)
 
     @property
     def active(self) -> bool:
@@ -171,7 +180,7 @@ class ClientQuotas:
                 {"entity": dict(entity), "values": values} for entity, values in settings.items()
             ],
         }
-        io.atomic_write_text(self.path, json.dumps(payload, indent=2) + "\n")
+        self._env.atomic_write_text(self.path, json.dumps(payload, indent=2) + "\n")
 
     def _resolve(self, key: str, user: str, client_id: str) -> tuple[float, Entity] | None:
         """The quota of kind ``key`` for (user, client id), and the entity its rate is kept for."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import signal
 import time
@@ -22,8 +23,11 @@ from seglog.broker.handlers.groups import load_groups
 from seglog.broker.handlers.transactions import stop_transaction_timers
 from seglog.broker.limits import Connections
 from seglog.broker.metrics import metrics_text
+from seglog.broker.security.authorizer import Authorizer
+from seglog.broker.security.listener import ListenerSecurity
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
+from seglog.config import BrokerConfig
 from seglog.storage import descriptors
 from seglog.storage.log_dir import LogDir
 
@@ -93,6 +97,13 @@ class Broker:
         """Open storage and start listening (InvalidConfigError for a listener not served)."""
         settings = self.settings
         settings.check_listeners()  # before anything is opened or bound
+        settings.check_advertised()
+        config = BrokerConfig(settings.properties)
+        authorizer = Authorizer.from_config(config, settings.log_dir)
+        secured = [
+            ListenerSecurity.build(config, listener, settings.log_dir, authorizer)
+            for listener in settings.listeners
+        ]
         before, after = descriptors.raise_soft_limit()
         if after != before:
             logger.info("open files limit raised from %d to %d", before, after)
@@ -111,9 +122,14 @@ class Broker:
         self.state = BrokerState(settings, self.log_dir)
         self._group_load = asyncio.create_task(load_groups(self.state))
         self.connections.start_reaper()
-        for listener in settings.listeners:
+        for security in secured:
+            listener = security.listener
             server = await asyncio.start_server(
-                self._on_connection, listener.host or None, listener.port, reuse_address=True
+                functools.partial(self._on_connection, security),
+                listener.host or None,
+                listener.port,
+                reuse_address=True,
+                ssl=security.ssl_context,
             )
             self._servers.append(server)
             for sock in server.sockets:
@@ -136,14 +152,17 @@ class Broker:
         return int(self._servers[0].sockets[0].getsockname()[1])
 
     async def _on_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        security: ListenerSecurity,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
     ) -> None:
         assert self.state is not None
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
         try:
-            await serve_connection(self.state, reader, writer, self.connections)
+            await serve_connection(self.state, reader, writer, self.connections, security)
         except asyncio.CancelledError:
             pass  # the broker is shutting down
         finally:

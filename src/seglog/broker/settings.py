@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextvars
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from seglog.broker.limits import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from seglog.config import INT_MAX, BrokerConfig, LogConfig
@@ -14,10 +15,23 @@ from seglog.storage.log_dir import LogDirSettings, node_id
 
 SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 """Kafka's security protocols."""
-SERVED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT"})
-"""The ones seglog speaks (TLS and SASL are not implemented yet)."""
+SERVED_SECURITY_PROTOCOLS = SECURITY_PROTOCOLS
+"""The ones seglog speaks: all of Kafka's."""
 DEFAULT_SECURITY_PROTOCOL_MAP = {name: name for name in SECURITY_PROTOCOLS}
 """Kafka's default ``listener.security.protocol.map``: each protocol's own name."""
+
+_LISTENER = re.compile(r"([A-Za-z0-9_]+)://\[?([0-9a-zA-Z\-%._:]*?)\]?:([0-9]+)")
+
+CURRENT_LISTENER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "current_listener", default=None
+)
+"""The name of the listener the connection being served came in on.
+
+Each connection is served by its own asyncio task, which sets this once;
+:attr:`BrokerSettings.advertised` reads it, so that Metadata (and
+FindCoordinator) answer each client with the addresses of its own listener,
+as Kafka does.
+"""
 
 
 def _security_protocol_map(text: str) -> dict[str, str]:
@@ -77,17 +91,21 @@ class Listener:
         (Kafka's default map when None); a name the map lacks is refused, as
         Kafka refuses it.
         """
-        parts = urlsplit(text.strip())
-        if not parts.scheme or parts.port is None:
+        # Kafka's own pattern: urlsplit would refuse names with an underscore
+        # (SASL_SSL), which are not URL schemes.
+        match = _LISTENER.fullmatch(text.strip())
+        if match is None:
             raise InvalidConfigError(f"invalid listener {text!r}: expected NAME://host:port")
-        name = parts.scheme.upper()
+        name, host, port = match.group(1).upper(), match.group(2), int(match.group(3))
+        if not 0 <= port <= 65535:
+            raise InvalidConfigError(f"invalid listener {text!r}: port out of range")
         protocols = DEFAULT_SECURITY_PROTOCOL_MAP if protocol_map is None else protocol_map
         protocol = protocols.get(name)
         if protocol is None:
             raise InvalidConfigError(
                 f"no security protocol defined for listener {name} (listener.security.protocol.map)"
             )
-        return cls(name, parts.hostname or "", parts.port, protocol)
+        return cls(name, host, port, protocol)
 
     @property
     def served(self) -> bool:
@@ -137,13 +155,53 @@ class BrokerSettings:
                     f"{', '.join(sorted(SERVED_SECURITY_PROTOCOLS))}); refusing to start"
                 )
 
-    @property
-    def advertised(self) -> Listener:
-        """The listener clients are told to connect to."""
-        listener = (self.advertised_listeners or self.listeners)[0]
+    def check_advertised(self) -> None:
+        """Refuse what Kafka refuses: duplicate names or ports, unknown advertised names."""
+        names = [listener.name for listener in self.listeners]
+        for name in names:
+            if names.count(name) > 1:
+                raise InvalidConfigError(
+                    f"listeners: each listener must have a different name, {name} appears twice"
+                )
+        ports = [listener.port for listener in self.listeners if listener.port != 0]
+        for port in ports:
+            if ports.count(port) > 1:
+                raise InvalidConfigError(
+                    f"listeners: each listener must have a different port, {port} appears twice"
+                )
+        for listener in self.advertised_listeners or ():
+            if listener.name not in names:
+                raise InvalidConfigError(
+                    f"advertised.listeners listener names must be equal to or a subset of the "
+                    f"ones defined in listeners: {listener.name} is not in listeners"
+                )
+
+    def advertised_for(self, name: str | None) -> Listener:
+        """The address given to clients connected to listener ``name`` (the first when None).
+
+        ``advertised.listeners`` by the same name, else the listener itself; a
+        wildcard or empty host is advertised as 127.0.0.1.
+        """
+        candidates = self.advertised_listeners or self.listeners
+        listener = next((x for x in candidates if x.name == name), None)
+        if listener is None:
+            listener = next((x for x in self.listeners if x.name == name), candidates[0])
         if listener.host in ("", "0.0.0.0", "::"):
             return Listener(listener.name, "127.0.0.1", listener.port, listener.security_protocol)
         return listener
+
+    def listener(self, name: str) -> Listener:
+        """The listener named ``name``."""
+        return next(x for x in self.listeners if x.name == name)
+
+    @property
+    def advertised(self) -> Listener:
+        """The listener clients of the current connection are told to connect to.
+
+        That is the advertised address of the listener the connection came in
+        on (:data:`CURRENT_LISTENER`); outside a connection, the first one.
+        """
+        return self.advertised_for(CURRENT_LISTENER.get())
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerSettings:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from seglog.broker.quotas import ClientQuotas
 from seglog.broker.settings import BrokerSettings
+from seglog.broker.storage_errors import StorageErrorLog
 from seglog.coordinator.group_coordinator import create_coordinator
 from seglog.coordinator.transaction_coordinator import create_transaction_coordinator
 from seglog.storage.log_dir import LogDir
@@ -65,7 +66,9 @@ class BrokerState:
         self.settings = settings
         self.log_dir = log_dir
         self.metrics = Metrics()
-        self.quotas = ClientQuotas.load(log_dir.path)
+        # Storage errors answered to clients, logged with their cause (rate-limited).
+        self.storage_errors = StorageErrorLog()
+        self.quotas = ClientQuotas.load(log_dir.path, env=log_dir.env)
         self.cluster_id = settings.cluster_id or str(
             log_dir.meta_properties.get("cluster.id", "seglog")
         )

@@ -53,6 +53,7 @@ def cli(ctx: click.Context, log_level: str | None) -> None:
 
 
 def _register() -> None:
+    from seglog.cli.acls import acls
     from seglog.cli.consume import consume
     from seglog.cli.demo import demo
     from seglog.cli.dump import dump_log
@@ -63,6 +64,7 @@ def _register() -> None:
     from seglog.cli.serve import serve
     from seglog.cli.topics import topics
     from seglog.cli.transactions import transactions
+    from seglog.cli.users import users
     from seglog.cli.verify import verify
 
     cli.add_command(dump_log)
@@ -76,6 +78,8 @@ def _register() -> None:
     cli.add_command(groups)
     cli.add_command(mirror)
     cli.add_command(transactions)
+    cli.add_command(users)
+    cli.add_command(acls)
 
 
 _register()

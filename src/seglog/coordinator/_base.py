@@ -50,6 +50,10 @@ class CoordinatorBase:
         self._partition_exists = partition_exists
         self.groups: dict[str, Group] = {}
         self.loading = True
+        # __consumer_offsets partitions that could not be loaded (offline, or a
+        # batch that cannot be decoded), with the reason: only their groups are
+        # refused, as Kafka fails only the coordinator of such a partition.
+        self.failed_partitions: dict[int, str] = {}
         self._retention_timer: Cancellable | None = None
         self._active = True
 
@@ -75,11 +79,28 @@ class CoordinatorBase:
         if timer is not None:
             timer.cancel()
 
-    def _unavailable(self) -> str | None:
+    def _unavailable(self, group_id: str | None = None) -> str | None:
+        """The error for a request (of ``group_id``), or None if it can be served.
+
+        A group whose ``__consumer_offsets`` partition failed to load gets
+        NOT_COORDINATOR, what Kafka's coordinator runtime answers from a failed
+        partition: the client then asks FindCoordinator again, which answers
+        COORDINATOR_NOT_AVAILABLE for it (:meth:`coordinator_error`).
+        """
         if not self._active:
             return "COORDINATOR_NOT_AVAILABLE"
         if self.loading:
             return "COORDINATOR_LOAD_IN_PROGRESS"
+        if group_id is not None and self.coordinator_error(group_id) is not None:
+            return "NOT_COORDINATOR"
+        return None
+
+    def coordinator_error(self, group_id: str) -> str | None:
+        """FindCoordinator's error for ``group_id``: COORDINATOR_NOT_AVAILABLE when its
+        ``__consumer_offsets`` partition could not be loaded (Kafka's answer for a
+        coordinator partition without a leader), else None."""
+        if self.failed_partitions and self.store.partition_for(group_id) in self.failed_partitions:
+            return "COORDINATOR_NOT_AVAILABLE"
         return None
 
     def _current(self, group: Group) -> bool:

@@ -226,7 +226,7 @@ class GroupMembership(CoordinatorBase):
 
     def join_group(self, request: JoinRequest, respond: Callable[[JoinResult], None]) -> None:
         """JoinGroup: ``respond`` is called when the answer is known (maybe much later)."""
-        error = self._unavailable()
+        error = self._unavailable(request.group_id)
         if error is None and not request.group_id:
             error = "INVALID_GROUP_ID"
         if error is None and not (
@@ -422,7 +422,7 @@ class GroupMembership(CoordinatorBase):
         protocol_name: str | None = None,
     ) -> None:
         """SyncGroup: the leader brings ``assignments``; everyone gets their share."""
-        error = self._unavailable()
+        error = self._unavailable(group_id)
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if error is None:
@@ -484,7 +484,7 @@ class GroupMembership(CoordinatorBase):
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> str:
         """Heartbeat: the error to answer (REBALANCE_IN_PROGRESS tells the member to rejoin)."""
-        error = self._unavailable()
+        error = self._unavailable(group_id)
         if error is not None:
             return error
         group = self.groups.get(group_id)
@@ -510,7 +510,7 @@ class GroupMembership(CoordinatorBase):
         self, group_id: str, leaving: list[tuple[str, str | None]]
     ) -> tuple[str, list[str]]:
         """LeaveGroup for (member id, group instance id) pairs: (group error, member errors)."""
-        error = self._unavailable()
+        error = self._unavailable(group_id)
         if error is not None:
             return error, [error] * len(leaving)
         group = self.groups.get(group_id)

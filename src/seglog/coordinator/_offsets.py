@@ -55,8 +55,14 @@ class GroupOffsets(CoordinatorBase):
     # ------------------------------------------------------------- loading
 
     def load(self) -> dict[str, LoadedGroup]:
-        """Read ``__consumer_offsets`` (blocking; run it off the event loop)."""
-        return self.store.load()
+        """Read ``__consumer_offsets`` (blocking; run it off the event loop).
+
+        Partitions that cannot be read are left out and recorded in
+        :attr:`failed_partitions`: only their groups are refused.
+        """
+        loaded = self.store.load()
+        self.failed_partitions = dict(self.store.failed_partitions)
+        return loaded
 
     def finish_loading(self, loaded: Mapping[str, LoadedGroup]) -> None:
         """Install what :meth:`load` read and start serving group requests."""
@@ -108,7 +114,7 @@ class GroupOffsets(CoordinatorBase):
         retention_ms: int = -1,
     ) -> CommitOutcome:
         """OffsetCommit: validate the committer, then store every acceptable partition."""
-        error = self._unavailable() or ("INVALID_GROUP_ID" if not group_id else None)
+        error = self._unavailable(group_id) or ("INVALID_GROUP_ID" if not group_id else None)
         group = self.groups.get(group_id)
         if error is None and group_id in self.consumer_groups:
             # A KIP-848 group: generation_id is the member epoch.
@@ -191,7 +197,7 @@ class GroupOffsets(CoordinatorBase):
 
         ``partitions`` None asks for every partition the group has an offset for.
         """
-        error = self._unavailable()
+        error = self._unavailable(group_id)
         if error is not None:
             return error, [(t, p, None) for t, p in partitions or []]
         group = self.groups.get(group_id)
@@ -206,7 +212,7 @@ class GroupOffsets(CoordinatorBase):
         """DeleteGroups: each empty group's offsets and metadata are tombstoned."""
         results: dict[str, str] = {}
         for group_id in group_ids:
-            error = self._unavailable()
+            error = self._unavailable(group_id)
             group = self.groups.get(group_id)
             if error is None:
                 if not group_id:
@@ -249,7 +255,7 @@ class GroupOffsets(CoordinatorBase):
         self, group_id: str, partitions: list[tuple[str, int]]
     ) -> tuple[str, dict[tuple[str, int], str]]:
         """OffsetDelete: (group error, per-partition errors)."""
-        error = self._unavailable()
+        error = self._unavailable(group_id)
         group = self.groups.get(group_id)
         if error is None and (group is None or group.is_in(DEAD)):
             error = "GROUP_ID_NOT_FOUND"

@@ -402,7 +402,7 @@ class ConsumerGroupProtocol(CoordinatorBase):
 
     def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
         """ConsumerGroupHeartbeat: join, heartbeat, reconcile or leave."""
-        error = self._unavailable()
+        error = self._unavailable(request.group_id)
         if error is not None:
             return HeartbeatResult(error=error)
         if not request.group_id:
@@ -712,7 +712,7 @@ class ConsumerGroupProtocol(CoordinatorBase):
         self, group_id: str
     ) -> tuple[str, str | None, ConsumerGroup | None]:
         """ConsumerGroupDescribe of one group: (error, error message, group)."""
-        error = self._unavailable()
+        error = self._unavailable(group_id)
         if error is not None:
             return error, None, None
         group = self.consumer_groups.get(group_id)

@@ -42,10 +42,14 @@ Timers, each cancelled when what it guards happens first:
 Loading: at start the broker reads ``__consumer_offsets`` off the loop
 (:meth:`GroupCoordinator.load`) and hands the result to
 :meth:`GroupCoordinator.finish_loading`; until then every group request is
-answered COORDINATOR_LOAD_IN_PROGRESS. Groups stored with members come back
-Stable with their generation and assignments, so consumers that keep
-heartbeating through a broker restart carry on without a rebalance; those
-that do not come back expire after their session timeout.
+answered COORDINATOR_LOAD_IN_PROGRESS. A partition that cannot be read (offline,
+or a batch that cannot be decoded) fails alone, as in Kafka's coordinator
+runtime: its groups are answered NOT_COORDINATOR and FindCoordinator finds no
+coordinator for them (COORDINATOR_NOT_AVAILABLE) until a restart reads it.
+Groups stored with members come back Stable with their generation and
+assignments, so consumers that keep heartbeating through a broker restart
+carry on without a rebalance; those that do not come back expire after their
+session timeout.
 
 The group state machine and its table are in :mod:`seglog.coordinator.group`.
 
@@ -147,7 +151,7 @@ class GroupCoordinator(GroupMembership, GroupOffsets, ConsumerGroupProtocol):
 
     def describe_group(self, group_id: str) -> GroupDescription:
         """DescribeGroups for one group; an unknown group is reported Dead, as Kafka does."""
-        error = self._unavailable()
+        error = self._unavailable(group_id)
         group = self.groups.get(group_id)
         if error is not None or group is None or group_id in self.consumer_groups:
             # A KIP-848 group is not a classic one: Dead here, as Kafka (before v6) does.

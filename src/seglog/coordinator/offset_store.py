@@ -66,7 +66,6 @@ from seglog.errors import CorruptRecordError, SeglogError
 from seglog.records import batch, control, log_entries
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.records.record import decode_entry, decode_records
-from seglog.storage import io
 from seglog.storage.log import Log
 from seglog.storage.log_dir import LogDir
 
@@ -357,6 +356,8 @@ class OffsetStore:
         #: After :meth:`load`: the offset records of transactions with no
         #: marker yet, by producer id: (partition, key, value) in log order.
         self.pending_txn_offsets: dict[int, list[tuple[int, bytes, bytes | None]]] = {}
+        #: Partitions the last :meth:`load` could not read, with the reason.
+        self.failed_partitions: dict[int, str] = {}
 
     @property
     def _segment_key(self) -> str:
@@ -442,25 +443,53 @@ class OffsetStore:
         naming its partition and offset: one bad record must not keep every
         group from loading. Kafka's loader likewise ignores record types it
         does not know.
+
+        A partition that cannot be read at all (offline, or a batch that
+        cannot be decoded: disk corruption) is left out whole, logged, and
+        recorded in :attr:`failed_partitions`; the groups of the other
+        partitions load. Kafka's coordinator runtime likewise fails only the
+        partition whose load failed.
         """
         groups: dict[str, LoadedGroup] = {}
         self.pending_txn_offsets = {}
+        self.failed_partitions = {}
         if not self.exists:
             return groups
         skipped = 0
         for partition in range(self.partitions):
-            for offset, key, value in self._committed_records(partition):
-                try:
-                    self._apply(groups, key, value)
-                except CorruptRecordError as exc:
-                    skipped += 1
-                    logger.warning(
-                        "skipping the unreadable record at offset %d of %s-%d: %s",
-                        offset,
-                        TOPIC,
-                        partition,
-                        exc,
-                    )
+            # A group lives in one partition: a partition that fails part-way
+            # contributes nothing rather than a group's state cut short.
+            found: dict[str, LoadedGroup] = {}
+            try:
+                for offset, key, value in self._committed_records(partition):
+                    try:
+                        self._apply(found, key, value)
+                    except CorruptRecordError as exc:
+                        skipped += 1
+                        logger.warning(
+                            "skipping the unreadable record at offset %d of %s-%d: %s",
+                            offset,
+                            TOPIC,
+                            partition,
+                            exc,
+                        )
+            except Exception as exc:
+                logger.error(
+                    "cannot load %s-%d; its groups are unavailable until it can be read "
+                    "at a restart: %s",
+                    TOPIC,
+                    partition,
+                    exc,
+                    exc_info=exc,
+                )
+                self.failed_partitions[partition] = f"{type(exc).__name__}: {exc}"
+                continue
+            for group in [g for g in found if self.partition_for(g) != partition]:
+                # Not this partition's group: nothing writes it here, and Kafka's
+                # coordinator of its own partition would never see it.
+                del found[group]
+                logger.warning("ignoring records of group %s in %s-%d", group, TOPIC, partition)
+            groups.update(found)
         if skipped:
             logger.warning("skipped %d unreadable records of %s", skipped, TOPIC)
         return {name: found for name, found in groups.items() if found.metadata or found.offsets}
@@ -477,7 +506,7 @@ class OffsetStore:
             if result.data is None or result.data.region.length == 0:
                 break
             region = result.data.region
-            data = io.pread(region.fd, region.length, region.position, name=region.path)
+            data = log.env.pread(region.fd, region.length, region.position, name=region.path)
             last = position - 1
             for entry in log_entries.scan(data, check_crc=False).entries:
                 last = entry.last_offset

@@ -72,6 +72,8 @@ class ApiKey(IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -134,13 +136,18 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
-    # ACLs, answered as Kafka without an authorizer (SECURITY_DISABLED).
+    # ACLs: SECURITY_DISABLED unless authorizer.class.name is set.
     ApiKey.DESCRIBE_ACLS: (1, 3),
     ApiKey.CREATE_ACLS: (1, 3),
     ApiKey.DELETE_ACLS: (1, 3),
     # Client quotas, enforced by delaying answers.
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    # Security: SASL, SCRAM credentials (KIP-554).
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     # Consumer groups (classic protocol): from v0 where described, since librdkafka
     # enables its group features (and LZ4) only when FindCoordinator and the
     # membership APIs reach v0. FindCoordinator v5-6 only add error codes and

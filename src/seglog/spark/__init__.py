@@ -13,10 +13,12 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from seglog.spark.monitoring import offsets_behind_latest
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["local_session", "register"]
+__all__ = ["local_session", "offsets_behind_latest", "register"]
 
 
 def _worker_environment() -> None:

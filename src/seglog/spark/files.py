@@ -15,6 +15,10 @@ offset index gives; a lookup by time takes the segments' largest timestamps
 from the last entries of their time indexes (as Kafka does) and walks only
 the segment that holds the answer.
 
+A batch scan is planned by segments: one task per segment (adjacent small
+segments packed together up to :data:`SCAN_TASK_BYTES`), so a large partition
+is read in parallel.
+
 Earliest offset: the first segment's base, or the ``log-start-offset-checkpoint``
 entry when larger (after DeleteRecords). Latest: the tail of the last segment.
 
@@ -28,6 +32,7 @@ markers.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -44,7 +49,10 @@ from seglog.spark.transport import BATCH_ROWS, Transport, data_loss
 from seglog.storage import filenames, producer_state, reader, txn_index
 from seglog.storage.reader import PartitionReader, SegmentReader
 
-__all__ = ["FilesTransport"]
+__all__ = ["SCAN_TASK_BYTES", "FilesTransport"]
+
+SCAN_TASK_BYTES = 128 * 1024 * 1024
+"""Segment bytes per batch task in files mode (Spark's default ``maxPartitionBytes``)."""
 
 
 class FilesTransport(Transport):
@@ -114,6 +122,39 @@ class FilesTransport(Transport):
             floor = self._earliest(tp, part, part.next_offset(), starts)
             out[tp] = part.offset_for_time(timestamp, floor)
         return out
+
+    def split_by_segments(
+        self, rng: OffsetRange, max_bytes: int = SCAN_TASK_BYTES
+    ) -> list[OffsetRange]:
+        """``rng`` cut at segment boundaries into pieces of about ``max_bytes`` of segment
+        files each, so that a large partition is read by many tasks at once.
+
+        A piece is one segment or a run of adjacent small ones (as Spark packs
+        small files up to ``spark.sql.files.maxPartitionBytes``); pieces follow
+        segment bases, so each task opens only its own segments.
+        """
+        if rng.size <= 0:
+            return []
+        part = self._partition(rng.topic_partition)
+        bases = list(part.segments_between(rng.from_offset, rng.until_offset))
+        cuts: list[int] = []
+        pending = 0
+        for base in bases:
+            try:
+                size = filenames.log_path(part.directory, base).stat().st_size
+            except FileNotFoundError:
+                size = 0
+            if pending and pending + size > max_bytes:
+                cuts.append(base)
+                pending = 0
+            pending += size
+        bounds = [rng.from_offset, *(c for c in cuts if rng.from_offset < c < rng.until_offset)]
+        bounds.append(rng.until_offset)
+        return [
+            OffsetRange(rng.topic, rng.partition, lo, hi)
+            for lo, hi in itertools.pairwise(bounds)
+            if hi > lo
+        ]
 
     # ----------------------------------------------------------- records
 

@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from seglog.spark.client_options import translate
 from seglog.spark.offsets import (
     EARLIEST,
     LATEST,
@@ -371,8 +372,14 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     min_partitions = _int(params, "minpartitions", "minPartitions")
     if min_partitions is not None and min_partitions <= 0:
         raise ValueError("minPartitions must be positive")
-    kafka = _kafka_params(params, _UNSUPPORTED_CONSUMER)
+    kafka = translate(_kafka_params(params, _UNSUPPORTED_CONSUMER), producer=False)
     bootstrap = kafka.get("bootstrap.servers")
+    if bootstrap is not None and files_mode:
+        raise ValueError(
+            f"Both a path ('{path}', files mode) and 'kafka.bootstrap.servers' ('{bootstrap}', "
+            "network mode) are set: set one. load(path) reads a log directory's segment files "
+            "with no broker; without a path the source reads through the broker."
+        )
     if bootstrap is None and not files_mode:
         raise ValueError(
             "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer"
@@ -476,7 +483,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
             "Writing to a log directory is not supported: seglog's data source writes through a "
             "broker (set 'kafka.bootstrap.servers')"
         )
-    kafka = _kafka_params(params, _UNSUPPORTED_PRODUCER)
+    kafka = translate(_kafka_params(params, _UNSUPPORTED_PRODUCER), producer=True)
     bootstrap = kafka.get("bootstrap.servers")
     if bootstrap is None:
         raise ValueError(

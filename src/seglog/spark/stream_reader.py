@@ -6,8 +6,21 @@ An offset is Spark's Kafka form, ``{"topic": {"partition": next offset}}``,
 so a checkpoint written by this source reads like one written by Spark's.
 Spark drives the reader on the driver:
 
-1. ``initialOffset()`` once per new query: ``startingOffsets`` (default
-   ``latest``) resolved for the partitions the subscription covers now.
+1. ``initialOffset()`` for a new query: ``startingOffsets`` (default
+   ``latest``) for the partitions the subscription covers now. Spark calls it
+   again whenever it needs the start of the first micro-batch (to plan it, to
+   run it, and again after a restart until that batch is committed), so the
+   answer must never change. Spark's Kafka source resolves ``latest`` once and
+   writes it to ``sources/0/0`` in the checkpoint; a Python reader is never
+   told where the checkpoint is, so here ``latest`` and ``earliest`` stay the
+   sentinels -1 and -2 of Spark's JSON form (a timestamp with no match under
+   the ``latest`` strategy too) and are resolved where a number is needed:
+   ``latestOffset`` reads a ``latest`` partition's first micro-batch as empty
+   (it ends where the log ends then), and ``partitions`` takes that batch's
+   end as its start. The end is what Spark writes to the checkpoint's offsets
+   log, so the first micro-batch is the same on every call and every restart,
+   and the records after it are read by the next one. Timestamps and explicit
+   offsets resolve to numbers that do not move as the log grows.
 2. ``latestOffset(start, limit)`` before each micro-batch: the current log end
    offsets (or, under ``Trigger.AvailableNow``, the ones recorded by
    ``prepareForTriggerAvailableNow``), then admission control as in Spark's
@@ -59,6 +72,8 @@ from pyspark.sql.streaming.datasource import (
 
 from seglog.spark.batch_reader import RangePartition, read_range
 from seglog.spark.offsets import (
+    EARLIEST,
+    LATEST,
     OffsetRange,
     PartitionOffsets,
     from_json_dict,
@@ -131,7 +146,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ----------------------------------------------------------------- offsets
 
     def initialOffset(self) -> dict[str, Any]:
-        """``startingOffsets`` (default latest) for the partitions covered now."""
+        """``startingOffsets`` (default latest) for the partitions covered now, with
+        ``latest``/``earliest`` left as the sentinels -1/-2 (see the module docstring)."""
         tps = self.transport.partitions(self.options.strategy)
         offsets = resolve_offsets(
             self.transport,
@@ -139,8 +155,21 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             tps,
             starting=True,
             no_match_strategy=self.options.no_match_strategy,
+            sentinels=True,
         )
         return to_json_dict(offsets)
+
+    def _resolve_start(self, start: PartitionOffsets, end: PartitionOffsets) -> PartitionOffsets:
+        """``start`` with its sentinels made numbers: -2 is the log start now, -1 is ``end``
+        (the first micro-batch of a ``latest`` partition is empty)."""
+        out = dict(start)
+        earliest = [tp for tp, off in start.items() if off == EARLIEST]
+        latest = [tp for tp, off in start.items() if off == LATEST]
+        if earliest:
+            out.update(self.transport.earliest_offsets(earliest))
+        # A partition missing from `end` keeps -1: plan() reports it gone.
+        out.update({tp: end[tp] for tp in latest if tp in end})
+        return out
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Record the latest offsets now: an AvailableNow query reads up to them and stops."""
@@ -157,14 +186,17 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         """The end of the next micro-batch (``start`` itself when there is nothing to read)."""
-        begin = from_json_dict(start)
         if self._target is not None:
             latest = dict(self._target)
-            for tp, offset in begin.items():
-                latest.setdefault(tp, offset)
         else:
             tps = self.transport.partitions(self.options.strategy)
             latest = self.transport.latest_offsets(tps)
+        # The first micro-batch of a "latest" partition ends where it starts: at the log
+        # end seen now (partitions() takes that end as the start, see the module docstring).
+        begin = self._resolve_start(from_json_dict(start), latest)
+        if self._target is not None:
+            for tp, offset in begin.items():
+                latest.setdefault(tp, offset)
         self._latest = latest
         new = [tp for tp in latest if tp not in begin]
         earliest_of_new = self.transport.earliest_offsets(new) if new else {}
@@ -217,7 +249,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One input partition per planned range."""
-        ranges = self.plan(from_json_dict(start), from_json_dict(end))
+        stop = from_json_dict(end)
+        ranges = self.plan(self._resolve_start(from_json_dict(start), stop), stop)
         return [RangePartition(rng) for rng in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -149,21 +149,27 @@ def resolve_offsets(
     *,
     starting: bool,
     no_match_strategy: str = "error",
+    sentinels: bool = False,
 ) -> PartitionOffsets:
     """Offsets for ``tps`` from an unresolved spec, as Spark's ``KafkaOffsetReader`` does.
 
     Sentinels in JSON become real offsets; a timestamp with no record at or
     after it gives the latest offset for an ending bound, and for a starting
     bound an error or the latest offset by ``startingOffsetsByTimestampStrategy``.
+
+    With ``sentinels``, earliest and latest stay -2 and -1 instead of being
+    looked up (a streaming query's start, which must not move as the log grows).
     """
     if isinstance(spec, Earliest):
-        return transport.earliest_offsets(tps)
+        return dict.fromkeys(tps, EARLIEST) if sentinels else transport.earliest_offsets(tps)
     if isinstance(spec, Latest):
-        return transport.latest_offsets(tps)
+        return dict.fromkeys(tps, LATEST) if sentinels else transport.latest_offsets(tps)
     option = "startingOffsets" if starting else "endingOffsets"
     if isinstance(spec, SpecificOffsets):
         _check_partitions(tps, spec.offsets, option)
         out = dict(spec.offsets)
+        if sentinels:
+            return out
         earliest = [tp for tp, off in out.items() if off == EARLIEST]
         latest = [tp for tp, off in out.items() if off == LATEST]
         if earliest:
@@ -184,7 +190,10 @@ def resolve_offsets(
         raise ValueError(
             f"No offset matched from request of topic-partition {tp} and timestamp {wanted[tp]}."
         )
-    latest_for_missing = transport.latest_offsets(missing) if missing else {}
+    if sentinels:
+        latest_for_missing = dict.fromkeys(missing, LATEST)
+    else:
+        latest_for_missing = transport.latest_offsets(missing) if missing else {}
     out = {}
     for tp in tps:
         offset = found.get(tp)

@@ -7,6 +7,14 @@ it), ``partition`` (int; the producer's partitioner when null or absent) and
 checked in ``writer()``/``streamWriter()``, which Spark calls on the driver,
 so a bad DataFrame or option fails before any task runs.
 
+Rows without a ``partition`` are placed as the Java producer behind Spark's
+sink places them: a keyed row by murmur2 of its key (``toPositive(murmur2(key))
+% partitions``, librdkafka's ``murmur2_random``), so keys land where JVM
+producers and Kafka Streams expect them; null keys stick to one partition
+while a batch fills, then move on (librdkafka's sticky partitioning, which
+applies to null keys under every partitioner). librdkafka's own default,
+``consistent_random``, hashes keys with CRC32 and would put most keys elsewhere.
+
 Delivery is at-least-once, like Spark's sink: each task produces its rows
 with a confluent-kafka producer tuned for throughput (``linger.ms``, large
 batches; every ``kafka.*`` option overrides these), flushes, and fails with
@@ -35,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["BatchWriter", "StreamWriter", "WriteResult", "check_write_schema", "produce_batches"]
 
 _FLUSH_TIMEOUT_S = 120.0
+_METADATA_TIMEOUT_S = 60.0
 
 
 class WriteResult(WriterCommitMessage):
@@ -87,9 +96,14 @@ def check_write_schema(schema: StructType, options: WriteOptions) -> None:
             )
 
 
+JAVA_PARTITIONER = "murmur2_random"
+"""librdkafka's partitioner that places keyed records as the Java producer's default does."""
+
+
 def producer_config(options: WriteOptions) -> dict[str, Any]:
-    """librdkafka producer settings: throughput defaults, then the user's ``kafka.*``."""
-    config: dict[str, Any] = dict(THROUGHPUT_DEFAULTS)
+    """librdkafka producer settings: Java's partitioner and throughput defaults, then the
+    user's ``kafka.*``."""
+    config: dict[str, Any] = {"partitioner": JAVA_PARTITIONER, **THROUGHPUT_DEFAULTS}
     config.update(options.kafka_params)
     return config
 
@@ -117,6 +131,7 @@ def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) ->
         if err is not None and len(errors) < 5:
             errors.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
 
+    known: set[str] = set()
     count = 0
     for batch in batches:
         values = _column(batch, "value") or []
@@ -131,6 +146,11 @@ def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) ->
                     "null topic present in the data. Use the topic option for setting a "
                     "default topic."
                 )
+            if topic not in known:
+                # As the Java producer's send() does, learn the partitions before the first
+                # record: records queued before it are spread at random, not sticky.
+                producer.list_topics(topic, timeout=_METADATA_TIMEOUT_S)
+                known.add(topic)
             kwargs: dict[str, Any] = {"value": value, "on_delivery": on_delivery}
             if keys is not None and keys[i] is not None:
                 kwargs["key"] = keys[i]
@@ -144,6 +164,11 @@ def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) ->
                     break
                 except BufferError:
                     producer.poll(0.05)  # the local queue is full: let deliveries drain it
+                except ck.KafkaException as exc:  # refused before sending (e.g. no such partition)
+                    where = f"{topic}[{kwargs.get('partition', '')}]"
+                    raise RuntimeError(
+                        f"Writing to Kafka failed: {where}: {exc.args[0].str()}"
+                    ) from None
             count += 1
         producer.poll(0)
         if errors:

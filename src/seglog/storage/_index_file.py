@@ -16,12 +16,16 @@ Lifecycle, as in Kafka (``AbstractIndex`` behind a ``LazyIndex``):
 * A file that does not exist yet, opened writable, is created at the maximum
   index size rounded down to whole entries, as a *sparse* file (ftruncate):
   it takes no disk blocks until entries are stored.
-* An existing file is trusted to be entries only: ``entries`` is its length
-  divided by the entry size, and it is mapped at that length. Only the active
-  segment's index is longer than its entries, and after an unclean shutdown it
-  is rebuilt from the log, so the loader runs :meth:`IndexFile.sanity_check`
-  (which spots a crash-left zero tail) on it before trusting it. Only the
-  owner of the active segment grows an index again (:meth:`IndexFile.resize`).
+* An existing file holds its entries, then possibly padding: the trim at roll
+  is not fsynced, so after a power cut an inactive segment's index may come
+  back at its preallocated length, zeros after its entries. Entries after the
+  first strictly increase, so padding is recognisable (the subclass's
+  ``_is_padding``), and the first padding entry, found by binary search when
+  the file is first loaded, is where the entries end; the padding is trimmed
+  away when the index is writable and ignored otherwise. The loader still
+  runs :meth:`IndexFile.sanity_check` on the active segment's index before
+  trusting it. Only the owner of the active segment grows an index again
+  (:meth:`IndexFile.resize`).
 * When the segment stops being active, or is closed, the file is trimmed to
   exactly its entries.
 
@@ -79,11 +83,14 @@ class IndexFile:
         base_offset: int,
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
+        *,
+        env: io.Env | None = None,
     ) -> None:
         if max_index_size < self.entry_size:
             raise ValueError(
                 f"max index size {max_index_size} is smaller than one entry ({self.entry_size})"
             )
+        self._env = io.env_or_default(env)
         self._path = Path(path)
         self._base_offset = base_offset
         self._writable = writable
@@ -146,42 +153,67 @@ class IndexFile:
         # until the active segment's owner resizes it.
         created = True
         try:
-            fd = io.open_fd(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+            fd = self._env.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
             created = False
-            fd = io.open_fd(self._path, os.O_RDWR)
+            fd = self._env.open(self._path, os.O_RDWR)
         except FileNotFoundError as exc:
             raise io.storage_error("create index", self._path, exc) from exc
         try:
-            length = io.file_size(fd)
-            self._entries = length // self.entry_size
+            length = self._env.file_size(fd)
+            slots = length // self.entry_size
+            self._entries = self._entries_before_padding(fd, slots)
+            padded = self._entries < slots
             target = self._max_size if created else length
+            if padded:
+                target = self._entries * self.entry_size  # a power cut's untrimmed tail
             if target != length:
                 try:
                     self._set_length(fd, target)
                 except StorageError:
                     # Leave no file behind, so the next open creates it again.
-                    io.unlink_if_exists(self._path)
+                    self._env.unlink(self._path)
                     raise
             self._map(fd, target)
         finally:
-            io.close_fd(fd)
+            self._env.close(fd)
 
     def _open_read_only(self) -> None:
         try:
-            fd = io.open_fd(self._path, os.O_RDONLY)
+            fd = self._env.open(self._path, os.O_RDONLY)
         except FileNotFoundError:
             return
         try:
-            length = io.file_size(fd)
-            self._entries = length // self.entry_size
+            length = self._env.file_size(fd)
+            self._entries = self._entries_before_padding(fd, length // self.entry_size)
             self._map(fd, length)
         finally:
-            io.close_fd(fd)
+            self._env.close(fd)
+
+    def _entries_before_padding(self, fd: int, slots: int) -> int:
+        """How many of the file's first ``slots`` slots are entries, not padding.
+
+        Padding only ever follows the entries, so the first padding slot is
+        found by binary search: a handful of reads, whatever the file's length.
+        """
+        size = self.entry_size
+        lo, hi = 0, slots  # the first padding slot is in [lo, hi]; hi: none
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = self._env.pread(fd, size, mid * size, name=self._path)
+            if len(entry) == size and not self._is_padding(mid, entry):
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def _is_padding(self, slot: int, entry: bytes) -> bool:
+        """Hook: whether ``entry``, at ``slot``, is zero padding rather than an entry."""
+        return False
 
     def _set_length(self, fd: int, new: int) -> None:
         """Make the file ``new`` bytes long; growth is sparse (see the module docstring)."""
-        io.truncate_file(fd, new)
+        self._env.truncate(fd, new)
         self._reserved = min(self._reserved, new)
 
     def _map(self, fd: int, length: int) -> None:
@@ -190,7 +222,7 @@ class IndexFile:
             # mmap refuses an empty mapping; an empty index needs none.
             self._file_map = self._mmap = None
             return
-        self._file_map = io.map_file(fd, length, writable=self._writable, name=self._path)
+        self._file_map = self._env.mmap(fd, length, writable=self._writable, name=self._path)
         self._mmap = self._file_map.buffer
 
     def _unmap(self) -> None:
@@ -205,7 +237,7 @@ class IndexFile:
         If resizing fails the old mapping is restored; if even that fails the
         index is closed, so that no lookup can quietly find nothing.
         """
-        fd = io.open_fd(self._path, os.O_RDWR)
+        fd = self._env.open(self._path, os.O_RDWR)
         old_length = self._length
         try:
             self._unmap()
@@ -220,7 +252,7 @@ class IndexFile:
                 self._closed = True
             raise
         finally:
-            io.close_fd(fd)
+            self._env.close(fd)
 
     def _reserve(self, end: int) -> None:
         """Reserve disk blocks for the file up to ``end`` before a store below it.
@@ -231,11 +263,11 @@ class IndexFile:
         if end <= self._reserved:
             return
         upto = min(self._length, -(-end // _RESERVE_BYTES) * _RESERVE_BYTES)
-        fd = io.open_fd(self._path, os.O_RDWR)
+        fd = self._env.open(self._path, os.O_RDWR)
         try:
-            io.preallocate(fd, self._reserved, upto - self._reserved, name=self._path)
+            self._env.allocate(fd, self._reserved, upto - self._reserved, name=self._path)
         finally:
-            io.close_fd(fd)
+            self._env.close(fd)
         self._reserved = upto
 
     def _entries_changed(self) -> None:
@@ -418,7 +450,7 @@ class IndexFile:
         """
         self._use()
         try:
-            length = io.file_size(self._path)
+            length = self._env.file_size(self._path)
         except FileNotFoundError:
             length = self._length
         if length % self.entry_size != 0:
@@ -435,7 +467,7 @@ class IndexFile:
         """Write the mapped pages back to the file (msync)."""
         self._use()
         if self._writable and self._file_map is not None and self._dirty:
-            io.flush_map(self._file_map, name=self._path)
+            self._env.msync(self._file_map, name=self._path)
             self._dirty = False
 
     def close(self) -> None:
@@ -448,20 +480,20 @@ class IndexFile:
         self._unmap()
         valid = self._entries * self.entry_size
         if self._writable and self._length != valid and self._path.exists():
-            io.truncate_file(self._path, valid)
+            self._env.truncate(self._path, valid)
             self._length = valid
 
     def rename_to(self, new_path: Path) -> None:
         """Rename the file (if it exists) and follow it; the mapping stays valid."""
         if self._path.exists():
-            io.rename(self._path, new_path)
+            self._env.rename(self._path, new_path)
         self._path = Path(new_path)
 
     def delete(self) -> None:
         """Unmap and remove the file."""
         self._closed = True
         self._unmap()
-        io.unlink_if_exists(self._path)
+        self._env.unlink(self._path)
 
     def __repr__(self) -> str:
         return (

@@ -70,9 +70,9 @@ def _java_int(text: str, bounds: tuple[int, int]) -> int | None:
     return value if bounds[0] <= value <= bounds[1] else None
 
 
-def _read_text(path: Path, encoding: str = "utf-8") -> str | None:
+def _read_text(path: Path, env: io.Env, encoding: str = "utf-8") -> str | None:
     """The file's text, None if it does not exist."""
-    data = io.read_file(path)
+    data = env.read_file(path)
     if data is None:
         return None
     try:
@@ -90,14 +90,14 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
-def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+def read_offset_checkpoint(path: Path, *, env: io.Env | None = None) -> dict[tuple[str, int], int]:
     """Read an offset checkpoint into {(topic, partition): offset}.
 
     A missing or empty file is empty. Raises CorruptCheckpointError, naming the
     file and the line, for an unknown version, an entry count that does not
     match the entry lines, or a line that is not ``topic partition offset``.
     """
-    text = _read_text(path)
+    text = _read_text(path, io.env_or_default(env))
     if text is None:
         return {}
     lines = _lines(text)
@@ -132,36 +132,40 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     return entries
 
 
-def write_offset_checkpoint(path: Path, entries: Mapping[tuple[str, int], int]) -> None:
+def write_offset_checkpoint(
+    path: Path, entries: Mapping[tuple[str, int], int], *, env: io.Env | None = None
+) -> None:
     """Replace an offset checkpoint atomically, entries sorted by (topic, partition)."""
     lines = [str(_CHECKPOINT_VERSION), str(len(entries))]
     for (topic, partition), offset in sorted(entries.items()):
         if not topic or _JAVA_WHITESPACE.search(topic):
             raise ValueError(f"topic {topic!r} cannot be written to a checkpoint")
         lines.append(f"{topic} {partition} {offset}")
-    io.atomic_write_text(path, "\n".join(lines) + "\n")
+    io.env_or_default(env).atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 # ------------------------------------------------------- clean-shutdown marker
 
 
-def write_clean_shutdown(log_dir: Path, broker_epoch: int = 0) -> None:
+def write_clean_shutdown(
+    log_dir: Path, broker_epoch: int = 0, *, env: io.Env | None = None
+) -> None:
     """Leave the marker that tells the next start-up the shutdown was clean.
 
     Written last, after every log is flushed and every checkpoint written.
     """
     text = json.dumps({"version": 0, "brokerEpoch": broker_epoch}, separators=(",", ":"))
-    io.atomic_write_text(log_dir / CLEAN_SHUTDOWN_FILE, text)
+    io.env_or_default(env).atomic_write_text(log_dir / CLEAN_SHUTDOWN_FILE, text)
 
 
-def read_clean_shutdown_epoch(log_dir: Path) -> int | None:
+def read_clean_shutdown_epoch(log_dir: Path, *, env: io.Env | None = None) -> int | None:
     """The broker epoch recorded in the marker, or None if it is absent or unreadable.
 
     Lenient, like Kafka: the epoch is informational, the marker's existence is
     what counts.
     """
     try:
-        text = _read_text(log_dir / CLEAN_SHUTDOWN_FILE)
+        text = _read_text(log_dir / CLEAN_SHUTDOWN_FILE, io.env_or_default(env))
         content = json.loads(text) if text is not None else None
     except (CorruptCheckpointError, ValueError):
         return None
@@ -169,16 +173,17 @@ def read_clean_shutdown_epoch(log_dir: Path) -> int | None:
     return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else None
 
 
-def consume_clean_shutdown(log_dir: Path) -> bool:
+def consume_clean_shutdown(log_dir: Path, *, env: io.Env | None = None) -> bool:
     """True if the marker was there. Removes it, as Kafka does at start-up.
 
     The removal is made durable before returning: if it were lost in a crash
     while the logs are open, the next start would skip recovery of logs that
     were written to after this one.
     """
-    removed = io.unlink_if_exists(log_dir / CLEAN_SHUTDOWN_FILE)
+    env = io.env_or_default(env)
+    removed = env.unlink(log_dir / CLEAN_SHUTDOWN_FILE)
     if removed:
-        io.fsync_dir(log_dir)
+        env.fsync_dir(log_dir)
     return removed
 
 
@@ -201,24 +206,26 @@ def decode_uuid(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=raw)
 
 
-def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:
+def write_partition_metadata(
+    partition_dir: Path, topic_id: uuid.UUID, *, env: io.Env | None = None
+) -> None:
     """Write ``partition.metadata``, which ties the directory to its topic's id."""
     if topic_id.int == 0:
         raise ValueError("the zero UUID is not a topic id")
-    io.atomic_write_text(
+    io.env_or_default(env).atomic_write_text(
         partition_dir / PARTITION_METADATA_FILE,
         f"version: {_PARTITION_METADATA_VERSION}\ntopic_id: {encode_uuid(topic_id)}",
     )
 
 
-def read_partition_metadata(partition_dir: Path) -> uuid.UUID | None:
+def read_partition_metadata(partition_dir: Path, *, env: io.Env | None = None) -> uuid.UUID | None:
     """The topic id in ``partition.metadata``, or None if the file does not exist.
 
     Raises CorruptCheckpointError for anything but a version 0 file with a
     valid, non-zero topic id.
     """
     path = partition_dir / PARTITION_METADATA_FILE
-    text = _read_text(path)
+    text = _read_text(path, io.env_or_default(env))
     if text is None:
         return None
     lines = _lines(text)
@@ -256,7 +263,12 @@ def _java_date_comment(seconds: float) -> str:
 
 
 def write_meta_properties(
-    log_dir: Path, node_id: int, cluster_id: str, directory_id: uuid.UUID | None
+    log_dir: Path,
+    node_id: int,
+    cluster_id: str,
+    directory_id: uuid.UUID | None,
+    *,
+    env: io.Env | None = None,
 ) -> None:
     """Write ``meta.properties`` as a KRaft-mode Kafka broker does (``version=1``).
 
@@ -268,11 +280,13 @@ def write_meta_properties(
     if directory_id is not None:
         lines.append(f"directory.id={encode_uuid(directory_id)}")
     lines += [f"node.id={node_id}", f"version={_KRAFT_META_VERSION}"]
-    io.atomic_write_text(log_dir / META_PROPERTIES_FILE, "\n".join(lines) + "\n")
+    io.env_or_default(env).atomic_write_text(
+        log_dir / META_PROPERTIES_FILE, "\n".join(lines) + "\n"
+    )
 
 
-def read_meta_properties(log_dir: Path) -> dict[str, str]:
+def read_meta_properties(log_dir: Path, *, env: io.Env | None = None) -> dict[str, str]:
     """The keys of ``meta.properties``, or {} if the file does not exist."""
     # Java reads properties files as ISO-8859-1, which decodes any bytes.
-    text = _read_text(log_dir / META_PROPERTIES_FILE, encoding="latin-1")
+    text = _read_text(log_dir / META_PROPERTIES_FILE, io.env_or_default(env), encoding="latin-1")
     return {} if text is None else parse_properties(text)

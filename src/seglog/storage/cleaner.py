@@ -64,7 +64,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +72,7 @@ from seglog.errors import SeglogError, StorageError
 from seglog.records import batch, log_entries
 from seglog.records import builder as batch_builder
 from seglog.records import record as record_codec
-from seglog.storage import checkpoints, filenames, io
+from seglog.storage import checkpoints, filenames, reader
 from seglog.storage.log import Log
 from seglog.storage.segment import LogSegment
 
@@ -186,8 +186,9 @@ class OffsetMap:
         return self._map.get(key, -1)
 
 
-def _segment_bytes(segment: LogSegment) -> bytes:
-    return segment.read_bytes(0, segment.size)
+def _entries(segment: LogSegment) -> Iterator[reader.EntryBytes]:
+    """The whole entries of ``segment`` with their bytes, a chunk at a time."""
+    return reader.read_entries(segment.read_bytes, 0, segment.size, segment.log_path)
 
 
 class AbortedBatches:
@@ -228,19 +229,19 @@ def build_offset_map(
         upper = segments[i + 1].base_offset if i + 1 < len(segments) else log.log_end_offset
         if upper <= start or segment.base_offset >= end:
             continue
-        data = _segment_bytes(segment)
-        for entry in log_entries.scan(data, check_crc=False).entries:
+        for entry_bytes in _entries(segment):
+            entry = entry_bytes.describe()
             if entry.last_offset < start:
                 continue
             if entry.base_offset >= end:
                 return end, records_read
-            chunk = memoryview(data)[entry.position :][: entry.size]
-            if entry.magic == batch.CURRENT_MAGIC:
-                header = batch.read_header(chunk)
-                if header.is_control or (aborted is not None and header in aborted):
-                    offset_map.latest_offset = max(offset_map.latest_offset, entry.last_offset)
-                    continue
-            records = record_codec.decode_entry(chunk)
+            header = entry_bytes.header
+            if header is not None and (
+                header.is_control or (aborted is not None and header in aborted)
+            ):
+                offset_map.latest_offset = max(offset_map.latest_offset, entry.last_offset)
+                continue
+            records = record_codec.decode_entry(entry_bytes.data)
             if offset_map.full and any(
                 r.key is not None and offset_map.get(r.key) < 0 for r in records
             ):
@@ -328,6 +329,7 @@ class Cleaner:
                 index_interval_bytes=log.config.index_interval_bytes,
                 max_index_size=log.config.segment_index_bytes,
                 suffix=filenames.CLEANED_SUFFIX,
+                env=log.env,
             )
             try:
                 for segment in group:
@@ -340,7 +342,7 @@ class Cleaner:
                 cleaned.on_become_inactive()
                 cleaned.flush()
                 # Retention by time falls back to the file's mtime: keep the original's.
-                io.set_mtime(cleaned.log_path, io.stat(group[-1].log_path).st_mtime)
+                log.env.set_mtime(cleaned.log_path, log.env.stat(group[-1].log_path).st_mtime)
                 log.replace_segments([cleaned], group)
             except BaseException:
                 cleaned.delete()
@@ -366,14 +368,13 @@ class Cleaner:
         last_offsets: dict[int, int],
         aborted: AbortedBatches,
     ) -> tuple[int, int, int]:
-        data = _segment_bytes(source)
-        view = memoryview(data)
         out = bytearray()
         out_entries: list[log_entries.EntryInfo] = []
         kept_records = 0
-        for entry in log_entries.scan(view, check_crc=False).entries:
-            chunk = view[entry.position : entry.position + entry.size]
-            header = batch.read_header(chunk) if entry.magic == batch.CURRENT_MAGIC else None
+        for entry_bytes in _entries(source):
+            entry = entry_bytes.describe()
+            chunk = entry_bytes.data
+            header = entry_bytes.header
             if header is not None and header.is_control:
                 # A transaction marker: what readers and recovery need to end it.
                 out_entries.append(entry._replace(position=len(out)))
@@ -430,7 +431,7 @@ class Cleaner:
             kept_records += len(keep)
         if out:
             dest.append([out], out_entries)
-        return len(data), len(out), kept_records
+        return source.size, len(out), kept_records
 
 
 class LogCleaner:
@@ -460,7 +461,7 @@ class LogCleaner:
         once, not at every back-off, until the file reads again.
         """
         try:
-            offsets = checkpoints.read_offset_checkpoint(self.checkpoint_path)
+            offsets = checkpoints.read_offset_checkpoint(self.checkpoint_path, env=self.log_dir.env)
         except StorageError as exc:  # CorruptCheckpointError, or the read failed
             if not self._checkpoint_unreadable:
                 logger.warning(
@@ -478,7 +479,12 @@ class LogCleaner:
         first_dirty = self._read_checkpoint()
         best: CleanableLog | None = None
         for key, log in self.log_dir.logs().items():
-            if log.closed or not log.config.compact or key in self._uncleanable:
+            if (
+                log.closed
+                or log.offline_reason is not None
+                or not log.config.compact
+                or key in self._uncleanable
+            ):
                 continue
             candidate = cleanable_range(log, first_dirty.get(key, 0), now_ms)
             if candidate.dirty_bytes <= 0:
@@ -512,7 +518,7 @@ class LogCleaner:
             offsets = self._read_checkpoint()
             offsets = {k: v for k, v in offsets.items() if k in self.log_dir.logs()}
             offsets[key] = stats.end_offset
-            checkpoints.write_offset_checkpoint(self.checkpoint_path, offsets)
+            checkpoints.write_offset_checkpoint(self.checkpoint_path, offsets, env=self.log_dir.env)
             self.history.append(stats)
             logger.info(
                 "cleaned %s [%d, %d): %d → %d bytes in %.2fs",

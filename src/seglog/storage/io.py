@@ -26,6 +26,7 @@ The rules that live here:
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ctypes
 import errno
@@ -36,9 +37,9 @@ import shutil
 import sys
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ParamSpec, TypeVar
 
 from seglog.errors import StorageError
 
@@ -56,6 +57,9 @@ _DIR_FSYNC_UNSUPPORTED = frozenset(
 )
 _DIR_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 Buffers = Sequence[bytes | bytearray | memoryview]
 FileTarget = int | IO[Any]
@@ -75,7 +79,11 @@ def storage_error(action: str, target: object, exc: OSError) -> StorageError:
         reason = "the file system is read-only"
     else:
         reason = exc.strerror or str(exc)
-    return StorageError(f"cannot {action} {target}: {reason}")
+    error = StorageError(f"cannot {action} {target}: {reason}")
+    # The errno stays at hand however the error is raised: the log decides by it
+    # whether the failure takes its partition offline.
+    error.__cause__ = exc
+    return error
 
 
 def _describe(target: FileTarget) -> str:
@@ -181,6 +189,12 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 _MS_SYNC = 4  # Linux's value; the libc path is taken on Linux only
 
 
+# The number of threads an environment runs blocking work on: enough for a
+# few fsyncs and a topic creation at once; the disk, not the CPU, is the limit.
+_WORKERS = 8
+_EXECUTOR_LOCK = threading.Lock()
+
+
 class Env:
     """The real file system, with every failure turned into a StorageError.
 
@@ -188,7 +202,42 @@ class Env:
     single OS operation, so a subclass can fail any one of them or keep its
     own record of what has reached the disk. Paths may be ``str`` or ``Path``;
     ``name`` arguments only label error messages.
+
+    It is also where blocking work leaves an event loop: :meth:`submit` runs a
+    call (a flush, a topic creation) on the environment's own threads, so
+    that a server hands every piece of file work to one bounded pool.
     """
+
+    _executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    # ------------------------------------------------------------ threads
+
+    def submit(
+        self, fn: Callable[_P, _R], /, *args: _P.args, **kwargs: _P.kwargs
+    ) -> concurrent.futures.Future[_R]:
+        """Run ``fn(*args, **kwargs)`` on this environment's threads; its future.
+
+        For callers on an event loop (``asyncio.wrap_future``): storage calls
+        block on the disk, and this keeps them off the loop in one bounded
+        pool, created at first use.
+        """
+        executor = self._executor
+        if executor is None:
+            with _EXECUTOR_LOCK:
+                executor = self._executor
+                if executor is None:
+                    executor = concurrent.futures.ThreadPoolExecutor(
+                        max_workers=_WORKERS, thread_name_prefix="seglog-io"
+                    )
+                    self._executor = executor
+        return executor.submit(fn, *args, **kwargs)
+
+    def shutdown(self) -> None:
+        """Wait for the work submitted so far and stop the threads (a later submit restarts)."""
+        with _EXECUTOR_LOCK:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
 
     # ------------------------------------------------------------ descriptors
 
@@ -424,6 +473,52 @@ class Env:
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_UN)
 
+    # ------------------------------------------------- composite operations
+
+    def write_file(
+        self, path: Path, data: bytes | bytearray | memoryview, *, sync: bool = False
+    ) -> None:
+        """Create or replace ``path`` with ``data`` in place, fsynced when ``sync``.
+
+        Not atomic: a crash may leave a torn file, so use it only for files whose
+        readers detect that (producer snapshots carry a CRC); otherwise use
+        :meth:`atomic_write_text`. The file's name is durable after fsync_dir.
+        Built from this environment's own calls, so a subclass sees each of them.
+        """
+        try:
+            fd = self.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        except OSError as exc:  # a missing directory
+            raise storage_error("open", path, exc) from exc
+        try:
+            view = memoryview(data)
+            while view:
+                written = self.write(fd, view, name=path)
+                if written <= 0:
+                    raise StorageError(f"cannot write {path}: the file system accepted no bytes")
+                view = view[written:]
+            if sync:
+                self.fsync(fd, name=path)
+        finally:
+            self.close(fd)
+
+    def atomic_write_text(self, path: Path, text: str) -> None:
+        """Replace ``path`` with ``text`` (UTF-8): a crash leaves the old or the new file whole.
+
+        Writes ``<path>.tmp``, fsyncs it, renames it over ``path`` and fsyncs the
+        directory. Without the first fsync a crash can leave the new name on an
+        empty file; without the last, the old file.
+        """
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            # Bytes: what is on disk must not depend on the platform's newline.
+            self.write_file(tmp, text.encode("utf-8"), sync=True)
+            self.rename(tmp, path)
+        except StorageError:
+            with contextlib.suppress(StorageError):
+                self.unlink(tmp)
+            raise
+        self.fsync_dir(path.parent)
+
 
 # ------------------------------------------------------------- the default
 
@@ -442,6 +537,11 @@ def set_default_env(env: Env) -> Env:
     with _default_lock:
         previous, _default = _default, env
     return previous
+
+
+def env_or_default(env: Env | None) -> Env:
+    """``env``, or the default environment when None (where a component is built on its own)."""
+    return _default if env is None else env
 
 
 @contextlib.contextmanager
@@ -580,49 +680,10 @@ def read_file(path: Path | str) -> bytes | None:
 
 
 def write_file(path: Path, data: bytes | bytearray | memoryview, *, sync: bool = False) -> None:
-    """Create or replace ``path`` with ``data`` in place, fsynced when ``sync``.
-
-    Not atomic: a crash may leave a torn file, so use it only for files whose
-    readers detect that (producer snapshots carry a CRC); otherwise use
-    :func:`atomic_write_text`. The file's name is durable after fsync_dir.
-    """
-    env = _default
-    try:
-        fd = env.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    except OSError as exc:  # a missing directory
-        raise storage_error("open", path, exc) from exc
-    try:
-        _write_all(env, fd, data, path)
-        if sync:
-            env.fsync(fd, name=path)
-    finally:
-        env.close(fd)
-
-
-def _write_all(env: Env, fd: int, data: bytes | bytearray | memoryview, name: object) -> None:
-    view = memoryview(data)
-    while view:
-        written = env.write(fd, view, name=name)
-        if written <= 0:
-            raise StorageError(f"cannot write {name}: the file system accepted no bytes")
-        view = view[written:]
+    """:meth:`Env.write_file` of the default environment."""
+    _default.write_file(path, data, sync=sync)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) so that a crash leaves the old or the new file whole.
-
-    Writes ``<path>.tmp``, fsyncs it, renames it over ``path`` and fsyncs the
-    directory. Without the first fsync a crash can leave the new name on an
-    empty file; without the last, the old file.
-    """
-    tmp = path.with_name(path.name + ".tmp")
-    env = _default
-    try:
-        # Bytes: what is on disk must not depend on the platform's newline.
-        write_file(tmp, text.encode("utf-8"), sync=True)
-        env.rename(tmp, path)
-    except StorageError:
-        with contextlib.suppress(StorageError):
-            env.unlink(tmp)
-        raise
-    env.fsync_dir(path.parent)
+    """:meth:`Env.atomic_write_text` of the default environment."""
+    _default.atomic_write_text(path, text)

@@ -20,6 +20,21 @@ fsyncs. The fsync runs outside the writer lock and a flush that finds the
 recovery point already past its target returns at once: callers waiting
 behind one fsync are all covered by it (group commit).
 
+Failure: the first I/O error on a write path (an append's write, a roll, an
+index or snapshot write, any fsync) takes the partition offline, as Kafka takes
+its log directory offline (``LogDirFailureChannel``): Linux may drop the pages
+of a failed fsync for good ("fsyncgate"), so a later fsync that succeeds proves
+nothing and no later append may be acknowledged. An offline log refuses every
+write with KAFKA_STORAGE_ERROR, keeps serving reads up to its high watermark,
+never advances its recovery point again, and is recovered by the next start.
+Its close writes its unflushed bytes again and fsyncs them: the failed pages
+may still be cached, clean, and the next start's recovery would read them back
+as if they were on disk. (A crash leaves no such chance: a start after a crash
+trusts what it reads past the recovery point, as Kafka's does.)
+One exception: an append or roll refused for want of space (ENOSPC, EDQUOT)
+whose bytes were all cut away again leaves nothing in doubt, so the partition
+takes appends again once there is room.
+
 Loading (:meth:`Log.open`) follows Kafka's LogLoader: leftover ``.deleted``
 and ``.cleaned`` files go, an interrupted ``.swap`` is completed, indexes that
 are missing or fail their sanity check are rebuilt, and after an unclean
@@ -31,6 +46,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import errno
 import logging
 import random
 import threading
@@ -102,6 +118,20 @@ class LogReadResult:
     log_end_offset: int
 
 
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+_WRITE_BACK_CHUNK = 1 << 20
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    """The operating-system error behind ``exc``, if there is one."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _delete_now(segments: Sequence[LogSegment], delay_ms: int) -> None:
     for segment in segments:
         segment.delete()
@@ -126,9 +156,13 @@ class Log:
         clock: Clock = time.time,
         delete_scheduler: DeleteScheduler = _delete_now,
         producer_id_expiration_ms: int = 86_400_000,
+        env: io.Env | None = None,
     ) -> None:
         if not segments:
             raise ValueError("a log needs at least one segment")
+        # The environment of the segments given, unless told otherwise: one log
+        # does all its file I/O through one environment.
+        self._env = segments[0].env if env is None else env
         self.directory = directory
         self.topic = topic
         self.partition = partition
@@ -146,18 +180,20 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms(clock)
         self._closed = False
+        # Why the log refuses writes after an I/O error (None while it is online).
+        self._offline_reason: str | None = None
         # The active segment's roll jitter, drawn once per segment (see _roll_jitter).
         self._jitter_segment: LogSegment | None = None
         self._jitter_ms = 0
         self._producer_state = ProducerStateManager(
-            directory, expiration_ms=producer_id_expiration_ms
+            directory, expiration_ms=producer_id_expiration_ms, env=self._env
         )
         # Transaction indexes written since the last flush, synced by the next.
         self._unsynced_txn_indexes: set[Path] = set()
         # Whether any segment may have a .txnindex: read_committed fetches of
         # logs that never saw an abort then read no file.
         self._has_txn_index = any(
-            name.endswith(filenames.TXN_INDEX_SUFFIX) for name in io.list_dir(directory)
+            name.endswith(filenames.TXN_INDEX_SUFFIX) for name in self._env.listdir(directory)
         )
         self._rebuild_producer_state()
 
@@ -175,13 +211,19 @@ class Log:
         clock: Clock = time.time,
         delete_scheduler: DeleteScheduler = _delete_now,
         producer_id_expiration_ms: int = 86_400_000,
+        env: io.Env | None = None,
     ) -> Log:
-        """Load (or create) the partition in ``directory``, recovering as Kafka does."""
+        """Load (or create) the partition in ``directory``, recovering as Kafka does.
+
+        Every file operation of the log (segments, indexes, producer snapshots)
+        goes through ``env``, the default environment when None.
+        """
+        env = io.env_or_default(env)
         parsed = filenames.parse_partition_dir(directory.name)
         if parsed is None:
             raise StorageError(f"{directory} is not named <topic>-<partition>")
         topic, partition = parsed
-        io.make_dirs(directory)
+        env.mkdir(directory)
         from seglog.storage import recovery
 
         segments, clean_recovery_point = recovery.load_segments(
@@ -190,6 +232,7 @@ class Log:
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
             had_clean_shutdown=had_clean_shutdown,
+            env=env,
         )
         log = cls(
             directory,
@@ -202,10 +245,16 @@ class Log:
             clock=clock,
             delete_scheduler=delete_scheduler,
             producer_id_expiration_ms=producer_id_expiration_ms,
+            env=env,
         )
         return log
 
     # ------------------------------------------------------------ properties
+
+    @property
+    def env(self) -> io.Env:
+        """The environment every file operation of this log goes through."""
+        return self._env
 
     @property
     def config(self) -> LogConfig:
@@ -313,21 +362,30 @@ class Log:
                     f"an append of {size} bytes is larger than the largest segment "
                     f"({segment_limit} bytes)"
                 )
-            segment = self._maybe_roll(
-                size, validated.max_timestamp, validated.first_offset, validated.last_offset, now
-            )
-            # All or nothing: a failed append leaves the segment as it was
-            # (LogSegment.append undoes its writes), and nothing below runs.
-            segment.append(validated.chunks, validated.entries, size)
+            try:
+                segment = self._maybe_roll(
+                    size,
+                    validated.max_timestamp,
+                    validated.first_offset,
+                    validated.last_offset,
+                    now,
+                )
+                # All or nothing: a failed append leaves the segment as it was
+                # (LogSegment.append undoes its writes), and nothing below runs.
+                segment.append(validated.chunks, validated.entries, size)
+            except StorageError as exc:
+                self._on_write_error(exc, "append to", undone=True)
+                raise
             self._log_end_offset = validated.last_offset + 1
             if producer_batches:
                 self._producer_state.update(producer_batches)
             self._unflushed_messages += validated.record_count
             needs_flush = self._unflushed_messages >= config.flush_messages
-            if not (needs_flush and defer_flush):
+            if not needs_flush:
                 self._high_watermark = self._log_end_offset
-            # else consumers see the batch once the caller's flush has made it
-            # durable, as when the flush is made here (Kafka's order too).
+            # else consumers see the batch once the flush (here, or the caller's
+            # with defer_flush) has made it durable: a failed flush leaves it
+            # unseen (Kafka advances the high watermark after the append returns).
             info = AppendInfo(
                 first_offset=validated.first_offset,
                 last_offset=validated.last_offset,
@@ -411,7 +469,7 @@ class Log:
             self._producer_state.last_stable_offset_after(completed),
         )
         path = segment.txn_index_path
-        txn_index.append(path, [entry])
+        txn_index.append(path, [entry], env=self._env)
         self._has_txn_index = True
         self._unsynced_txn_indexes.add(path)
 
@@ -442,7 +500,7 @@ class Log:
         found: list[txn_index.AbortedTxn] = []
         for segment in segments[index:]:
             try:
-                entries = txn_index.read(segment.txn_index_path)
+                entries = txn_index.read(segment.txn_index_path, env=self._env)
             except StorageError as exc:
                 logger.warning("cannot read %s: %s", segment.txn_index_path, exc)
                 continue
@@ -484,7 +542,11 @@ class Log:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
         with self._lock:
             self._check_open()
-            return self._roll(self._log_end_offset)
+            try:
+                return self._roll(self._log_end_offset)
+            except StorageError as exc:
+                self._on_write_error(exc, "roll", undone=True)
+                raise
 
     def _roll(self, new_base: int) -> LogSegment:
         active = self._segments[-1]
@@ -502,6 +564,7 @@ class Log:
             new_base,
             index_interval_bytes=config.index_interval_bytes,
             max_index_size=config.segment_index_bytes,
+            env=self._env,
         )
         segments = self._segments
         if active.is_empty:
@@ -531,24 +594,31 @@ class Log:
         """
         target = self._log_end_offset if offset is None else offset
         with self._flush_lock:
-            # Producer snapshots taken at roll, even when the data is flushed already.
-            synced_snapshots = self._producer_state.sync_snapshots(target)
-            for path in list(self._unsynced_txn_indexes):
-                self._unsynced_txn_indexes.discard(path)
-                txn_index.sync(path)
-            if target <= self._recovery_point:
-                if synced_snapshots:
-                    io.fsync_dir(self.directory)
-                return
-            end = self._log_end_offset
-            flushed = self._segments_overlapping(self._recovery_point, target)
-            for segment in flushed:
-                segment.flush()
-            # Kafka's rule: the directory is synced only when a segment created
-            # since the last flush is among them (its name must be durable too),
-            # or a snapshot written since.
-            if synced_snapshots or any(s.base_offset >= self._recovery_point for s in flushed):
-                io.fsync_dir(self.directory)
+            # After a failed fsync a successful one proves nothing (the kernel
+            # may have dropped the failed pages): the recovery point stays put.
+            self._check_writable()
+            try:
+                # Producer snapshots taken at roll, even when the data is flushed already.
+                synced_snapshots = self._producer_state.sync_snapshots(target)
+                for path in list(self._unsynced_txn_indexes):
+                    self._unsynced_txn_indexes.discard(path)
+                    txn_index.sync(path, env=self._env)
+                if target <= self._recovery_point:
+                    if synced_snapshots:
+                        self._env.fsync_dir(self.directory)
+                    return
+                end = self._log_end_offset
+                flushed = self._segments_overlapping(self._recovery_point, target)
+                for segment in flushed:
+                    segment.flush()
+                # Kafka's rule: the directory is synced only when a segment created
+                # since the last flush is among them (its name must be durable too),
+                # or a snapshot written since.
+                if synced_snapshots or any(s.base_offset >= self._recovery_point for s in flushed):
+                    self._env.fsync_dir(self.directory)
+            except StorageError as exc:
+                self._on_write_error(exc, "flush")
+                raise
             with self._lock:
                 self._recovery_point = max(self._recovery_point, min(end, target))
                 self._high_watermark = max(self._high_watermark, self._recovery_point)
@@ -694,7 +764,7 @@ class Log:
             self._delete_scheduler(doomed, self._config.file_delete_delay_ms)
             keep[-1].truncate_to(offset)
             keep[-1].resize_indexes(self._config.segment_index_bytes)
-            txn_index.truncate_to(keep[-1].txn_index_path, offset)
+            txn_index.truncate_to(keep[-1].txn_index_path, offset, env=self._env)
             self._set_segments(keep)
             self._log_end_offset = keep[-1].read_next_offset()
             self._high_watermark = min(self._high_watermark, self._log_end_offset)
@@ -720,6 +790,7 @@ class Log:
             offset,
             index_interval_bytes=config.index_interval_bytes,
             max_index_size=config.segment_index_bytes,
+            env=self._env,
         )
         self._set_segments([fresh])
         self._log_end_offset = offset
@@ -803,20 +874,19 @@ class Log:
             for segment in sorted(new_segments, key=lambda s: -s.base_offset):
                 segment.flush()
                 segment.change_suffix(filenames.SWAP_SUFFIX)
-            io.fsync_dir(self.directory)
+            self._env.fsync_dir(self.directory)
             old_ids = set(map(id, old_segments))
             for segment in old_segments:
                 segment.change_suffix(filenames.DELETED_SUFFIX)
             for segment in new_segments:
                 segment.change_suffix("")
-            io.fsync_dir(self.directory)
+            self._env.fsync_dir(self.directory)
             kept = [s for s in self._segments if id(s) not in old_ids]
             self._set_segments([*kept, *new_segments])
             self._delete_scheduler(list(old_segments), self._config.file_delete_delay_ms)
 
-    @staticmethod
     def _carry_txn_indexes(
-        new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]
+        self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]
     ) -> None:
         """Give cleaned segments the aborted transactions of the ones they replace.
 
@@ -824,7 +894,8 @@ class Log:
         read_committed readers still need the entries: each goes to the new
         segment that holds its marker's offset.
         """
-        entries = [e for old in old_segments for e in txn_index.read(old.txn_index_path)]
+        env = self._env
+        entries = [e for old in old_segments for e in txn_index.read(old.txn_index_path, env=env)]
         if not entries or not new_segments:
             return
         ordered = sorted(new_segments, key=lambda s: s.base_offset)
@@ -835,8 +906,8 @@ class Log:
             by_segment.setdefault(index, []).append(entry)
         for index, found in by_segment.items():
             path = ordered[index].txn_index_path
-            txn_index.append(path, found)
-            txn_index.sync(path)
+            txn_index.append(path, found, env=env)
+            txn_index.sync(path, env=env)
 
     # -------------------------------------------------------- producer state
 
@@ -851,7 +922,7 @@ class Log:
                 # again as their markers are replayed (Kafka's recovery
                 # rebuilds the .txnindex the same way).
                 if self._has_txn_index:
-                    txn_index.truncate_to(segment.txn_index_path, start)
+                    txn_index.truncate_to(segment.txn_index_path, start, env=self._env)
                 for header in segment.batch_headers(start):
                     if header.producer_id < 0 or header.last_offset < start:
                         continue
@@ -909,18 +980,115 @@ class Log:
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError(f"the log {self.directory.name} is closed")
+        self._check_writable()
+
+    def _check_writable(self) -> None:
+        reason = self._offline_reason
+        if reason is not None:
+            raise StorageError(
+                f"partition {self.directory.name} is offline after an I/O error, until the "
+                f"broker is restarted: {reason}"
+            )
+
+    @property
+    def offline_reason(self) -> str | None:
+        """Why the log refuses writes after an I/O error; None while it takes them."""
+        return self._offline_reason
+
+    def take_offline(self, reason: str) -> None:
+        """Refuse every write from now on (reads go on) until a restart recovers the log."""
+        with self._lock:
+            if self._offline_reason is None:
+                self._offline_reason = reason
+                logger.error(
+                    "partition %s is offline until the broker is restarted: %s",
+                    self.directory.name,
+                    reason,
+                )
+
+    def _on_write_error(self, exc: StorageError, action: str, *, undone: bool = False) -> None:
+        """Take the log offline if ``exc`` is an I/O error that may have left data in doubt.
+
+        ``undone``: the operation cuts away what it wrote when it fails (an
+        append, a roll), so a lack of space, with the file back at its size,
+        leaves nothing in doubt. A failed fsync always does, whatever its errno.
+        """
+        cause = _os_error(exc)
+        if cause is None:
+            return  # refused before any I/O (an offset or size rule), not a failure
+        if undone and cause.errno in _NO_SPACE and self._segment_is_whole():
+            return
+        self.take_offline(f"cannot {action} {self.directory.name}: {exc}")
+
+    def _write_back_unflushed(self) -> None:
+        """Write the offline log's unflushed bytes again and fsync them (at close).
+
+        After a failed fsync the kernel may keep the failed pages in its cache
+        marked clean: they read back fine, so the next start's recovery would
+        keep them, yet they are not on disk and no later fsync writes them.
+        Writing them again makes them dirty, so this fsync (if the disk now
+        takes it) makes them durable. A failure here is logged and the bytes
+        stay in doubt, as they were: nothing depends on them.
+        """
+        start = self._recovery_point
+        try:
+            for segment in self._segments_overlapping(start, self._log_end_offset):
+                position = 0
+                if segment.base_offset < start:
+                    found = segment.translate_offset(start)
+                    position = segment.size if found is None else found.position
+                while position < segment.size:
+                    length = min(_WRITE_BACK_CHUNK, segment.size - position)
+                    data = self._env.pread(segment.fd, length, position, name=segment.log_path)
+                    if not data:
+                        break
+                    view = memoryview(data)
+                    while view:
+                        written = self._env.pwritev(
+                            segment.fd, [view], position, name=segment.log_path
+                        )
+                        if written <= 0:
+                            raise StorageError(f"{segment.log_path} accepted no bytes")
+                        view = view[written:]
+                        position += written
+                self._env.fsync(segment.fd, name=segment.log_path)
+        except StorageError as exc:
+            logger.error(
+                "cannot write back the unflushed bytes of offline partition %s: %s",
+                self.directory.name,
+                exc,
+            )
+
+    def _segment_is_whole(self) -> bool:
+        """The active ``.log`` holds exactly what the segment says (a failed write was cut)."""
+        segment = self._segments[-1]
+        try:
+            return self._env.file_size(segment.fd) == segment.size
+        except (StorageError, OSError):
+            return False
 
     def close(self) -> None:
-        """Flush and close every segment (a clean shutdown of this partition)."""
+        """Flush and close every segment (a clean shutdown of this partition).
+
+        An offline log is closed without a flush or a snapshot, as Kafka
+        closes the handlers of a failed log directory: its next start recovers it.
+        """
         with self._lock:
             if self._closed:
                 return
-            self.flush()
-            self._producer_state.take_snapshot(self._log_end_offset, sync=True)
+            failure: BaseException | None = None
+            if self._offline_reason is None:
+                try:
+                    self.flush()
+                    self._producer_state.take_snapshot(self._log_end_offset, sync=True)
+                except StorageError as exc:
+                    self._on_write_error(exc, "close")
+                    failure = exc
+            else:
+                self._write_back_unflushed()
             self._closed = True
             # Every segment is closed even if one fails (a full disk refusing
             # a final time-index entry): its descriptor must not outlive the log.
-            failure: BaseException | None = None
             for segment in self._segments:
                 try:
                     segment.close()

@@ -29,6 +29,7 @@ which runs it on a thread.
 
 from __future__ import annotations
 
+import errno
 import functools
 import heapq
 import itertools
@@ -53,13 +54,14 @@ from seglog.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from seglog.storage import checkpoints, descriptors, filenames, io
+from seglog.storage import checkpoints, descriptors, filenames, io, reader
 from seglog.storage.log import AppendInfo, Log, LogReadResult
 from seglog.storage.segment import LogSegment, TimestampAndOffset
 
 logger = logging.getLogger(__name__)
 
 TOPICS_FILE = "seglog-topics.json"
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 LOCK_FILE = ".lock"
 
 
@@ -135,7 +137,11 @@ class LogDir:
         settings: LogDirSettings,
         *,
         clock: Any = time.time,
+        env: io.Env | None = None,
     ) -> None:
+        # Every file operation of the directory, its partitions and the cleaner
+        # goes through this one environment.
+        self._env = io.env_or_default(env)
         self.path = path
         self.defaults = defaults
         self.settings = settings
@@ -177,15 +183,23 @@ class LogDir:
         defaults: LogConfig | None = None,
         settings: LogDirSettings | None = None,
         clock: Any = time.time,
+        env: io.Env | None = None,
     ) -> LogDir:
-        """Open (creating if needed) the log directory at ``path`` and load every partition."""
+        """Open (creating if needed) the log directory at ``path`` and load every partition.
+
+        ``env`` is the file system every partition, checkpoint and the cleaner
+        use (the process's default environment when None): two directories in
+        one process may run over different ones.
+        """
+        env = io.env_or_default(env)
         directory = Path(path)
-        io.make_dirs(directory)
+        env.mkdir(directory)
         log_dir = cls(
             directory,
             defaults if defaults is not None else LogConfig(),
             settings if settings is not None else LogDirSettings(),
             clock=clock,
+            env=env,
         )
         log_dir._acquire_lock()
         try:
@@ -196,14 +210,14 @@ class LogDir:
         return log_dir
 
     def _acquire_lock(self) -> None:
-        fd = io.open_fd(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+        fd = self._env.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT)
         try:
-            locked = io.default_env().lock(fd)
+            locked = self._env.lock(fd)
         except BaseException:
-            io.close_fd(fd)
+            self._env.close(fd)
             raise
         if not locked:
-            io.close_fd(fd)
+            self._env.close(fd)
             raise LogDirLockedError(
                 f"{self.path} is in use by another process (its {LOCK_FILE} is locked)"
             ) from None
@@ -211,44 +225,38 @@ class LogDir:
 
     def _release_lock(self) -> None:
         if self._lock_fd is not None:
-            io.default_env().unlock(self._lock_fd)
-            io.close_fd(self._lock_fd)
+            self._env.unlock(self._lock_fd)
+            self._env.close(self._lock_fd)
             self._lock_fd = None
 
     def _load(self) -> None:
-        meta = checkpoints.read_meta_properties(self.path)
+        meta = checkpoints.read_meta_properties(self.path, env=self._env)
         if not meta:
             checkpoints.write_meta_properties(
                 self.path,
                 node_id=self.settings.node_id,
                 cluster_id=_base64_uuid(uuid.uuid4()),
                 directory_id=uuid.uuid4(),
+                env=self._env,
             )
-        self.meta_properties = checkpoints.read_meta_properties(self.path)
-        self._had_clean_shutdown = checkpoints.consume_clean_shutdown(self.path)
+        self.meta_properties = checkpoints.read_meta_properties(self.path, env=self._env)
+        self._had_clean_shutdown = checkpoints.consume_clean_shutdown(self.path, env=self._env)
         self._topics = self._read_topics()
         recovery_points = checkpoints.read_offset_checkpoint(
-            self.path / checkpoints.RECOVERY_POINT_CHECKPOINT
+            self.path / checkpoints.RECOVERY_POINT_CHECKPOINT, env=self._env
         )
         start_offsets = checkpoints.read_offset_checkpoint(
-            self.path / checkpoints.LOG_START_OFFSET_CHECKPOINT
+            self.path / checkpoints.LOG_START_OFFSET_CHECKPOINT, env=self._env
         )
-        has_partitions = any(
-            filenames.parse_partition_dir(p.name) for p in self.path.iterdir() if p.is_dir()
-        )
-        if not self._had_clean_shutdown and has_partitions:
+        # The partitions are what Kafka's reader of these files says they are.
+        partitions = reader.partition_dirs(self.path)
+        if not self._had_clean_shutdown and partitions:
             logger.warning("%s was not shut down cleanly: recovering its partitions", self.path)
-        for entry in sorted(self.path.iterdir()):
-            if not entry.is_dir():
-                continue
-            if entry.name.endswith(filenames.DELETE_DIR_SUFFIX):
+        for name in sorted(self._env.listdir(self.path)):
+            if name.endswith(filenames.DELETE_DIR_SUFFIX):
                 # A deletion that a crash interrupted: finish it.
-                io.remove_tree(entry)
-                continue
-            parsed = filenames.parse_partition_dir(entry.name)
-            if parsed is None:
-                continue
-            topic, partition = parsed
+                self._env.rmtree(self.path / name)
+        for (topic, partition), entry in sorted(partitions.items(), key=lambda item: item[1]):
             info = self._topics.get(topic)
             if info is None:
                 # A partition directory written by Kafka or copied in: adopt it.
@@ -274,6 +282,7 @@ class LogDir:
                     clock=self._clock,
                     delete_scheduler=self._schedule_deletion,
                     producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
+                    env=self._env,
                 )
 
             self._open_at_start(key, open_existing)
@@ -313,7 +322,7 @@ class LogDir:
 
     def _read_topics(self) -> dict[str, TopicInfo]:
         path = self.path / TOPICS_FILE
-        data = io.read_file(path)
+        data = self._env.read_file(path)
         if data is None:
             return {}
         try:
@@ -340,7 +349,7 @@ class LogDir:
                     for info in sorted(self._topics.values(), key=lambda i: i.name)
                 },
             }
-        io.atomic_write_text(self.path / TOPICS_FILE, json.dumps(payload, indent=2) + "\n")
+        self._env.atomic_write_text(self.path / TOPICS_FILE, json.dumps(payload, indent=2) + "\n")
 
     def topic_config(self, topic: str) -> LogConfig:
         """The resolved config of ``topic``: its overrides over the broker defaults."""
@@ -379,8 +388,9 @@ class LogDir:
             clock=self._clock,
             delete_scheduler=self._schedule_deletion,
             producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
+            env=self._env,
         )
-        checkpoints.write_partition_metadata(directory, info.topic_id)
+        checkpoints.write_partition_metadata(directory, info.topic_id, env=self._env)
         # The new directory's name is durable only once the log directory is
         # synced, which writing the topic list (after the partitions exist, and
         # before any append) does: test_power_cut checks it.
@@ -446,7 +456,7 @@ class LogDir:
                 directory = self.path / filenames.partition_dir_name(info.name, partition)
                 if directory.exists():
                     # Left by a creation that a crash interrupted (never recorded): start afresh.
-                    io.remove_tree(directory, ignore_errors=False)
+                    self._env.rmtree(directory, ignore_errors=False)
                 logs.append(self._create_log(info, partition))
         except BaseException as exc:
             logger.error(
@@ -462,7 +472,7 @@ class LogDir:
             failed = self.path / filenames.partition_dir_name(
                 info.name, partitions.start + len(logs)
             )
-            io.remove_tree(failed)
+            self._env.rmtree(failed)
             raise
         return logs
 
@@ -473,7 +483,7 @@ class LogDir:
                 log.close()
             except Exception:
                 logger.exception("cannot close %s", log.directory)
-            io.remove_tree(log.directory)
+            self._env.rmtree(log.directory)
 
     def create_partitions(self, name: str, total: int) -> None:
         """Grow ``name`` to ``total`` partitions (Kafka never shrinks a topic)."""
@@ -545,7 +555,7 @@ class LogDir:
                 if directory.exists():
                     target = self.path / filenames.delete_dir_name(name, partition)
                     try:
-                        io.rename(directory, target)
+                        self._env.rename(directory, target)
                     except StorageError as exc:
                         logger.error(
                             "cannot delete partition %d of topic %s: %s",
@@ -557,7 +567,7 @@ class LogDir:
                         failures.append((partition, exc))
                         self._offline[key] = f"its deletion failed: {exc}"
                         continue
-                    io.remove_tree(target)
+                    self._env.rmtree(target)
                 self._offline.pop(key, None)
                 self._offline_recovery.pop(key, None)
                 self._offline_start.pop(key, None)
@@ -565,7 +575,7 @@ class LogDir:
                 with self._lock:
                     del self._topics[name]
                 self._write_topics()
-            io.fsync_dir(self.path)
+            self._env.fsync_dir(self.path)
             self.checkpoint()
             if failures:
                 first_partition, first_error = failures[0]
@@ -631,7 +641,7 @@ class LogDir:
             if result.data is None:
                 return
             region = result.data.region
-            data = io.pread(region.fd, region.length, region.position, name=region.path)
+            data = self._env.pread(region.fd, region.length, region.position, name=region.path)
             emitted = False
             for rec in record_codec.decode_entries(data):
                 if rec.offset >= position:
@@ -681,14 +691,28 @@ class LogDir:
         now = int(self._clock() * 1000) if now_ms is None else now_ms
         removed = 0
         for log in list(self._logs.values()):
-            if not log.closed:
+            if not log.closed and log.offline_reason is None:
                 removed += retention.delete_old_segments(log, now)
         return removed
 
     def checkpoint(self) -> None:
-        """Write the recovery-point and log-start-offset checkpoint files."""
+        """Write the recovery-point and log-start-offset checkpoint files.
+
+        A checkpoint is replaced atomically, so a failed write leaves the old
+        one, which is safe (older recovery points only mean more recovery).
+        A lack of space is retried at the next interval; any other I/O error
+        means the directory itself is failing, and, as Kafka takes the log
+        directory offline, every partition refuses writes until a restart.
+        """
         with self._checkpoint_lock:  # the maintenance thread and administration both write
-            self._write_checkpoints()
+            try:
+                self._write_checkpoints()
+            except StorageError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, OSError) and cause.errno not in _NO_SPACE:
+                    for log in list(self._logs.values()):
+                        log.take_offline(f"cannot write the checkpoints of {self.path}: {exc}")
+                raise
 
     def _write_checkpoints(self) -> None:
         logs = dict(self._logs)
@@ -696,6 +720,7 @@ class LogDir:
         checkpoints.write_offset_checkpoint(
             self.path / checkpoints.RECOVERY_POINT_CHECKPOINT,
             {**self._offline_recovery, **{k: log.recovery_point for k, log in logs.items()}},
+            env=self._env,
         )
         # Kafka lists only partitions whose start has moved past their first segment.
         checkpoints.write_offset_checkpoint(
@@ -708,6 +733,7 @@ class LogDir:
                     if log.log_start_offset > log.segments[0].base_offset
                 },
             },
+            env=self._env,
         )
 
     def run_maintenance(self, now_ms: int | None = None) -> None:
@@ -717,7 +743,7 @@ class LogDir:
         if self._due("retention", now, settings.log_retention_check_interval_ms):
             self.run_retention(now)
         for log in list(self._logs.values()):
-            if not log.closed:
+            if not log.closed and log.offline_reason is None:
                 log.flush_if_due(now)
         self.run_pending_deletions(now)
         if self._due("producer-expiration", now, settings.producer_id_expiration_check_interval_ms):
@@ -772,13 +798,30 @@ class LogDir:
             self._stop.set()
             for thread in self._threads:
                 thread.join(timeout=30)
+            failure: StorageError | None = None
             for log in self._logs.values():
-                log.close()
+                try:
+                    log.close()
+                except StorageError as exc:
+                    failure = failure or exc
             self.run_pending_deletions(now_ms=2**62)
-            self.checkpoint()
-            checkpoints.write_clean_shutdown(self.path)
-            self._closed = True
-            self._release_lock()
+            try:
+                self.checkpoint()
+                # A partition taken offline by an I/O error is recovered by the
+                # next start, as after a crash: no clean-shutdown marker then.
+                offline = [log for log in self._logs.values() if log.offline_reason is not None]
+                if failure is None and not offline:
+                    checkpoints.write_clean_shutdown(self.path, env=self._env)
+            finally:
+                self._closed = True
+                self._release_lock()
+            if failure is not None:
+                raise failure
+
+    @property
+    def env(self) -> io.Env:
+        """The environment every file operation of this directory goes through."""
+        return self._env
 
     @property
     def had_clean_shutdown(self) -> bool:

@@ -49,6 +49,12 @@ class OffsetIndex(IndexFile):
         else:
             self._last_offset = self._base_offset + _INT32.unpack_from(buf, (n - 1) * 8)[0]
 
+    def _is_padding(self, slot: int, entry: bytes) -> bool:
+        # Relative offsets strictly increase, so only the first entry may hold 0;
+        # and no entry points at position 0 (the first batch is never indexed).
+        relative, position = _ENTRY.unpack(entry)
+        return relative == 0 and (slot > 0 or position == 0)
+
     @property
     def last_offset(self) -> int:
         """Absolute offset of the last entry, or the base offset when empty."""

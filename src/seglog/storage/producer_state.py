@@ -208,7 +208,10 @@ class ProducerStateManager:
     calls it under its writer lock.
     """
 
-    def __init__(self, directory: Path, *, expiration_ms: int = 86_400_000) -> None:
+    def __init__(
+        self, directory: Path, *, expiration_ms: int = 86_400_000, env: io.Env | None = None
+    ) -> None:
+        self._env = io.env_or_default(env)
         self.directory = directory
         self.expiration_ms = expiration_ms
         self._producers: dict[int, ProducerEntry] = {}
@@ -370,7 +373,7 @@ class ProducerStateManager:
     def snapshot_offsets(self) -> list[int]:
         """Offsets of the snapshot files on disk, ascending."""
         offsets = []
-        for name in io.list_dir(self.directory):
+        for name in self._env.listdir(self.directory):
             if name.endswith(filenames.SNAPSHOT_SUFFIX):
                 base = filenames.parse_base_offset(name)
                 if base is not None:
@@ -383,7 +386,7 @@ class ProducerStateManager:
         if offset == self._last_snapshot_offset:
             return None
         path = filenames.snapshot_path(self.directory, offset)
-        write_snapshot(path, self._producers.values(), sync=sync)
+        write_snapshot(path, self._producers.values(), sync=sync, env=self._env)
         self._last_snapshot_offset = offset
         if not sync:
             with self._unsynced_lock:
@@ -405,14 +408,14 @@ class ProducerStateManager:
             if path is None:
                 continue
             try:
-                fd = io.open_fd(path, os.O_RDONLY)
+                fd = self._env.open(path, os.O_RDONLY)
             except FileNotFoundError:
                 pass
             else:
                 try:
-                    io.fsync_file(fd)
+                    self._env.fsync(fd)
                 finally:
-                    io.close_fd(fd)
+                    self._env.close(fd)
                 synced += 1
             with self._unsynced_lock:
                 if self._unsynced.get(offset) == path:
@@ -423,7 +426,7 @@ class ProducerStateManager:
         """Delete snapshots below ``low`` or above ``high`` (log start and end)."""
         for offset in self.snapshot_offsets():
             if offset < low or offset > high:
-                io.unlink_if_exists(filenames.snapshot_path(self.directory, offset))
+                self._env.unlink(filenames.snapshot_path(self.directory, offset))
                 if offset == self._last_snapshot_offset:
                     self._last_snapshot_offset = -1
 
@@ -441,10 +444,10 @@ class ProducerStateManager:
                 break
             path = filenames.snapshot_path(self.directory, offset)
             try:
-                entries = read_snapshot(path)
+                entries = read_snapshot(path, env=self._env)
             except StorageError as exc:
                 logger.warning("deleting producer snapshot %s: %s", path, exc)
-                io.unlink_if_exists(path)
+                self._env.unlink(path)
                 continue
             for entry in entries:
                 # A producer with an open transaction never expires: the LSO
@@ -506,14 +509,16 @@ def decode_snapshot(data: bytes | memoryview, name: object = "snapshot") -> list
     return entries
 
 
-def write_snapshot(path: Path, entries: Iterable[ProducerEntry], *, sync: bool = False) -> None:
+def write_snapshot(
+    path: Path, entries: Iterable[ProducerEntry], *, sync: bool = False, env: io.Env | None = None
+) -> None:
     """Write a snapshot file; a torn one is caught by its CRC when read back."""
-    io.write_file(path, encode_snapshot(entries), sync=sync)
+    io.env_or_default(env).write_file(path, encode_snapshot(entries), sync=sync)
 
 
-def read_snapshot(path: Path) -> list[ProducerEntry]:
+def read_snapshot(path: Path, *, env: io.Env | None = None) -> list[ProducerEntry]:
     """Read and check a snapshot file."""
-    data = io.read_file(path)
+    data = io.env_or_default(env).read_file(path)
     if data is None:
         raise StorageError(f"cannot read {path}: it does not exist")
     return decode_snapshot(data, path)

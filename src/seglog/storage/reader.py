@@ -36,9 +36,16 @@ Layout (names from :mod:`seglog.storage.filenames`)::
 Records are never decoded here: entries are described by
 :mod:`seglog.records.log_entries` and decoded by :mod:`seglog.records.record`.
 
-The live storage engine (:mod:`seglog.storage.segment`) still reads its own
-files through its writable, memory-mapped indexes; it is to adopt this
-reader for its read paths in a later step.
+The live storage engine reads Kafka's format through this module too: its
+segments (:mod:`seglog.storage.segment`) walk their ``.log`` with
+:class:`BatchWalk` over their own reads (offset and time lookups, the tail,
+the CRC-checked walk that recovery rebuilds indexes from), recovery and the
+log directory list segments and partitions with :func:`segment_bases` and
+:func:`partition_dirs`, and the cleaner reads whole entries with
+:func:`read_entries`. Only the engine's indexes differ:
+they are memory-mapped and writable (:mod:`seglog.storage.offset_index`,
+:mod:`seglog.storage.time_index`, whose entry layouts this module reads).
+So a change of the format (a new kind of batch, a new file) is made here.
 """
 
 from __future__ import annotations
@@ -50,8 +57,7 @@ import os
 import struct
 import sys
 from array import array
-from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple, Self
@@ -61,9 +67,14 @@ from seglog.records import batch, log_entries
 from seglog.records import record as record_codec
 from seglog.records.log_entries import EntryInfo, ScanResult
 from seglog.storage import checkpoints, filenames
+from seglog.storage.offset_index import ENTRY_SIZE as _OFFSET_ENTRY_SIZE
+from seglog.storage.time_index import ENTRY as _TIME_ENTRY
 
 __all__ = [
+    "SCAN_CHUNK",
+    "BatchWalk",
     "EntryBytes",
+    "Located",
     "OffsetIndexView",
     "PartitionReader",
     "SegmentReader",
@@ -72,17 +83,14 @@ __all__ = [
     "TopicDefinition",
     "log_start_offsets",
     "partition_dirs",
+    "read_entries",
+    "scan_tail",
     "segment_bases",
     "topic_definitions",
 ]
 
-# How much a walk of batch headers reads at a time: the bodies of batches
-# larger than this are skipped unread.
-_HEADER_CHUNK = 64 * 1024
 # How much a read of whole entries (for their records) reads at a time.
 _READ_CHUNK = 1 << 20
-_TIME_ENTRY = struct.Struct(">qi")
-_OFFSET_ENTRY_SIZE = 8
 _LITTLE_ENDIAN = sys.byteorder == "little"
 # seglog's own file of topic definitions (storage.log_dir.TOPICS_FILE, which
 # this read-only module cannot import without the writable engine).
@@ -102,15 +110,17 @@ def partition_dirs(root: Path) -> dict[tuple[str, int], Path]:
     return out
 
 
-def segment_bases(directory: Path) -> list[int]:
+def segment_bases(directory: Path, names: Iterable[str] | None = None) -> list[int]:
     """The base offsets of a partition directory's segments, in order.
 
     Only ``<20 digits>.log`` files count: a segment being deleted, cleaned or
-    swapped carries a suffix after ``.log``. Raises FileNotFoundError when the
-    directory does not exist.
+    swapped carries a suffix after ``.log``. ``names`` are the directory's
+    entries when the caller has listed it (the live engine lists through its
+    environment); otherwise it is listed here, and FileNotFoundError raised
+    when it does not exist.
     """
     bases = []
-    for name in os.listdir(directory):
+    for name in os.listdir(directory) if names is None else names:
         if name.endswith(filenames.LOG_SUFFIX):
             base = filenames.parse_base_offset(name)
             if base is not None:
@@ -265,6 +275,287 @@ class TimeIndexView:
         return self.entry(slot)
 
 
+# --------------------------------------------------------------- batch walks
+
+#: How much a lookup reads at a time while walking batch headers: a chunk, or
+#: only a header once the batches seen are larger than a chunk.
+SCAN_CHUNK = 8 * 1024
+_HEADER_SIZE = batch.HEADER_SIZE
+_MAGIC_OFFSET = batch.MAGIC_OFFSET
+_LOG_OVERHEAD = batch.LOG_OVERHEAD
+# From a v2 header: base offset, batch length, last offset delta (and max timestamp).
+_SPAN = struct.Struct(">qi11xi")
+_SPAN_AND_MAX_TIMESTAMP = struct.Struct(">qi11xi8xq")
+# How much a walk that checks CRCs reads at a time.
+_VALID_CHUNK = 1 << 20
+
+#: ``read(position, length)``: up to ``length`` bytes of a ``.log`` at ``position``.
+Read = Callable[[int, int], bytes]
+#: ``read_into(view, position)``: fill ``view`` from ``position``; the bytes read
+#: (fewer only at the end of the file).
+ReadInto = Callable[[memoryview, int], int]
+
+
+class Located(NamedTuple):
+    """The entry a lookup by offset found: its first offset, position and size."""
+
+    base_offset: int
+    position: int
+    size: int
+
+
+class BatchWalk:
+    """The walks of one ``.log``'s entries by their headers, through ``read``.
+
+    Used by the live segments (over their descriptor and environment) and by
+    :class:`SegmentReader` alike. A walk starts at an entry boundary (an index
+    entry's position) and reads headers only, no CRC: v2 batches from their
+    61-byte header, read :data:`SCAN_CHUNK` bytes at a time, or one header at a
+    time while the batches seen are larger than a chunk (the read size adapts,
+    and is kept between walks of the same file); anything else (a legacy
+    message set) by the general walk of :func:`seglog.records.log_entries.walk`.
+    A walk ends at an entry cut short by ``stop``.
+
+    :meth:`locate` and :meth:`first_at_or_after` are the lookup paths of every
+    fetch and ListOffsets: their v2 loop is written out for speed.
+    """
+
+    __slots__ = ("_read", "_read_into", "_read_size")
+
+    def __init__(self, read: Read, read_into: ReadInto | None = None) -> None:
+        self._read = read
+        self._read_into = self._copy_into if read_into is None else read_into
+        self._read_size = SCAN_CHUNK
+
+    def entries(self, start: int, stop: int) -> Iterator[EntryInfo]:
+        """Every whole entry from ``start`` to ``stop``, described from its header.
+
+        Raises CorruptRecordError at an entry whose header is impossible.
+        """
+        return log_entries.walk(self._read, start, stop, SCAN_CHUNK)
+
+    def locate(self, position: int, stop: int, offset: int) -> tuple[int, int, int] | None:
+        """(base offset, position, size) of the first entry from ``position`` whose last
+        offset is at least ``offset``; None when there is none before ``stop``."""
+        read = self._read
+        chunk = b""
+        chunk_start = position
+        read_size = self._read_size
+        unpack = _SPAN.unpack_from
+        while position + _LOG_OVERHEAD <= stop:
+            rel = position - chunk_start
+            if rel + _HEADER_SIZE > len(chunk):
+                chunk = read(position, min(read_size, stop - position))
+                chunk_start, rel = position, 0
+            if rel + _HEADER_SIZE > len(chunk) or chunk[rel + _MAGIC_OFFSET] != 2:
+                break  # not a whole v2 header: the general walk takes over from here
+            base, length, last_delta = unpack(chunk, rel)
+            size = length + _LOG_OVERHEAD
+            if size < _HEADER_SIZE or position + size > stop:
+                return None
+            if base + last_delta >= offset:
+                return base, position, size
+            read_size = self._read_size = _HEADER_SIZE if size > SCAN_CHUNK else SCAN_CHUNK
+            position += size
+        else:
+            return None
+        for entry in self.entries(position, stop):
+            if entry.last_offset >= offset:
+                return entry.base_offset, entry.position, entry.size
+        return None
+
+    def first_at_or_after(
+        self, position: int, stop: int, timestamp: int, starting_offset: int
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record from ``position`` whose timestamp is at
+        least ``timestamp`` and offset at least ``starting_offset``, or None.
+
+        Only the records of a batch whose max timestamp reaches the target are read.
+        """
+        read = self._read
+        chunk = b""
+        chunk_start = position
+        read_size = self._read_size
+        unpack = _SPAN_AND_MAX_TIMESTAMP.unpack_from
+        while position + _LOG_OVERHEAD <= stop:
+            rel = position - chunk_start
+            if rel + _HEADER_SIZE > len(chunk):
+                chunk = read(position, min(read_size, stop - position))
+                chunk_start, rel = position, 0
+            if rel + _HEADER_SIZE > len(chunk) or chunk[rel + _MAGIC_OFFSET] != 2:
+                break
+            base, length, last_delta, max_timestamp = unpack(chunk, rel)
+            size = length + _LOG_OVERHEAD
+            if size < _HEADER_SIZE or position + size > stop:
+                return None
+            if max_timestamp >= timestamp and base + last_delta >= starting_offset:
+                data = (
+                    memoryview(chunk)[rel : rel + size]
+                    if rel + size <= len(chunk)
+                    else read(position, size)
+                )
+                found = record_codec.first_at_or_after(data, timestamp, starting_offset)
+                if found is not None:
+                    return found
+            read_size = self._read_size = _HEADER_SIZE if size > SCAN_CHUNK else SCAN_CHUNK
+            position += size
+        else:
+            return None
+        for entry in self.entries(position, stop):
+            if entry.max_timestamp < timestamp or entry.last_offset < starting_offset:
+                continue
+            data = read(entry.position, entry.size)
+            if entry.magic == batch.CURRENT_MAGIC:
+                found = record_codec.first_at_or_after(data, timestamp, starting_offset)
+                if found is not None:
+                    return found
+                continue
+            for rec in record_codec.decode_entry(data):
+                if rec.timestamp >= timestamp and rec.offset >= starting_offset:
+                    return rec.offset, rec.timestamp
+        return None
+
+    def headers(self, start: int, stop: int) -> Iterator[batch.BatchHeader]:
+        """The headers of the v2 batches from ``start``; legacy entries are skipped."""
+        for info in self.entries(start, stop):
+            if info.magic == 2:
+                raw = self._read(info.position, _HEADER_SIZE)
+                yield batch.BatchHeader._make(batch.HEADER.unpack(raw))
+
+    def valid_chunks(self, start: int, stop: int) -> Iterator[tuple[int, list[EntryInfo]]]:
+        """The whole, valid entries from ``start``, every byte read and every CRC checked:
+        (position of a chunk, its entries with positions relative to it), chunk by chunk.
+
+        The file is read :data:`_VALID_CHUNK` bytes at a time into one reused
+        buffer (a copy from the page cache costs less than faulting in a memory
+        map page by page) and each chunk is scanned whole. An entry cut by the
+        end of a chunk is read again from its start with the next chunk; the
+        walk stops at the first entry that is not whole and valid, exactly where
+        a scan of the whole file would. Recovery and the check of a tail use it.
+        """
+        read_into = self._read_into
+        buffer = bytearray(min(_VALID_CHUNK, max(stop - start, 0)))
+        chunk_start = start
+        while chunk_start < stop:
+            wanted = min(len(buffer), stop - chunk_start)
+            view = memoryview(buffer)
+            try:
+                length = read_into(view[:wanted], chunk_start)
+                result = log_entries.scan(view[:length], check_crc=True)
+            finally:
+                view.release()
+            yield chunk_start, result.entries
+            at_end = length < wanted or chunk_start + length >= stop
+            if result.error is None:
+                if at_end:
+                    return
+                chunk_start += length
+                continue
+            # The scan stopped at an entry: a bad one, or one the chunk cut.
+            if at_end:
+                return  # what a scan of the whole file would find too
+            if result.valid_end > 0:
+                chunk_start += result.valid_end  # read the cut entry again, whole
+                continue
+            # The first entry of the chunk: retry only if the buffer was too small.
+            try:
+                _, needed = batch.peek_offset_and_size(buffer, 0)
+            except CorruptRecordError:
+                return
+            if needed <= length or chunk_start + needed > stop:
+                return
+            buffer = bytearray(needed)
+
+    def valid_end(self, start: int, stop: int) -> tuple[int, int | None]:
+        """(end of the whole, valid entries from ``start``, the offset after them or None)."""
+        position = start
+        next_offset: int | None = None
+        for chunk_start, entries in self.valid_chunks(start, stop):
+            if entries:
+                last = entries[-1]
+                position = chunk_start + last.position + last.size
+                next_offset = last.next_offset
+        return position, next_offset
+
+    def _copy_into(self, view: memoryview, position: int) -> int:
+        data = self._read(position, len(view))
+        view[: len(data)] = data
+        return len(data)
+
+
+class TailScan(NamedTuple):
+    """What a walk to the end of a ``.log`` found: where its whole entries end, the
+    offset after them (None when there was none), and the largest timestamp seen
+    (with the last offset of its batch)."""
+
+    position: int
+    next_offset: int | None
+    max_timestamp: int
+    offset_of_max_timestamp: int
+
+
+def scan_tail(
+    entries: Iterable[EntryInfo],
+    start: int,
+    max_timestamp: int = batch.NO_TIMESTAMP,
+    offset_of_max_timestamp: int = -1,
+) -> TailScan:
+    """Walk ``entries`` (from position ``start``) to their end: the tail of the ``.log``.
+
+    ``max_timestamp`` and ``offset_of_max_timestamp`` are what is known before
+    ``start`` (a time index's last entry).
+    """
+    position = start
+    next_offset: int | None = None
+    for entry in entries:
+        position = entry.position + entry.size
+        next_offset = entry.next_offset
+        if entry.max_timestamp > max_timestamp:
+            max_timestamp, offset_of_max_timestamp = entry.max_timestamp, entry.last_offset
+    return TailScan(position, next_offset, max_timestamp, offset_of_max_timestamp)
+
+
+def read_entries(read: Read, position: int, stop: int, name: object) -> Iterator[EntryBytes]:
+    """Each whole entry of a ``.log`` from ``position`` to ``stop``, with its bytes.
+
+    Reads 1 MiB at a time (one whole entry when it is larger) and ends at an
+    entry cut short by ``stop``. Raises CorruptRecordError, naming ``name``, at
+    an entry whose size or header is impossible.
+    """
+    overhead = _LOG_OVERHEAD
+    read_header = batch.read_header
+    while position + overhead <= stop:
+        chunk = read(position, min(_READ_CHUNK, stop - position))
+        if len(chunk) < overhead:
+            return
+        first_size = _entry_size(chunk, 0, position, name)
+        if first_size > len(chunk):
+            if position + first_size > stop:
+                return
+            chunk = read(position, first_size)
+            if len(chunk) < first_size:
+                return
+        view = memoryview(chunk)
+        rel = 0
+        while rel + overhead <= len(chunk):
+            size = _entry_size(view, rel, position, name)
+            if rel + size > len(chunk):
+                break
+            header = read_header(view, rel) if chunk[rel + _MAGIC_OFFSET] == 2 else None
+            yield EntryBytes(view, rel, size, header)
+            rel += size
+        position += rel
+
+
+def _entry_size(buf: bytes | memoryview, rel: int, chunk_position: int, name: object) -> int:
+    try:
+        return batch.peek_offset_and_size(buf, rel)[1]
+    except CorruptRecordError as exc:
+        raise CorruptRecordError(
+            f"{name}: bad entry at position {chunk_position + rel}: {exc}"
+        ) from None
+
+
 # ------------------------------------------------------------------- segments
 
 
@@ -292,6 +583,10 @@ class EntryBytes(NamedTuple):
         """The entry's bytes alone."""
         return self.buffer[self.start : self.start + self.size]
 
+    def describe(self) -> EntryInfo:
+        """The entry's offsets and timestamps (position: ``start`` in ``buffer``)."""
+        return log_entries.read_entry(self.buffer, self.start, check_crc=False)
+
 
 class SegmentReader:
     """One segment's ``.log`` (opened read-only) and, on demand, its indexes.
@@ -311,6 +606,7 @@ class SegmentReader:
             raise
         self._offset_index: OffsetIndexView | None = None
         self._time_index: TimeIndexView | None = None
+        self._walk = BatchWalk(self.read)
 
     @classmethod
     def open(cls, directory: Path, base_offset: int) -> SegmentReader:
@@ -391,18 +687,18 @@ class SegmentReader:
         Ends at the first entry that is cut short by the end of the file or
         whose header is not readable.
         """
-        walk = log_entries.walk(self.read, start, self.size, _HEADER_CHUNK)
         try:
-            yield from walk
+            yield from self._walk.entries(start, self.size)
         except CorruptRecordError:
             return  # not an entry: the whole entries end here
 
-    def locate(self, offset: int) -> EntryInfo | None:
+    def locate(self, offset: int) -> Located | None:
         """The first whole entry whose last offset is at least ``offset``, or None."""
-        for entry in self.entries(self.position_for(offset)):
-            if entry.last_offset >= offset:
-                return entry
-        return None
+        try:
+            found = self._walk.locate(self.position_for(offset), self.size, offset)
+        except CorruptRecordError:
+            return None  # not an entry: the whole entries end before it
+        return None if found is None else Located(*found)
 
     def tail(self) -> Tail:
         """Where the whole entries end (no CRC check), and the offset after them.
@@ -418,9 +714,9 @@ class SegmentReader:
                 start = position
                 break
         while True:
-            last = deque(self.entries(start), maxlen=1)
-            if last:
-                return Tail(last[0].position + last[0].size, last[0].next_offset)
+            found = scan_tail(self.entries(start), start)
+            if found.next_offset is not None:
+                return Tail(found.position, found.next_offset)
             if start == 0:
                 return Tail(0, self.base_offset)
             start = 0  # the indexed batch is cut: nothing after it is whole either
@@ -428,42 +724,10 @@ class SegmentReader:
     def read_entries(self, position: int = 0) -> Iterator[EntryBytes]:
         """Each whole entry from ``position`` on, with its bytes, for decoding its records.
 
-        Reads 1 MiB at a time (one whole entry when it is larger) and ends at
-        an entry cut short by the end of the file. Raises CorruptRecordError
-        at an entry whose size or header is impossible.
+        See :func:`read_entries`: 1 MiB at a time, ending at an entry cut short
+        by the end of the file; CorruptRecordError at an impossible entry.
         """
-        stop = self.size
-        overhead = batch.LOG_OVERHEAD
-        read_header = batch.read_header
-        while position + overhead <= stop:
-            chunk = self.read(position, min(_READ_CHUNK, stop - position))
-            if len(chunk) < overhead:
-                return
-            first_size = self._entry_size(chunk, 0, position)
-            if first_size > len(chunk):
-                if position + first_size > stop:
-                    return
-                chunk = self.read(position, first_size)
-                if len(chunk) < first_size:
-                    return
-            view = memoryview(chunk)
-            rel = 0
-            while rel + overhead <= len(chunk):
-                size = self._entry_size(view, rel, position)
-                if rel + size > len(chunk):
-                    break
-                header = read_header(view, rel) if chunk[rel + batch.MAGIC_OFFSET] == 2 else None
-                yield EntryBytes(view, rel, size, header)
-                rel += size
-            position += rel
-
-    def _entry_size(self, buf: bytes | memoryview, rel: int, chunk_position: int) -> int:
-        try:
-            return batch.peek_offset_and_size(buf, rel)[1]
-        except CorruptRecordError as exc:
-            raise CorruptRecordError(
-                f"{self.path}: bad entry at position {chunk_position + rel}: {exc}"
-            ) from None
+        return read_entries(self.read, position, self.size, self.path)
 
     def scan(self, *, check_crc: bool = True) -> ScanResult:
         """Every entry from the start, each checked (CRC too with ``check_crc``), up to the
@@ -503,19 +767,10 @@ class SegmentReader:
         and offset at least ``starting_offset``; None when this segment has none."""
         _, indexed_offset = self.time_index.lookup(timestamp)
         start = self.position_for(max(indexed_offset, starting_offset))
-        for entry in self.entries(start):
-            if entry.max_timestamp < timestamp or entry.last_offset < starting_offset:
-                continue
-            data = self.read(entry.position, entry.size)
-            if entry.magic == batch.CURRENT_MAGIC:
-                found = record_codec.first_at_or_after(data, timestamp, starting_offset)
-                if found is not None:
-                    return found
-                continue
-            for rec in record_codec.decode_entry(data):
-                if rec.timestamp >= timestamp and rec.offset >= starting_offset:
-                    return rec.offset, rec.timestamp
-        return None
+        try:
+            return self._walk.first_at_or_after(start, self.size, timestamp, starting_offset)
+        except CorruptRecordError:
+            return None  # not an entry: the whole entries end before it
 
 
 # ------------------------------------------------------------------ partitions

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from seglog.config import LogConfig
 from seglog.errors import CorruptIndexError, CorruptRecordError
-from seglog.storage import filenames, io
+from seglog.storage import filenames, io, reader
 from seglog.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from seglog.storage.segment import LogSegment
 from seglog.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
@@ -41,13 +41,13 @@ logger = logging.getLogger(__name__)
 _INDEX_SUFFIXES = (filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX, filenames.TXN_INDEX_SUFFIX)
 
 
-def _remove_leftovers(directory: Path) -> None:
+def _remove_leftovers(directory: Path, env: io.Env) -> None:
     cleaned: list[Path] = []
     swaps: list[Path] = []
-    for path in directory.iterdir():
-        name = path.name
+    for name in env.listdir(directory):
+        path = directory / name
         if name.endswith(filenames.DELETED_SUFFIX):
-            io.unlink_if_exists(path)
+            env.unlink(path)
         elif name.endswith(filenames.CLEANED_SUFFIX):
             cleaned.append(path)
         elif name.endswith(filenames.SWAP_SUFFIX):
@@ -60,16 +60,16 @@ def _remove_leftovers(directory: Path) -> None:
         base = filenames.parse_base_offset(path.name)
         if min_cleaned is not None and base is not None and base >= min_cleaned:
             logger.info("removing %s: left by an interrupted segment split", path)
-            io.unlink_if_exists(path)
+            env.unlink(path)
     for path in cleaned:
-        io.unlink_if_exists(path)
+        env.unlink(path)
 
 
-def _complete_swaps(directory: Path, config: LogConfig) -> None:
+def _complete_swaps(directory: Path, config: LogConfig, env: io.Env) -> None:
     swap_logs = sorted(
-        p
-        for p in directory.iterdir()
-        if p.name.endswith(filenames.LOG_SUFFIX + filenames.SWAP_SUFFIX)
+        directory / name
+        for name in env.listdir(directory)
+        if name.endswith(filenames.LOG_SUFFIX + filenames.SWAP_SUFFIX)
     )
     if not swap_logs:
         return
@@ -85,6 +85,7 @@ def _complete_swaps(directory: Path, config: LogConfig) -> None:
             max_index_size=config.segment_index_bytes,
             suffix=filenames.SWAP_SUFFIX,
             writable=True,
+            env=env,
         )
         try:
             segment.recover()
@@ -93,21 +94,21 @@ def _complete_swaps(directory: Path, config: LogConfig) -> None:
             segment.close()
     low = min(r[0] for r in ranges)
     high = max(r[1] for r in ranges)
-    for path in list(directory.iterdir()):
-        if not path.name.endswith(filenames.LOG_SUFFIX):
-            continue
-        base = filenames.parse_base_offset(path.name)
-        if base is not None and low <= base < high:
-            logger.info("removing %s: replaced by a swap that a crash interrupted", path)
+    for base in reader.segment_bases(directory, env.listdir(directory)):
+        if low <= base < high:
+            logger.info(
+                "removing %s: replaced by a swap that a crash interrupted",
+                filenames.log_path(directory, base),
+            )
             for kind in (filenames.LOG_SUFFIX, *_INDEX_SUFFIXES):
-                io.unlink_if_exists(directory / f"{filenames.offset_name(base)}{kind}")
-    for path in list(directory.iterdir()):
-        if path.name.endswith(filenames.SWAP_SUFFIX):
-            io.rename(path, path.with_name(path.name[: -len(filenames.SWAP_SUFFIX)]))
-    io.fsync_dir(directory)
+                env.unlink(directory / f"{filenames.offset_name(base)}{kind}")
+    for name in env.listdir(directory):
+        if name.endswith(filenames.SWAP_SUFFIX):
+            env.rename(directory / name, directory / name[: -len(filenames.SWAP_SUFFIX)])
+    env.fsync_dir(directory)
 
 
-def _index_problem(directory: Path, base: int) -> str | None:
+def _index_problem(directory: Path, base: int, env: io.Env) -> str | None:
     """Why the indexes of segment ``base`` cannot be trusted, from their sizes alone.
 
     Neither index is opened: a stat of each is enough to see a missing file or
@@ -120,7 +121,7 @@ def _index_problem(directory: Path, base: int) -> str | None:
         (filenames.time_index_path(directory, base), TIME_ENTRY_SIZE),
     ):
         try:
-            length = io.file_size(path)
+            length = env.file_size(path)
         except FileNotFoundError:
             return f"{path.name} is missing"
         if length % entry_size != 0:
@@ -129,7 +130,7 @@ def _index_problem(directory: Path, base: int) -> str | None:
 
 
 def _open_segment(
-    directory: Path, base: int, config: LogConfig, *, active: bool, clean: bool
+    directory: Path, base: int, config: LogConfig, env: io.Env, *, active: bool, clean: bool
 ) -> LogSegment:
     """Open one segment, rebuilding its indexes if they cannot be trusted.
 
@@ -137,13 +138,14 @@ def _open_segment(
     the active segment's are opened and sanity-checked at once, since appends
     and most reads need them.
     """
-    problem = _index_problem(directory, base)
+    problem = _index_problem(directory, base, env)
     segment = LogSegment.open(
         directory,
         base,
         index_interval_bytes=config.index_interval_bytes,
         max_index_size=config.segment_index_bytes,
         writable=True,
+        env=env,
     )
     try:
         if problem is None and active:
@@ -173,30 +175,31 @@ def load_segments(
     recovery_point: int,
     log_start_offset: int,
     had_clean_shutdown: bool,
+    env: io.Env | None = None,
 ) -> tuple[list[LogSegment], int]:
-    """Open every segment of ``directory``, repairing it; returns (segments, recovery point)."""
-    _remove_leftovers(directory)
-    _complete_swaps(directory, config)
+    """Open every segment of ``directory``, repairing it; returns (segments, recovery point).
 
-    bases: list[int] = []
-    for path in directory.iterdir():
-        name = path.name
+    Every file operation goes through ``env``.
+    """
+    env = io.env_or_default(env)
+    _remove_leftovers(directory, env)
+    _complete_swaps(directory, config, env)
+
+    names = env.listdir(directory)
+    # The segments are what Kafka's reader of these files says they are.
+    bases = reader.segment_bases(directory, names)
+    live = set(bases)
+    for name in names:
         base = filenames.parse_base_offset(name)
-        if base is None:
-            continue
-        if name.endswith(_INDEX_SUFFIXES):
-            if not filenames.log_path(directory, base).exists():
-                io.unlink_if_exists(path)
-        elif name.endswith(filenames.LOG_SUFFIX):
-            bases.append(base)
-    bases.sort()
+        if base is not None and base not in live and name.endswith(_INDEX_SUFFIXES):
+            env.unlink(directory / name)  # an index whose .log is gone
 
     segments: list[LogSegment] = []
     try:
         for i, base in enumerate(bases):
             active = i == len(bases) - 1
             segments.append(
-                _open_segment(directory, base, config, active=active, clean=had_clean_shutdown)
+                _open_segment(directory, base, config, env, active=active, clean=had_clean_shutdown)
             )
         if not had_clean_shutdown:
             segments = _recover_unflushed(segments, recovery_point, config)
@@ -223,6 +226,7 @@ def load_segments(
                 log_start_offset,
                 index_interval_bytes=config.index_interval_bytes,
                 max_index_size=config.segment_index_bytes,
+                env=env,
             )
         ]
     log_end = segments[-1].read_next_offset()

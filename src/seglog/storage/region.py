@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from seglog.errors import StorageError
@@ -42,11 +42,13 @@ class SharedFile:
     by background threads while regions are released on the event loop.
     """
 
-    __slots__ = ("_lock", "_refs", "fd", "path")
+    __slots__ = ("_close", "_lock", "_refs", "fd", "path")
 
-    def __init__(self, fd: int, path: Path) -> None:
+    def __init__(self, fd: int, path: Path, close: Callable[[int], None] = os.close) -> None:
         self.fd = fd
         self.path = path
+        # The environment's close, for a descriptor opened through it.
+        self._close = close
         self._refs = 1
         self._lock = threading.Lock()
 
@@ -65,7 +67,7 @@ class SharedFile:
             self._refs -= 1
             if self._refs:
                 return
-        os.close(self.fd)
+        self._close(self.fd)
 
     @property
     def references(self) -> int:

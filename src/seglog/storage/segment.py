@@ -35,29 +35,22 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from seglog.errors import CorruptRecordError, SeglogError, StorageError
-from seglog.records import batch, log_entries
-from seglog.records import record as record_codec
+from seglog.errors import SeglogError, StorageError
+from seglog.records import batch
 from seglog.records.log_entries import EntryInfo
 from seglog.storage import filenames, io
 from seglog.storage.offset_index import OffsetIndex
+from seglog.storage.reader import BatchWalk, scan_tail
 from seglog.storage.region import FileRegion, SharedFile
 from seglog.storage.time_index import TimeIndex
 
 logger = logging.getLogger(__name__)
 
-_SCAN_CHUNK = 8 * 1024
-_HEADER_SIZE = batch.HEADER_SIZE
-# From a v2 header: base offset, batch length, last offset delta (and max timestamp).
-_SPAN = struct.Struct(">qi11xi")
-_SPAN_AND_MAX_TIMESTAMP = struct.Struct(">qi11xi8xq")
-_RECOVERY_CHUNK = 1 << 20
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 #: The most bytes a segment's ``.log`` may hold, whatever ``segment.bytes`` says:
 #: index entries store positions as int32 (Kafka's FileRecords has the same limit).
@@ -111,19 +104,23 @@ class LogSegment:
         time_index: TimeIndex,
         suffix: str = "",
         created_ms: int | None = None,
+        env: io.Env | None = None,
     ) -> None:
+        self._env = io.env_or_default(env)
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
-        self.suffix = suffix
+        self._suffix = suffix
+        # Kept with the suffix (see the setter): reads name it with every call.
+        self._log_path = self._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
         self.offset_index = offset_index
         self.time_index = time_index
         self._fd = fd
         # Regions handed to sends share the descriptor: closing the segment
         # only drops its reference (see seglog.storage.region).
         self._file = SharedFile(
-            fd, self._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
+            fd, self._path(directory, base_offset, filenames.LOG_SUFFIX, suffix), self._env.close
         )
         self._size = size
         self._bytes_since_last_index_entry = 0
@@ -133,11 +130,8 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
         self._closed = False
-        self._log_path: Path | None = None
-        self._log_path_suffix = suffix
-        # How much a lookup reads at a time while scanning headers: a chunk, or
-        # only a header once the batches seen are larger than a chunk.
-        self._scan_read_size = _SCAN_CHUNK
+        # Kafka's format is walked by the reader's code, over this segment's reads.
+        self._walk = BatchWalk(self._read_at, self._read_into)
 
     # ----------------------------------------------------------------- opening
 
@@ -150,15 +144,20 @@ class LogSegment:
         index_interval_bytes: int = 4096,
         max_index_size: int = 10_485_760,
         suffix: str = "",
+        env: io.Env | None = None,
     ) -> LogSegment:
-        """Create an empty segment at ``base_offset``, replacing stale files of that name."""
+        """Create an empty segment at ``base_offset``, replacing stale files of that name.
+
+        Every file operation of the segment and its indexes goes through ``env``.
+        """
+        env = io.env_or_default(env)
         log = cls._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
         index = cls._path(directory, base_offset, filenames.INDEX_SUFFIX, suffix)
         tindex = cls._path(directory, base_offset, filenames.TIME_INDEX_SUFFIX, suffix)
         txn = cls._path(directory, base_offset, filenames.TXN_INDEX_SUFFIX, suffix)
         for stale in (log, index, tindex, txn):
-            io.unlink_if_exists(stale)
-        fd = _open_fd(log)
+            env.unlink(stale)
+        fd = _open_fd(env, log)
         segment = cls(
             directory,
             base_offset,
@@ -166,9 +165,10 @@ class LogSegment:
             max_index_size=max_index_size,
             fd=fd,
             size=0,
-            offset_index=OffsetIndex(index, base_offset, max_index_size),
-            time_index=TimeIndex(tindex, base_offset, max_index_size),
+            offset_index=OffsetIndex(index, base_offset, max_index_size, env=env),
+            time_index=TimeIndex(tindex, base_offset, max_index_size, env=env),
             suffix=suffix,
+            env=env,
         )
         segment._next_offset = base_offset
         try:
@@ -191,6 +191,7 @@ class LogSegment:
         max_index_size: int = 10_485_760,
         suffix: str = "",
         writable: bool = False,
+        env: io.Env | None = None,
     ) -> LogSegment:
         """Open an existing segment.
 
@@ -200,12 +201,13 @@ class LogSegment:
         when it fails) before trusting its indexes, and :meth:`resize_indexes`
         to make room for appends.
         """
+        env = io.env_or_default(env)
         log = cls._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
-        fd = _open_fd(log)
+        fd = _open_fd(env, log)
         try:
-            stat = io.fstat(fd, name=log)
+            stat = env.fstat(fd, name=log)
         except StorageError:
-            io.close_fd(fd)
+            env.close(fd)
             raise
         index = cls._path(directory, base_offset, filenames.INDEX_SUFFIX, suffix)
         tindex = cls._path(directory, base_offset, filenames.TIME_INDEX_SUFFIX, suffix)
@@ -216,15 +218,28 @@ class LogSegment:
             max_index_size=max_index_size,
             fd=fd,
             size=stat.st_size,
-            offset_index=OffsetIndex(index, base_offset, max_index_size, writable=writable),
-            time_index=TimeIndex(tindex, base_offset, max_index_size, writable=writable),
+            offset_index=OffsetIndex(
+                index, base_offset, max_index_size, writable=writable, env=env
+            ),
+            time_index=TimeIndex(tindex, base_offset, max_index_size, writable=writable, env=env),
             suffix=suffix,
             created_ms=int(stat.st_mtime * 1000),
+            env=env,
         )
 
     @staticmethod
     def _path(directory: Path, base_offset: int, kind: str, suffix: str) -> Path:
         return directory / f"{filenames.offset_name(base_offset)}{kind}{suffix}"
+
+    @property
+    def suffix(self) -> str:
+        """The transient suffix of the segment's files (``.deleted``, ``.swap``...), or ""."""
+        return self._suffix
+
+    @suffix.setter
+    def suffix(self, value: str) -> None:
+        self._suffix = value
+        self._log_path = self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, value)
 
     @property
     def txn_index_path(self) -> Path:
@@ -234,12 +249,14 @@ class LogSegment:
     @property
     def log_path(self) -> Path:
         """Path of the ``.log`` file (with any transient suffix)."""
-        # Cached: reads hand it out with every region, and building a Path is slow.
-        cached = self._log_path
-        if cached is None or self._log_path_suffix != self.suffix:
-            cached = self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, self.suffix)
-            self._log_path, self._log_path_suffix = cached, self.suffix
-        return cached
+        # Built when the suffix changes: reads hand it out with every region and
+        # name it with every pread, and building a Path is slow.
+        return self._log_path
+
+    @property
+    def env(self) -> io.Env:
+        """The environment the segment's files are read and written through."""
+        return self._env
 
     @property
     def fd(self) -> int:
@@ -272,14 +289,13 @@ class LogSegment:
         if max_ts == batch.NO_TIMESTAMP:
             offset_of_max = self.base_offset - 1
             start = 0
-        next_offset = self.base_offset
-        for entry in self._entries(start):
-            next_offset = entry.next_offset
-            if entry.max_timestamp > max_ts:
-                max_ts, offset_of_max = entry.max_timestamp, entry.last_offset
-        if next_offset == self.base_offset and start > 0:
-            # The index pointed at the end of the file: take the offset from the index.
-            next_offset = self.offset_index.last_offset + 1
+        _, next_offset, max_ts, offset_of_max = scan_tail(
+            self._entries(start), start, max_ts, offset_of_max
+        )
+        if next_offset is None:
+            # Nothing after the indexed position: an empty segment, or the index
+            # pointed at the end of the file (take the offset from the index).
+            next_offset = self.offset_index.last_offset + 1 if start > 0 else self.base_offset
         self._next_offset = next_offset
         if max_ts > self._max_timestamp:
             self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
@@ -312,23 +328,16 @@ class LogSegment:
         if ts != batch.NO_TIMESTAMP:
             return ts
         try:
-            return int(io.fstat(self._fd).st_mtime * 1000)
+            return int(self._env.fstat(self._fd).st_mtime * 1000)
         except StorageError:
             return self._created_ms
 
     def _rolling_timestamp(self) -> int | None:
         if self._rolling_based_timestamp is None and self._size > 0:
-            first = self._read_at(0, batch.HEADER_SIZE)
-            try:
-                entry = log_entries.read_entry(
-                    first if len(first) >= batch.HEADER_SIZE else b"", 0, check_crc=False
-                )
-                self._rolling_based_timestamp = entry.max_timestamp
-            except CorruptRecordError:
-                # A legacy first entry, or a large one: read it whole.
-                _, size = batch.peek_offset_and_size(first)
-                entry = log_entries.read_entry(self._read_at(0, size), 0, check_crc=False)
-                self._rolling_based_timestamp = entry.max_timestamp
+            # The first entry's max timestamp, from its header (a legacy one is read whole).
+            first = next(self._walk.entries(0, self._size), None)
+            if first is not None:
+                self._rolling_based_timestamp = first.max_timestamp
         return self._rolling_based_timestamp
 
     # ------------------------------------------------------------------ write
@@ -457,7 +466,7 @@ class LogSegment:
             if marks is not None:
                 self.offset_index.truncate_to_entries(marks[0])
                 self.time_index.truncate_to_entries(marks[1])
-            io.truncate_file(self._fd, position)
+            self._env.truncate(self._fd, position)
         except StorageError as exc:
             logger.error(
                 "cannot undo a failed append to %s (%s) after: %s", self.log_path, exc, cause
@@ -465,7 +474,7 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the ``.log`` and write back both indexes."""
-        io.fsync_file(self._fd, name=self.log_path)
+        self._env.fsync(self._fd, name=self.log_path)
         self.offset_index.flush()
         self.time_index.flush()
 
@@ -487,7 +496,7 @@ class LogSegment:
     # ------------------------------------------------------------------- read
 
     def _read_at(self, position: int, length: int) -> bytes:
-        return io.pread(self._fd, length, position, name=self.log_path)
+        return self._env.pread(self._fd, length, position, name=self._log_path)
 
     def _entries(self, start: int = 0, end: int | None = None) -> Iterator[EntryInfo]:
         """Entries from ``start`` (a batch boundary) to ``end``, positions absolute.
@@ -495,7 +504,7 @@ class LogSegment:
         Headers only, no CRC check: this serves lookups, not validation.
         """
         stop = self._size if end is None else min(end, self._size)
-        return log_entries.walk(self._read_at, start, stop, _SCAN_CHUNK)
+        return self._walk.entries(start, stop)
 
     def batch_headers(self, from_offset: int = 0) -> Iterator[batch.BatchHeader]:
         """Headers of the v2 batches holding offsets at or after ``from_offset``.
@@ -506,10 +515,7 @@ class LogSegment:
         found = self._locate(from_offset)
         if found is None:
             return
-        for info in self._entries(found[1]):
-            if info.magic == 2:
-                raw = self._read_at(info.position, batch.HEADER_SIZE)
-                yield batch.BatchHeader._make(batch.HEADER.unpack(raw))
+        yield from self._walk.headers(found[1], self._size)
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> OffsetPosition | None:
         """The first entry whose last offset is at least ``offset``, or None."""
@@ -519,38 +525,13 @@ class LogSegment:
     def _locate(self, offset: int, starting_position: int = 0) -> tuple[int, int, int] | None:
         """(base offset, position, size) of :meth:`translate_offset`'s entry, or None.
 
-        The lookup path: :meth:`_entries` inlined for v2 batches, reading only
-        headers while the batches seen are larger than a scan chunk.
+        The lookup path of every fetch: an offset index lookup, then the
+        reader's header walk (:meth:`~seglog.storage.reader.BatchWalk.locate`).
         """
         _, position = self.offset_index.lookup(offset)
         if starting_position > position:
             position = starting_position
-        stop = self._size
-        chunk = b""
-        chunk_start = position
-        read_size = self._scan_read_size
-        unpack = _SPAN.unpack_from
-        while position + batch.LOG_OVERHEAD <= stop:
-            rel = position - chunk_start
-            if rel + _HEADER_SIZE > len(chunk):
-                chunk = self._read_at(position, min(read_size, stop - position))
-                chunk_start, rel = position, 0
-            if rel + _HEADER_SIZE > len(chunk) or chunk[rel + batch.MAGIC_OFFSET] != 2:
-                break  # not a whole v2 header: the general scan takes over from here
-            base, length, last_delta = unpack(chunk, rel)
-            size = length + batch.LOG_OVERHEAD
-            if size < _HEADER_SIZE or position + size > stop:
-                return None
-            if base + last_delta >= offset:
-                return base, position, size
-            read_size = self._scan_read_size = _HEADER_SIZE if size > _SCAN_CHUNK else _SCAN_CHUNK
-            position += size
-        else:
-            return None
-        for entry in self._entries(position):
-            if entry.last_offset >= offset:
-                return entry.base_offset, entry.position, entry.size
-        return None
+        return self._walk.locate(position, self._size, offset)
 
     def read(
         self,
@@ -587,50 +568,8 @@ class LogSegment:
         """The first record with timestamp ≥ ``timestamp`` and offset ≥ ``starting_offset``."""
         _, indexed_offset = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(indexed_offset, starting_offset))
-        # v2 batches first, from their headers alone (see _locate); the general
-        # scan below takes over at anything else.
-        stop = self._size
-        chunk = b""
-        chunk_start = position
-        read_size = self._scan_read_size
-        unpack = _SPAN_AND_MAX_TIMESTAMP.unpack_from
-        while position + batch.LOG_OVERHEAD <= stop:
-            rel = position - chunk_start
-            if rel + _HEADER_SIZE > len(chunk):
-                chunk = self._read_at(position, min(read_size, stop - position))
-                chunk_start, rel = position, 0
-            if rel + _HEADER_SIZE > len(chunk) or chunk[rel + batch.MAGIC_OFFSET] != 2:
-                break
-            base, length, last_delta, max_timestamp = unpack(chunk, rel)
-            size = length + batch.LOG_OVERHEAD
-            if size < _HEADER_SIZE or position + size > stop:
-                return None
-            if max_timestamp >= timestamp and base + last_delta >= starting_offset:
-                data = (
-                    memoryview(chunk)[rel : rel + size]
-                    if rel + size <= len(chunk)
-                    else self._read_at(position, size)
-                )
-                found = record_codec.first_at_or_after(data, timestamp, starting_offset)
-                if found is not None:
-                    return TimestampAndOffset(found[1], found[0])
-            read_size = self._scan_read_size = _HEADER_SIZE if size > _SCAN_CHUNK else _SCAN_CHUNK
-            position += size
-        else:
-            return None
-        for entry in self._entries(position):
-            if entry.max_timestamp < timestamp or entry.last_offset < starting_offset:
-                continue
-            data = self._read_at(entry.position, entry.size)
-            if entry.magic == batch.CURRENT_MAGIC:
-                found = record_codec.first_at_or_after(data, timestamp, starting_offset)
-                if found is not None:
-                    return TimestampAndOffset(found[1], found[0])
-                continue
-            for rec in record_codec.decode_entry(data):
-                if rec.timestamp >= timestamp and rec.offset >= starting_offset:
-                    return TimestampAndOffset(rec.timestamp, rec.offset)
-        return None
+        found = self._walk.first_at_or_after(position, self._size, timestamp, starting_offset)
+        return None if found is None else TimestampAndOffset(found[1], found[0])
 
     # --------------------------------------------------------------- recovery
 
@@ -660,7 +599,7 @@ class LogSegment:
                 f"its offset index points at position {start}, past the end of the log "
                 f"({self._size} bytes)"
             )
-        valid_end, next_offset = self._scan_valid(start)
+        valid_end, next_offset = self._walk.valid_end(start, self._size)
         if valid_end != self._size:
             return f"{self._size - valid_end} bytes at position {valid_end} are not a whole batch"
         if indexed is not None and (next_offset is None or next_offset <= indexed):
@@ -671,35 +610,6 @@ class LogSegment:
             if time_offset >= end:
                 return f"its time index names offset {time_offset}, which the log does not hold"
         return None
-
-    def _scan_valid(self, start: int) -> tuple[int, int | None]:
-        """(end of the whole valid batches from ``start``, the offset after them or None)."""
-        size = self._size
-        position = start
-        next_offset: int | None = None
-        while position < size:
-            data = self._read_at(position, min(_RECOVERY_CHUNK, size - position))
-            result = log_entries.scan(data, check_crc=True)
-            if result.entries:
-                next_offset = result.entries[-1].next_offset
-            position += result.valid_end
-            if result.error is None:
-                continue
-            if result.valid_end > 0:
-                continue  # the chunk cut an entry: read it again, whole
-            # The first entry of the chunk is bad, or larger than a chunk.
-            try:
-                _, needed = batch.peek_offset_and_size(data, 0)
-            except CorruptRecordError:
-                break
-            if needed <= len(data) or position + needed > size:
-                break
-            whole = log_entries.scan(self._read_at(position, needed), check_crc=True)
-            if whole.error is not None or not whole.entries:
-                break
-            next_offset = whole.entries[-1].next_offset
-            position += whole.valid_end
-        return position, next_offset
 
     def recover(self) -> int:
         """Rebuild both indexes from the log, cutting it at the first bad entry.
@@ -720,7 +630,7 @@ class LogSegment:
             valid_end, next_offset = self._recover_entries()
         truncated = self._size - valid_end
         if truncated > 0:
-            io.truncate_file(self._fd, valid_end)
+            self._env.truncate(self._fd, valid_end)
             self._size = valid_end
         self._next_offset = next_offset
         if self._max_timestamp != batch.NO_TIMESTAMP:
@@ -736,11 +646,9 @@ class LogSegment:
     def _recover_entries(self) -> tuple[int, int]:
         """Check every entry of the ``.log`` and index it; (valid end, next offset).
 
-        The file is read in chunks into one reused buffer (a copy from the page
-        cache costs less than faulting in a memory map page by page) and each
-        chunk is scanned whole. An entry cut by the end of a chunk is read again
-        from its start with the next chunk; scanning stops at the first entry
-        that is not whole and valid, exactly where a scan of the whole file would.
+        The entries come from the reader's CRC-checked walk
+        (:meth:`~seglog.storage.reader.BatchWalk.valid_chunks`), which stops at
+        the first entry that is not whole and valid.
         """
         size = self._size
         base = self.base_offset
@@ -753,18 +661,9 @@ class LogSegment:
         since_index = self._bytes_since_last_index_entry
         valid_end = 0
         next_offset = base
-        buffer = bytearray(min(_RECOVERY_CHUNK, size))
-        chunk_start = 0
         try:
-            while chunk_start < size:
-                wanted = min(len(buffer), size - chunk_start)
-                view = memoryview(buffer)
-                try:
-                    length = self._read_into(view[:wanted], chunk_start)
-                    result = log_entries.scan(view[:length], check_crc=True)
-                finally:
-                    view.release()
-                for position, entry_size, _, first, last, entry_max_ts, _ in result.entries:
+            for chunk_start, entries in self._walk.valid_chunks(0, size):
+                for position, entry_size, _, first, last, entry_max_ts, _ in entries:
                     # Offsets must stay relative-addressable and increase; anything
                     # else is garbage that happens to have a valid CRC.
                     if not (base <= first <= highest and base <= last <= highest) or (
@@ -783,27 +682,6 @@ class LogSegment:
                     since_index += entry_size
                     valid_end = position + entry_size
                     next_offset = last + 1
-                at_end = length < wanted or chunk_start + length >= size
-                if result.error is None:
-                    if at_end:
-                        break
-                    chunk_start += length
-                    continue
-                # The scan stopped at an entry: a bad one, or one the chunk cut.
-                at = result.valid_end
-                if at_end:
-                    break  # what a scan of the whole file would find too
-                if at > 0:
-                    chunk_start += at  # read the cut entry again, whole
-                    continue
-                # The first entry of the chunk: retry only if the buffer was too small.
-                try:
-                    _, needed = batch.peek_offset_and_size(buffer, 0)
-                except CorruptRecordError:
-                    break
-                if needed <= length or chunk_start + needed > size:
-                    break
-                buffer = bytearray(needed)
         finally:
             self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
             self._bytes_since_last_index_entry = since_index
@@ -814,7 +692,7 @@ class LogSegment:
         done = 0
         total = len(view)
         while done < total:
-            n = io.preadv(self._fd, [view[done:]], position + done, name=self.log_path)
+            n = self._env.preadv(self._fd, [view[done:]], position + done, name=self.log_path)
             if n <= 0:
                 break
             done += n
@@ -834,7 +712,7 @@ class LogSegment:
         if found is None:
             return 0
         removed = self._size - found.position
-        io.truncate_file(self._fd, found.position)
+        self._env.truncate(self._fd, found.position)
         self._size = found.position
         self._bytes_since_last_index_entry = 0
         if self._size == 0:
@@ -854,9 +732,9 @@ class LogSegment:
         old_log = self.log_path
         old_txn = self.txn_index_path
         new_log = self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, new_suffix)
-        io.rename(old_log, new_log)
+        self._env.rename(old_log, new_log)
         if old_txn.exists():
-            io.rename(
+            self._env.rename(
                 old_txn,
                 self._path(
                     self.directory, self.base_offset, filenames.TXN_INDEX_SUFFIX, new_suffix
@@ -907,15 +785,15 @@ class LogSegment:
             self.time_index.close()
             self._file.release()
         for path in paths:
-            io.unlink_if_exists(path)
+            self._env.unlink(path)
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size}{self.suffix!r})"
 
 
-def _open_fd(path: Path) -> int:
+def _open_fd(env: io.Env, path: Path) -> int:
     try:
-        return io.open_fd(path, os.O_RDWR | os.O_CREAT)
+        return env.open(path, os.O_RDWR | os.O_CREAT)
     except OSError as exc:  # its directory is gone
         raise io.storage_error("open", path, exc) from exc
 
@@ -937,9 +815,10 @@ def _pwritev_all(
     """
     written = 0
     name = segment.log_path
+    env = segment.env
     if len(chunks) <= _IOV_MAX:
         # The common case: one call writes everything.
-        written = io.pwritev(fd, chunks, position, name=name)
+        written = env.pwritev(fd, chunks, position, name=name)
         if written == total:
             return
     pending = [memoryview(c) for c in chunks]
@@ -954,7 +833,7 @@ def _pwritev_all(
             pending[first] = pending[first][done:]
         if first >= len(pending):
             break
-        done = io.pwritev(fd, pending[first : first + _IOV_MAX], position + written, name=name)
+        done = env.pwritev(fd, pending[first : first + _IOV_MAX], position + written, name=name)
         if done <= 0:
             raise StorageError(
                 f"cannot append to {name}: a write at {position + written} wrote 0 bytes"

@@ -27,11 +27,13 @@ import struct
 from seglog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError, StorageError
 from seglog.storage._index_file import DEFAULT_MAX_INDEX_SIZE, IndexFile
 
-__all__ = ["DEFAULT_MAX_INDEX_SIZE", "ENTRY_SIZE", "NO_TIMESTAMP", "TimeIndex"]
+__all__ = ["DEFAULT_MAX_INDEX_SIZE", "ENTRY", "ENTRY_SIZE", "NO_TIMESTAMP", "TimeIndex"]
 
 ENTRY_SIZE = 12
 NO_TIMESTAMP = -1
-_ENTRY = struct.Struct(">qi")
+_ZERO_ENTRY = bytes(ENTRY_SIZE)
+#: One entry: (timestamp, offset relative to the base), big-endian.
+ENTRY = _ENTRY = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _OFFSET_FIELD = 8
@@ -61,6 +63,13 @@ class TimeIndex(IndexFile):
         """True when only the slot reserved for the final entry is left."""
         self._peek()
         return self._entries >= self._length // ENTRY_SIZE - 1
+
+    def _is_padding(self, slot: int, entry: bytes) -> bool:
+        # Timestamps strictly increase and are not negative, so only the first
+        # entry could be (0, relative 0); it never is in practice, and taking it
+        # for padding costs at most a scan, while keeping it would make the
+        # segment look 56 years old to retention.
+        return entry == _ZERO_ENTRY
 
     @property
     def last_entry(self) -> tuple[int, int]:

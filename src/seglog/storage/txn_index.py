@@ -69,46 +69,49 @@ def decode(data: bytes | memoryview, name: object = "txnindex") -> list[AbortedT
     return entries
 
 
-def read(path: Path) -> list[AbortedTxn]:
+def read(path: Path, *, env: io.Env | None = None) -> list[AbortedTxn]:
     """Every entry of the index at ``path`` (none if there is no file)."""
-    data = io.read_file(path)
+    data = io.env_or_default(env).read_file(path)
     return [] if data is None else decode(data, path)
 
 
-def append(path: Path, entries: Iterable[AbortedTxn]) -> None:
+def append(path: Path, entries: Iterable[AbortedTxn], *, env: io.Env | None = None) -> None:
     """Add ``entries`` at the end of the index at ``path`` (created if need be)."""
     data = b"".join(entry.encode() for entry in entries)
     if not data:
         return
-    fd = io.open_fd(path, os.O_RDWR | os.O_CREAT)
+    env = io.env_or_default(env)
+    fd = env.open(path, os.O_RDWR | os.O_CREAT)
     try:
-        size = io.fstat(fd, name=path).st_size
+        size = env.fstat(fd, name=path).st_size
         # Start at a whole entry: a torn tail left by a crash is overwritten.
         position = size - size % ENTRY_SIZE
         view = memoryview(data)
         while view:
-            written = io.pwritev(fd, [view], position, name=path)
+            written = env.pwritev(fd, [view], position, name=path)
             view = view[written:]
             position += written
     finally:
-        io.close_fd(fd)
+        env.close(fd)
 
 
-def sync(path: Path) -> None:
+def sync(path: Path, *, env: io.Env | None = None) -> None:
     """fsync the index at ``path`` if it exists."""
+    env = io.env_or_default(env)
     try:
-        fd = io.open_fd(path, os.O_RDONLY)
+        fd = env.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return
     try:
-        io.fsync_file(fd, name=path)
+        env.fsync(fd, name=path)
     finally:
-        io.close_fd(fd)
+        env.close(fd)
 
 
-def truncate_to(path: Path, offset: int) -> None:
+def truncate_to(path: Path, offset: int, *, env: io.Env | None = None) -> None:
     """Drop the entries whose marker is at or after ``offset`` (a log truncation)."""
-    data = io.read_file(path)
+    env = io.env_or_default(env)
+    data = env.read_file(path)
     if data is None:
         return
     entries = decode(data, path)
@@ -116,9 +119,9 @@ def truncate_to(path: Path, offset: int) -> None:
     if len(keep) * ENTRY_SIZE == len(data):
         return
     if keep:
-        io.truncate_file(path, len(keep) * ENTRY_SIZE)
+        env.truncate(path, len(keep) * ENTRY_SIZE)
     else:
-        io.unlink_if_exists(path)
+        env.unlink(path)
 
 
 def collect_aborted(

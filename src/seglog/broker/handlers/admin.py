@@ -2,18 +2,19 @@
 IncrementalAlterConfigs (DescribeConfigs is in :mod:`seglog.broker.handlers.configs`).
 
 Every change to topics creates, renames or removes files and fsyncs them: it
-runs on a worker thread (``asyncio.to_thread``), never on the event loop.
+runs on the storage environment's threads (:mod:`seglog.broker.blocking`), never on
+the event loop.
 :class:`~seglog.storage.log_dir.LogDir` serialises administration with its
 own lock and holds the lock readers take only for a moment.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from typing import Any
 
+from seglog.broker.blocking import run_blocking
 from seglog.broker.handlers.cluster import replica_list_error
 from seglog.broker.handlers.configs import BROKER_RESOURCE, TOPIC_RESOURCE, topic_entries
 from seglog.broker.state import BrokerState
@@ -173,7 +174,9 @@ async def create_topics(
                 _check_new_topic(state, name, configs)
                 result["topic_id"] = uuid.uuid4()  # Kafka answers the id it would have used
             else:
-                info = await asyncio.to_thread(state.log_dir.create_topic, name, count, configs)
+                info = await run_blocking(
+                    state.log_dir.env, state.log_dir.create_topic, name, count, configs
+                )
                 result["topic_id"] = info.topic_id
         except _Refusal as refusal:
             result["error_code"] = error_codes.code_for(refusal.error)
@@ -203,7 +206,7 @@ async def delete_topics(
     for name in names:
         entry: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
         try:
-            await asyncio.to_thread(state.log_dir.delete_topic, name)
+            await run_blocking(state.log_dir.env, state.log_dir.delete_topic, name)
         except SeglogError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
         responses.append(entry)
@@ -252,8 +255,11 @@ async def create_partitions(
         try:
             _check_partitions(state, topic)
             if not body.get("validate_only"):
-                await asyncio.to_thread(
-                    state.log_dir.create_partitions, topic["name"], topic["count"]
+                await run_blocking(
+                    state.log_dir.env,
+                    state.log_dir.create_partitions,
+                    topic["name"],
+                    topic["count"],
                 )
         except _Refusal as refusal:
             entry["error_code"] = error_codes.code_for(refusal.error)
@@ -297,13 +303,16 @@ async def delete_records(
             }
             try:
                 log = state.log_dir.log(topic["name"], request["partition_index"])
-                entry["low_watermark"] = await asyncio.to_thread(
-                    _delete_records, log, request["offset"]
+                entry["low_watermark"] = await run_blocking(
+                    state.log_dir.env, _delete_records, log, request["offset"]
                 )
             except SeglogError as exc:
                 entry["error_code"], _ = _error(exc)
             partitions.append(entry)
         topics.append({"name": topic["name"], "partitions": partitions})
+    # The new log start offsets are on disk (fsynced) before the answer, so a reader of the
+    # files (a restart, files mode) never serves records the client was told are deleted.
+    await run_blocking(state.log_dir.env, state.log_dir.checkpoint)
     return {"throttle_time_ms": 0, "topics": topics}
 
 
@@ -364,7 +373,9 @@ async def _alter_topic(
         overrides = {k: v for k, v in info.overrides.items() if k not in to_delete}
         LogConfig.from_properties({**overrides, **to_set}, state.log_dir.defaults)
     else:
-        await asyncio.to_thread(state.log_dir.alter_topic_config, name, to_set, to_delete)
+        await run_blocking(
+            state.log_dir.env, state.log_dir.alter_topic_config, name, to_set, to_delete
+        )
 
 
 def _alter_broker(state: BrokerState, name: str, keys: list[str]) -> None:

@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from seglog.broker.state import BrokerState
-from seglog.errors import SeglogError
+from seglog.errors import SeglogError, StorageError
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 from seglog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
@@ -53,6 +53,8 @@ def _read_all(
                     min_one_message=first,
                 )
             except SeglogError as exc:
+                if isinstance(exc, StorageError):
+                    state.storage_errors.report("a read of", name, index, exc)
                 entry["error_code"] = error_codes.code_for_exception(exc)
                 if exc.kafka_error == "OFFSET_OUT_OF_RANGE":
                     log = state.log_dir.log(name, index)

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from seglog.broker.blocking import run_blocking
 from seglog.broker.handlers.transactions import load_transactions
 from seglog.broker.state import CLIENT_HOST, BrokerState
 from seglog.coordinator.group_coordinator import (
@@ -63,7 +64,7 @@ async def load_groups(state: BrokerState) -> None:
     """Read ``__consumer_offsets`` off the event loop, then let the coordinator serve."""
     coordinator = state.coordinator
     try:
-        loaded = await asyncio.to_thread(coordinator.load)
+        loaded = await run_blocking(state.log_dir.env, coordinator.load)
     except Exception:
         # Serving without the stored offsets would rewind every group: stay "loading".
         logger.exception("cannot load __consumer_offsets; group requests will be refused")
@@ -101,29 +102,34 @@ async def find_coordinator(
     node = state.settings.node_id if error == 0 else -1
     host = listener.host if error == 0 else ""
     port = listener.port if error == 0 else -1
-    if version >= 4:
+
+    def answer(key: str) -> dict[str, Any]:
+        # A group whose __consumer_offsets partition could not be loaded has no
+        # coordinator, as in Kafka when that partition has no leader.
+        failed = state.coordinator.coordinator_error(key) if error == 0 else None
+        if failed is None:
+            return {
+                "key": key,
+                "node_id": node,
+                "host": host,
+                "port": port,
+                "error_code": error,
+                "error_message": message,
+            }
         return {
-            "throttle_time_ms": 0,
-            "coordinators": [
-                {
-                    "key": key,
-                    "node_id": node,
-                    "host": host,
-                    "port": port,
-                    "error_code": error,
-                    "error_message": message,
-                }
-                for key in keys
-            ],
+            "key": key,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+            "error_code": _code(failed),
+            "error_message": f"the __consumer_offsets partition of group {key} is unavailable",
         }
-    return {
-        "throttle_time_ms": 0,
-        "error_code": error,
-        "error_message": message,
-        "node_id": node,
-        "host": host,
-        "port": port,
-    }
+
+    if version >= 4:
+        return {"throttle_time_ms": 0, "coordinators": [answer(key) for key in keys]}
+    single = answer(keys[0])
+    del single["key"]
+    return {"throttle_time_ms": 0, **single}
 
 
 # ------------------------------------------------------- membership requests
@@ -261,7 +267,7 @@ async def offset_commit(
         retention_ms=retention,
     )
     if outcome.flush is not None:
-        await asyncio.to_thread(coordinator.store.flush, *outcome.flush)
+        await run_blocking(state.log_dir.env, coordinator.store.flush, *outcome.flush)
     return {
         "throttle_time_ms": 0,
         "topics": [

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from typing import Any
 
+from seglog.broker.blocking import run_blocking
 from seglog.broker.state import BrokerState
 from seglog.errors import SeglogError, StorageError
 from seglog.protocol import error_codes
@@ -122,7 +122,9 @@ async def auto_create(state: BrokerState, *names: str) -> dict[str, int]:
 
     Creating a topic makes directories, files and fsyncs: never on the event loop.
     """
-    return await asyncio.to_thread(lambda: {name: maybe_auto_create(state, name) for name in names})
+    return await run_blocking(
+        state.log_dir.env, lambda: {name: maybe_auto_create(state, name) for name in names}
+    )
 
 
 async def metadata(

@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from seglog.broker.blocking import run_blocking
 from seglog.broker.handlers import transactions
 from seglog.broker.handlers.metadata import auto_create
 from seglog.broker.state import BrokerState
-from seglog.errors import InvalidRecordError, SeglogError
+from seglog.errors import InvalidRecordError, SeglogError, StorageError
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 from seglog.records import batch
@@ -113,6 +114,8 @@ def _append(
         ]
         return result, None
     except SeglogError as exc:
+        if isinstance(exc, StorageError):
+            state.storage_errors.report("an append to", topic, partition, exc)
         result["error_code"] = error_codes.code_for_exception(exc)
         result["error_message"] = str(exc)
         return result, None
@@ -122,8 +125,9 @@ def _append(
         log_append_time_ms=info.log_append_time,
         log_start_offset=info.log_start_offset,
     )
-    # A retry of a batch whose first append was written but not fsynced (the
-    # fsync failed, so it was not acknowledged) is acknowledged only once it is.
+    # A retry of a batch whose first append was written but not yet fsynced (its
+    # flush still running) is acknowledged only once it is. (After a failed fsync
+    # the partition is offline and the retry never gets this far.)
     unsynced_duplicate = (
         info.duplicate
         and log.recovery_point <= info.last_offset
@@ -132,12 +136,14 @@ def _append(
     return result, (log if info.flush_needed or unsynced_duplicate else None)
 
 
-async def _flush(log: Log, result: dict[str, Any]) -> None:
-    """fsync ``log`` up to the batch ``result`` answers for, in a worker thread."""
+async def _flush(state: BrokerState, log: Log, result: dict[str, Any]) -> None:
+    """fsync ``log`` up to the batch ``result`` answers for, on its environment's threads."""
     try:
         # Up to the log end: one fsync covers this batch and any appended since.
-        await asyncio.to_thread(log.flush)
+        await run_blocking(log.env, log.flush)
     except SeglogError as exc:
+        if isinstance(exc, StorageError):
+            state.storage_errors.report("a flush of", log.topic, log.partition, exc)
         # Written but not known to be durable: the producer must not take it as acknowledged.
         result.update(
             error_code=error_codes.code_for_exception(exc),
@@ -194,7 +200,7 @@ async def produce(
                 )
                 partitions.append(result)
                 if log is not None:
-                    flushes.append(_flush(log, result))
+                    flushes.append(_flush(state, log, result))
         responses.append({"name": name, "partition_responses": partitions})
     if flushes:
         await asyncio.gather(*flushes)

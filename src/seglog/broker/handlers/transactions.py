@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from seglog.broker.blocking import run_blocking
 from seglog.broker.state import BrokerState
 from seglog.coordinator.offset_store import CommittedOffset
 from seglog.protocol import error_codes
@@ -37,7 +38,7 @@ async def load_transactions(state: BrokerState) -> None:
         await asyncio.sleep(0.02)
     async with state.transactions_lock:
         try:
-            committed = await asyncio.to_thread(state.transactions.load)
+            committed = await run_blocking(state.log_dir.env, state.transactions.load)
         except Exception:
             logger.exception("cannot load __transaction_state; transactions will be refused")
             return
@@ -62,9 +63,9 @@ async def _timers(state: BrokerState) -> None:
             next_expiry = loop.time() + coordinator.expiration_interval_ms / 1000
         async with state.transactions_lock:
             try:
-                aborted = await asyncio.to_thread(coordinator.abort_timed_out)
+                aborted = await run_blocking(state.log_dir.env, coordinator.abort_timed_out)
                 if expire:
-                    await asyncio.to_thread(coordinator.expire_transactional_ids)
+                    await run_blocking(state.log_dir.env, coordinator.expire_transactional_ids)
             except Exception:
                 logger.exception("cannot abort timed-out transactions")
                 continue
@@ -84,7 +85,7 @@ async def _call(state: BrokerState, call: Callable[[], R]) -> R | None:
     if not state.transactions.loaded:
         return None
     async with state.transactions_lock:
-        result = await asyncio.to_thread(call)
+        result = await run_blocking(state.log_dir.env, call)
     # Markers move last stable offsets: read_committed fetches may be waiting.
     await state.notify_data()
     return result

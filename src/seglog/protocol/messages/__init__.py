@@ -24,6 +24,7 @@ from seglog.protocol.messages import (
     quotas,
     replicas,
     sasl,
+    security,
 )
 from seglog.protocol.schema import Api
 
@@ -69,6 +70,8 @@ ALL: tuple[Api, ...] = (
     groups.OFFSET_DELETE,
     quotas.DESCRIBE_CLIENT_QUOTAS,
     quotas.ALTER_CLIENT_QUOTAS,
+    security.DESCRIBE_USER_SCRAM_CREDENTIALS,
+    security.ALTER_USER_SCRAM_CREDENTIALS,
     admin.DESCRIBE_CLUSTER,
     replicas.DESCRIBE_PRODUCERS,
     producer.DESCRIBE_TRANSACTIONS,

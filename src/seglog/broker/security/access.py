@@ -1,0 +1,637 @@
+"""Which operations each API needs, checked in one place before its handler runs.
+
+Theory of operation
+-------------------
+With an authorizer configured, :func:`check` is consulted by the dispatcher
+for every request. For each API, a *plan* (the table :data:`PLANS`) reads the
+request and either
+
+- refuses it whole: it returns the response body to send (an error code on
+  the whole response, as Kafka answers a JoinGroup without READ on the group
+  with GROUP_AUTHORIZATION_FAILED), and the handler never runs; or
+- removes from the request the items the principal may not touch (topics,
+  groups, configuration resources), lets the handler answer the rest, and
+  adds an error entry for each removed item to the handler's response
+  (TOPIC_AUTHORIZATION_FAILED per partition for Produce, for instance).
+
+The operations are Kafka's (``KafkaApis`` and ``AuthHelper``): Produce WRITE
+on the topic (and on the transactional id), Fetch READ, ListOffsets and
+OffsetForLeaderEpoch DESCRIBE, Metadata DESCRIBE (topics not allowed are
+left out of a list of all topics; creating one needs CREATE on the cluster
+or the topic), CreateTopics CREATE, DeleteTopics DELETE, CreatePartitions
+ALTER, DeleteRecords DELETE, DescribeConfigs DESCRIBE_CONFIGS and the config
+changes ALTER_CONFIGS (on the topic, or on the cluster for a broker),
+the group APIs READ on the group (OffsetCommit also READ on each topic,
+OffsetFetch DESCRIBE), DescribeGroups DESCRIBE, DeleteGroups DELETE,
+ListGroups DESCRIBE on the cluster or else only the groups it may DESCRIBE,
+InitProducerId WRITE on the transactional id or IDEMPOTENT_WRITE on the
+cluster (or WRITE on some topic), and the ACL and SCRAM APIs ALTER or
+DESCRIBE on the cluster.
+
+An API with no plan is refused to everyone but super users (the connection is
+closed and a warning logged): a new API is then closed until its checks are
+written, never open by omission.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from seglog.broker.security.authorizer import (
+    CLUSTER_NAME,
+    Authorizer,
+    Operation,
+    ResourceType,
+)
+from seglog.protocol import error_codes
+from seglog.protocol.api_keys import ApiKey
+
+logger = logging.getLogger(__name__)
+
+TOPIC = ResourceType.TOPIC
+GROUP = ResourceType.GROUP
+CLUSTER = ResourceType.CLUSTER
+TXN = ResourceType.TRANSACTIONAL_ID
+
+TOPIC_FAILED = error_codes.code_for("TOPIC_AUTHORIZATION_FAILED")
+GROUP_FAILED = error_codes.code_for("GROUP_AUTHORIZATION_FAILED")
+CLUSTER_FAILED = error_codes.code_for("CLUSTER_AUTHORIZATION_FAILED")
+TXN_FAILED = error_codes.code_for("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+
+Fix = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class Decision:
+    """What to do with a request: answer ``response`` at once, or run the handler then ``fix``."""
+
+    response: dict[str, Any] | None = None
+    fixes: list[Fix] = field(default_factory=list)
+    close: str | None = None
+    """Set when the request must not be answered at all (the connection closes)."""
+
+    def fix(self, response: dict[str, Any]) -> None:
+        """Add the error entries of the items removed from the request."""
+        for fix in self.fixes:
+            fix(response)
+
+
+@dataclass
+class Access:
+    """One request's principal, host and the broker's authorizer."""
+
+    authorizer: Authorizer
+    principal: str
+    host: str
+    topic_exists: Callable[[str], bool]
+
+    def allowed(self, operation: Operation, resource_type: int, name: str) -> bool:
+        """Whether the principal may do ``operation`` on the resource."""
+        return self.authorizer.authorize(self.principal, self.host, operation, resource_type, name)
+
+    def cluster(self, operation: Operation) -> bool:
+        """Whether the principal may do ``operation`` on the cluster."""
+        return self.allowed(operation, CLUSTER, CLUSTER_NAME)
+
+
+Plan = Callable[[Access, int, dict[str, Any]], Decision]
+
+
+def _allow(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    return Decision()
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where an API keeps topics and partitions, in its request and in its response."""
+
+    topics: str
+    name: str
+    partitions: str
+    index: str
+    response_topics: str
+    response_name: str
+    response_partitions: str
+    response_index: str
+
+
+_COMMON = Layout(*("topics", "name", "partitions", "partition_index") * 2)
+_PRODUCE = Layout(
+    "topic_data", "name", "partition_data", "index",
+    "responses", "name", "partition_responses", "index",
+)  # fmt: skip
+_FETCH = Layout(
+    "topics", "topic", "partitions", "partition",
+    "responses", "topic", "partitions", "partition_index",
+)  # fmt: skip
+_EPOCHS = Layout(*("topics", "topic", "partitions", "partition") * 2)
+
+
+def _partitioned(layout: Layout, operation: Operation) -> Plan:
+    """A plan for APIs of topics with partitions: unauthorized topics fail per partition."""
+
+    def plan(access: Access, version: int, body: dict[str, Any]) -> Decision:
+        kept, denied = [], []
+        for topic in body.get(layout.topics) or []:
+            name = topic.get(layout.name)
+            if name is None or access.allowed(operation, TOPIC, name):
+                kept.append(topic)
+            else:
+                denied.append(topic)
+        if not denied:
+            return Decision()
+        body[layout.topics] = kept
+        return Decision(fixes=[_partition_errors(layout, denied, TOPIC_FAILED)])
+
+    return plan
+
+
+def _partition_errors(layout: Layout, denied: list[dict[str, Any]], code: int) -> Fix:
+    def fix(response: dict[str, Any]) -> None:
+        response.setdefault(layout.response_topics, []).extend(
+            _failed_topic(layout, topic, code) for topic in denied
+        )
+
+    return fix
+
+
+def _failed_topic(layout: Layout, topic: dict[str, Any], code: int) -> dict[str, Any]:
+    return {
+        layout.response_name: topic[layout.name],
+        layout.response_partitions: [
+            {layout.response_index: p[layout.index], "error_code": code}
+            for p in topic.get(layout.partitions) or []
+        ],
+    }
+
+
+def _named(
+    request_list: str,
+    name_of: Callable[[Any], str],
+    allowed: Callable[[Access, Any], bool],
+    response_list: str,
+    entry: Callable[[Any], dict[str, Any]],
+) -> Plan:
+    """A plan for APIs of named items (topics, groups, resources), each allowed or not."""
+
+    def plan(access: Access, version: int, body: dict[str, Any]) -> Decision:
+        items = body.get(request_list)
+        if not items:
+            return Decision()
+        kept = [i for i in items if allowed(access, i)]
+        denied = [i for i in items if not allowed(access, i)]
+        if not denied:
+            return Decision()
+        body[request_list] = kept
+
+        def fix(response: dict[str, Any]) -> None:
+            response.setdefault(response_list, []).extend(entry(i) for i in denied)
+
+        return Decision(fixes=[fix])
+
+    return plan
+
+
+def _group(operation: Operation, key: str = "group_id") -> Plan:
+    """A whole request about one group: GROUP_AUTHORIZATION_FAILED without ``operation``."""
+
+    def plan(access: Access, version: int, body: dict[str, Any]) -> Decision:
+        if access.allowed(operation, GROUP, body[key]):
+            return Decision()
+        return Decision(response={"error_code": GROUP_FAILED})
+
+    return plan
+
+
+def _cluster(operation: Operation, response: Callable[[dict[str, Any]], dict[str, Any]]) -> Plan:
+    def plan(access: Access, version: int, body: dict[str, Any]) -> Decision:
+        if access.cluster(operation):
+            return Decision()
+        return Decision(response=response(body))
+
+    return plan
+
+
+# ------------------------------------------------------------------ the plans
+
+
+def _produce(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    txn = body.get("transactional_id")
+    if txn is not None and not access.allowed(Operation.WRITE, TXN, txn):
+        topics = body.get("topic_data") or []
+        return Decision(
+            response={"responses": [_failed_topic(_PRODUCE, t, TXN_FAILED) for t in topics]}
+        )
+    return _partitioned(_PRODUCE, Operation.WRITE)(access, version, body)
+
+
+def _metadata(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    requested = body.get("topics")
+    hide: Fix = _hide_topics(access)
+    if requested is None or (version == 0 and not requested):
+        return Decision(fixes=[hide])
+    kept, denied = [], []
+    may_create_any = access.cluster(Operation.CREATE)
+    for item in requested:
+        name = item.get("name")
+        if name is None:
+            kept.append(item)  # by id: the answer is filtered below
+        elif not access.allowed(Operation.DESCRIBE, TOPIC, name) or (
+            # A topic that would be created needs CREATE too.
+            not access.topic_exists(name)
+            and body.get("allow_auto_topic_creation", True)
+            and not (may_create_any or access.allowed(Operation.CREATE, TOPIC, name))
+        ):
+            denied.append(name)
+        else:
+            kept.append(item)
+    body["topics"] = kept
+
+    def fix(response: dict[str, Any]) -> None:
+        hide(response)
+        response.setdefault("topics", []).extend(
+            {"error_code": TOPIC_FAILED, "name": name, "partitions": []} for name in denied
+        )
+
+    # (v0 reads an empty list as "every topic": those are then filtered by ``hide``.)
+    return Decision(fixes=[fix])
+
+
+def _hide_topics(access: Access) -> Fix:
+    def hide(response: dict[str, Any]) -> None:
+        response["topics"] = [
+            t
+            for t in response.get("topics") or []
+            if t.get("name") is None
+            or t.get("error_code") == TOPIC_FAILED
+            or access.allowed(Operation.DESCRIBE, TOPIC, t["name"])
+        ]
+
+    return hide
+
+
+def _create_topics(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    if access.cluster(Operation.CREATE):
+        return Decision()
+    return _named(
+        "topics",
+        lambda t: t["name"],
+        lambda a, t: a.allowed(Operation.CREATE, TOPIC, t["name"]),
+        "topics",
+        lambda t: {
+            "name": t["name"],
+            "error_code": TOPIC_FAILED,
+            "error_message": "Authorization failed.",
+        },
+    )(access, version, body)
+
+
+def _delete_topics(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    key = "topics" if body.get("topics") else "topic_names"
+
+    def name(item: Any) -> str:
+        return str(item["name"] if isinstance(item, dict) else item)
+
+    return _named(
+        key,
+        name,
+        lambda a, t: (
+            (isinstance(t, dict) and t.get("name") is None)
+            or a.allowed(Operation.DELETE, TOPIC, name(t))
+        ),
+        "responses",
+        lambda t: {"name": name(t), "error_code": TOPIC_FAILED},
+    )(access, version, body)
+
+
+def _config_resource(operation: Operation) -> Callable[[Access, Any], bool]:
+    def allowed(access: Access, resource: Any) -> bool:
+        if resource["resource_type"] == 2:  # TOPIC
+            return access.allowed(operation, TOPIC, resource["resource_name"])
+        return access.cluster(operation)  # BROKER, BROKER_LOGGER
+
+    return allowed
+
+
+def _config_error(resource: Any) -> dict[str, Any]:
+    return {
+        "error_code": TOPIC_FAILED if resource["resource_type"] == 2 else CLUSTER_FAILED,
+        "error_message": None,
+        "resource_type": resource["resource_type"],
+        "resource_name": resource["resource_name"],
+    }
+
+
+def _offset_commit(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    if not access.allowed(Operation.READ, GROUP, body["group_id"]):
+        topics = body.get("topics") or []
+        return Decision(
+            response={"topics": [_failed_topic(_COMMON, t, GROUP_FAILED) for t in topics]}
+        )
+    return _partitioned(_COMMON, Operation.READ)(access, version, body)
+
+
+def _offset_fetch(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    if version >= 8:
+        denied = [
+            g["group_id"]
+            for g in body.get("groups") or []
+            if not access.allowed(Operation.DESCRIBE, GROUP, g["group_id"])
+        ]
+        body["groups"] = [g for g in body.get("groups") or [] if g["group_id"] not in denied]
+
+        def fix_groups(response: dict[str, Any]) -> None:
+            for group in response.get("groups") or []:
+                group["topics"] = _visible(access, group.get("topics") or [])
+            response.setdefault("groups", []).extend(
+                {"group_id": g, "topics": [], "error_code": GROUP_FAILED} for g in denied
+            )
+
+        return Decision(fixes=[fix_groups])
+    if not access.allowed(Operation.DESCRIBE, GROUP, body["group_id"]):
+        return Decision(response={"topics": [], "error_code": GROUP_FAILED})
+
+    def fix(response: dict[str, Any]) -> None:
+        response["topics"] = _visible(access, response.get("topics") or [], mark=True)
+
+    return Decision(fixes=[fix])
+
+
+def _visible(access: Access, topics: list[dict[str, Any]], mark: bool = True) -> list[Any]:
+    """Offsets of topics the principal may DESCRIBE; the others fail per partition."""
+    result = []
+    for topic in topics:
+        if access.allowed(Operation.DESCRIBE, TOPIC, topic["name"]):
+            result.append(topic)
+        elif mark:
+            for partition in topic.get("partitions") or []:
+                partition.update(committed_offset=-1, metadata="", error_code=TOPIC_FAILED)
+            result.append(topic)
+    return result
+
+
+def _find_coordinator(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    kind = body.get("key_type", 0)
+    resource, code = (TXN, TXN_FAILED) if kind == 1 else (GROUP, GROUP_FAILED)
+    if version >= 4:
+        keys = body.get("coordinator_keys") or []
+        denied = [k for k in keys if not access.allowed(Operation.DESCRIBE, resource, k)]
+        if not denied:
+            return Decision()
+        body["coordinator_keys"] = [k for k in keys if k not in denied]
+
+        def fix(response: dict[str, Any]) -> None:
+            response.setdefault("coordinators", []).extend(
+                {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code}
+                for k in denied
+            )
+
+        return Decision(fixes=[fix])
+    if access.allowed(Operation.DESCRIBE, resource, body.get("key", "")):
+        return Decision()
+    return Decision(response={"error_code": code, "node_id": -1, "host": "", "port": -1})
+
+
+def _list_groups(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    if access.cluster(Operation.DESCRIBE):
+        return Decision()
+
+    def fix(response: dict[str, Any]) -> None:
+        response["groups"] = [
+            g
+            for g in response.get("groups") or []
+            if access.allowed(Operation.DESCRIBE, GROUP, g["group_id"])
+        ]
+
+    return Decision(fixes=[fix])
+
+
+def _init_producer_id(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    txn = body.get("transactional_id")
+    if txn is not None:
+        if access.allowed(Operation.WRITE, TXN, txn):
+            return Decision()
+        return Decision(
+            response={"error_code": TXN_FAILED, "producer_id": -1, "producer_epoch": -1}
+        )
+    if access.cluster(Operation.IDEMPOTENT_WRITE) or access.authorizer.authorize_any(
+        access.principal, access.host, Operation.WRITE, TOPIC
+    ):
+        return Decision()
+    return Decision(
+        response={"error_code": CLUSTER_FAILED, "producer_id": -1, "producer_epoch": -1}
+    )
+
+
+def _offset_delete(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    if not access.allowed(Operation.DELETE, GROUP, body["group_id"]):
+        return Decision(response={"error_code": GROUP_FAILED, "topics": []})
+    return _partitioned(_COMMON, Operation.READ)(access, version, body)
+
+
+def _alter_replica_log_dirs(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "results": [
+            {
+                "topic_name": t["name"],
+                "partitions": [
+                    {"partition_index": p, "error_code": CLUSTER_FAILED}
+                    for p in t.get("partitions") or []
+                ],
+            }
+            for d in body.get("dirs") or []
+            for t in d.get("topics") or []
+        ]
+    }
+
+
+def _alter_client_quotas(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "entries": [
+            {"error_code": CLUSTER_FAILED, "error_message": None, "entity": e.get("entity", [])}
+            for e in body.get("entries") or []
+        ]
+    }
+
+
+def _topic_names(
+    request_list: str, response_list: str, entry: Callable[[Any], dict[str, Any]]
+) -> Plan:
+    """Topics by name that need DESCRIBE (DescribeProducers, DescribeTopicPartitions)."""
+    return _named(
+        request_list,
+        lambda t: t["name"],
+        lambda a, t: a.allowed(Operation.DESCRIBE, TOPIC, t["name"]),
+        response_list,
+        entry,
+    )
+
+
+def _describe_topic_partitions(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    """Named topics without DESCRIBE fail; a listing of all topics leaves them out."""
+    decision = _topic_names(
+        "topics", "topics", lambda t: {"error_code": TOPIC_FAILED, "name": t["name"]}
+    )(access, version, body)
+    decision.fixes.insert(0, _hide_topics(access))
+    return decision
+
+
+def _delete_acls_denied(body: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "filter_results": [
+            {"error_code": CLUSTER_FAILED, "error_message": None, "matching_acls": []}
+            for _ in body.get("filters") or []
+        ]
+    }
+
+
+PLANS: dict[int, Plan] = {
+    ApiKey.API_VERSIONS: _allow,
+    ApiKey.SASL_HANDSHAKE: _allow,
+    ApiKey.SASL_AUTHENTICATE: _allow,
+    ApiKey.DESCRIBE_CLUSTER: _allow,
+    ApiKey.PRODUCE: _produce,
+    ApiKey.FETCH: _partitioned(_FETCH, Operation.READ),
+    ApiKey.LIST_OFFSETS: _partitioned(_COMMON, Operation.DESCRIBE),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _partitioned(_EPOCHS, Operation.DESCRIBE),
+    ApiKey.DELETE_RECORDS: _partitioned(_COMMON, Operation.DELETE),
+    ApiKey.METADATA: _metadata,
+    ApiKey.CREATE_TOPICS: _create_topics,
+    ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.CREATE_PARTITIONS: _named(
+        "topics",
+        lambda t: t["name"],
+        lambda a, t: a.allowed(Operation.ALTER, TOPIC, t["name"]),
+        "results",
+        lambda t: {"name": t["name"], "error_code": TOPIC_FAILED, "error_message": None},
+    ),
+    ApiKey.DESCRIBE_CONFIGS: _named(
+        "resources",
+        lambda r: r["resource_name"],
+        _config_resource(Operation.DESCRIBE_CONFIGS),
+        "results",
+        lambda r: {**_config_error(r), "configs": []},
+    ),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: _named(
+        "resources",
+        lambda r: r["resource_name"],
+        _config_resource(Operation.ALTER_CONFIGS),
+        "responses",
+        _config_error,
+    ),
+    ApiKey.ALTER_CONFIGS: _named(
+        "resources",
+        lambda r: r["resource_name"],
+        _config_resource(Operation.ALTER_CONFIGS),
+        "responses",
+        _config_error,
+    ),
+    ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+    ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.JOIN_GROUP: _group(Operation.READ),
+    ApiKey.SYNC_GROUP: _group(Operation.READ),
+    ApiKey.HEARTBEAT: _group(Operation.READ),
+    ApiKey.LEAVE_GROUP: _group(Operation.READ),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _group(Operation.READ),
+    ApiKey.OFFSET_COMMIT: _offset_commit,
+    ApiKey.OFFSET_FETCH: _offset_fetch,
+    ApiKey.OFFSET_DELETE: _offset_delete,
+    ApiKey.LIST_GROUPS: _list_groups,
+    ApiKey.DESCRIBE_GROUPS: _named(
+        "groups",
+        str,
+        lambda a, g: a.allowed(Operation.DESCRIBE, GROUP, g),
+        "groups",
+        lambda g: {"error_code": GROUP_FAILED, "group_id": g, "members": []},
+    ),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _named(
+        "group_ids",
+        str,
+        lambda a, g: a.allowed(Operation.DESCRIBE, GROUP, g),
+        "groups",
+        lambda g: {"error_code": GROUP_FAILED, "group_id": g, "members": []},
+    ),
+    ApiKey.DELETE_GROUPS: _named(
+        "groups_names",
+        str,
+        lambda a, g: a.allowed(Operation.DELETE, GROUP, g),
+        "results",
+        lambda g: {"group_id": g, "error_code": GROUP_FAILED},
+    ),
+    ApiKey.CREATE_ACLS: _cluster(
+        Operation.ALTER,
+        lambda body: {
+            "results": [
+                {"error_code": CLUSTER_FAILED, "error_message": None}
+                for _ in body.get("creations") or []
+            ]
+        },
+    ),
+    ApiKey.DELETE_ACLS: _cluster(Operation.ALTER, _delete_acls_denied),
+    ApiKey.DESCRIBE_ACLS: _cluster(
+        Operation.DESCRIBE, lambda body: {"error_code": CLUSTER_FAILED, "resources": []}
+    ),
+    # Cluster tools: Kafka checks the cluster (or, for reads of topics, DESCRIBE on each).
+    ApiKey.DESCRIBE_LOG_DIRS: _cluster(
+        Operation.DESCRIBE, lambda body: {"error_code": CLUSTER_FAILED, "results": []}
+    ),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: _cluster(Operation.ALTER, _alter_replica_log_dirs),
+    ApiKey.ELECT_LEADERS: _cluster(
+        Operation.ALTER, lambda body: {"error_code": CLUSTER_FAILED, "replica_election_results": []}
+    ),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(
+        Operation.ALTER, lambda body: {"error_code": CLUSTER_FAILED, "responses": []}
+    ),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(
+        Operation.DESCRIBE, lambda body: {"error_code": CLUSTER_FAILED, "topics": []}
+    ),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(
+        Operation.DESCRIBE_CONFIGS, lambda body: {"error_code": CLUSTER_FAILED, "entries": []}
+    ),
+    ApiKey.ALTER_CLIENT_QUOTAS: _cluster(Operation.ALTER_CONFIGS, _alter_client_quotas),
+    ApiKey.DESCRIBE_PRODUCERS: _topic_names(
+        "topics",
+        "topics",
+        lambda t: {
+            "name": t["name"],
+            "partitions": [
+                {"partition_index": p, "error_code": TOPIC_FAILED}
+                for p in t.get("partition_indexes") or []
+            ],
+        },
+    ),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(
+        Operation.DESCRIBE, lambda body: {"error_code": CLUSTER_FAILED, "results": []}
+    ),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _cluster(
+        Operation.ALTER,
+        lambda body: {
+            "results": [
+                {"user": u, "error_code": CLUSTER_FAILED, "error_message": None}
+                for u in dict.fromkeys(
+                    i["name"] for i in [*body.get("deletions", []), *body.get("upsertions", [])]
+                )
+            ]
+        },
+    ),
+}
+"""API key → its plan."""
+
+
+def check(access: Access, api_key: int, version: int, body: dict[str, Any]) -> Decision:
+    """The decision for one request (``body`` may be changed: items removed)."""
+    plan = PLANS.get(api_key)
+    if plan is None:
+        if access.principal in access.authorizer.super_users:
+            return Decision()
+        logger.warning(
+            "refusing api key %d to %s: no authorization rule is defined for it",
+            api_key,
+            access.principal,
+        )
+        return Decision(close=f"api key {api_key} has no authorization rule")
+    return plan(access, version, body)

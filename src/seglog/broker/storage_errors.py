@@ -1,0 +1,66 @@
+"""The log of storage errors that requests answer with KAFKA_STORAGE_ERROR.
+
+The client sees only the error code; the operator needs the cause. Each such
+error is logged at ERROR with its traceback, but at most once per partition
+per interval (a minute): a full disk fails every produce to every partition,
+and one line a minute per partition says as much as a thousand a second.
+The count of errors left out is given with the next line logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+#: At most one line per partition in this many seconds.
+INTERVAL_SECONDS = 60.0
+
+
+class StorageErrorLog:
+    """Logs storage errors with their cause, rate-limited per partition."""
+
+    def __init__(
+        self,
+        interval_seconds: float = INTERVAL_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._interval = interval_seconds
+        self._clock = clock
+        self._lock = threading.Lock()  # flushes report from worker threads
+        self._last: dict[tuple[str, int], float] = {}
+        self._suppressed: dict[tuple[str, int], int] = {}
+
+    def report(self, action: str, topic: str, partition: int, exc: BaseException) -> bool:
+        """Log that ``action`` on the partition failed with ``exc``; False if rate-limited."""
+        key = (topic, partition)
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self._interval:
+                self._suppressed[key] = self._suppressed.get(key, 0) + 1
+                return False
+            self._last[key] = now
+            suppressed = self._suppressed.pop(key, 0)
+        more = (
+            f" ({suppressed} more storage error(s) of this partition were not logged in the "
+            f"last {self._interval:g} s)"
+            if suppressed
+            else ""
+        )
+        logger.error(
+            "%s partition %d of topic %s failed; the client was answered KAFKA_STORAGE_ERROR: %s%s",
+            action,
+            partition,
+            topic,
+            exc,
+            more,
+            exc_info=exc,
+        )
+        return True
+
+
+__all__ = ["INTERVAL_SECONDS", "StorageErrorLog"]
