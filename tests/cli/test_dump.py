@@ -90,7 +90,7 @@ def test_not_a_segment_file(tmp_path: Path) -> None:
     other.write_text("hi")
     result = CliRunner().invoke(cli, ["dump-log", str(other)])
     assert result.exit_code != 0
-    assert "not a .log, .index, .timeindex or .snapshot file" in result.output
+    assert "not a .log, .index, .timeindex, .txnindex or .snapshot file" in result.output
 
 
 def test_dump_of_a_producer_snapshot(tmp_path: Path) -> None:
@@ -116,3 +116,33 @@ def test_dump_of_a_producer_snapshot(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["dump-log", str(snapshot)])
     assert result.exit_code == 2
     assert "invalid producer snapshot" in result.output
+
+
+def test_dump_of_transaction_markers_and_the_txnindex(tmp_path: Path) -> None:
+    now = int(time.time() * 1000)
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic("t", 1)
+        log = logs.log("t", 0)
+        log.append(
+            build_batch(
+                [SimpleRecord(value=b"a", timestamp=now)] * 2,
+                producer_id=77,
+                producer_epoch=1,
+                base_sequence=0,
+                is_transactional=True,
+            )
+        )
+        log.append_marker(77, 1, commit=False, coordinator_epoch=4)
+    partition = tmp_path / "t-0"
+    result = CliRunner().invoke(
+        cli, ["dump-log", "--print-data", str(partition / "00000000000000000000.log")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "isTransactional: true isControl: true" in result.output
+    assert "endTxnMarker: ABORT coordinatorEpoch: 4" in result.output
+    result = CliRunner().invoke(cli, ["dump-log", str(partition / "00000000000000000000.txnindex")])
+    assert result.exit_code == 0, result.output
+    assert (
+        "version: 0 producerId: 77 firstOffset: 0 lastOffset: 2 lastStableOffset: 3"
+        in result.output
+    )

@@ -207,3 +207,24 @@ def test_a_failed_creation_of_the_offsets_topic_leaves_nothing(
         assert log_dir.topics()[TOPIC].partitions == 10
     with LogDir.open(tmp_path) as log_dir:
         assert log_dir.topics()[TOPIC].partitions == 10 and not log_dir.offline()
+
+
+def test_offsets_an_old_kafka_wrote_as_legacy_messages_load(tmp_path: Path) -> None:
+    """__consumer_offsets of an old Kafka: magic 1 messages before v2 batches."""
+    from tests.records.legacy_encoder import message
+
+    key = offset_key("g", "t", 0)
+    old = message(0, key, offset_value(CommittedOffset(5, "", 1_700_000_000_000)), magic=1)
+    new = build_batch(
+        [SimpleRecord(offset_value(CommittedOffset(9, "", 1_700_000_000_001)), key)],
+        base_offset=1,
+    )
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic("__consumer_offsets", 1, {"cleanup.policy": "compact"})
+    part = tmp_path / "__consumer_offsets-0"
+    (part / "00000000000000000000.log").write_bytes(bytes(old) + new)
+    for suffix in (".index", ".timeindex"):
+        (part / f"00000000000000000000{suffix}").write_bytes(b"")
+    with LogDir.open(tmp_path) as logs:
+        loaded = OffsetStore(logs, partitions=1).load()
+    assert loaded["g"].offsets[("t", 0)].offset == 9

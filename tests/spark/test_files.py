@@ -183,3 +183,55 @@ def test_latest_offset_of_a_segment_cut_inside_its_last_indexed_batch(tmp_path: 
     assert t.latest_offsets([tp]) == {tp: last_offset}
     rows = _rows(t.read(OffsetRange("cut", 0, 0, last_offset), False, True))
     assert [r["offset"] for r in rows] == list(range(last_offset))
+
+
+def _txn_batch(values: list[bytes], pid: int, seq: int) -> bytes:
+    return build_batch(
+        [SimpleRecord(value=v, timestamp=TS) for v in values],
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=seq,
+        is_transactional=True,
+    )
+
+
+@pytest.mark.parametrize("clean_shutdown", [True, False])
+def test_read_committed_skips_aborted_data_and_stops_at_the_lso(
+    tmp_path: Path, clean_shutdown: bool
+) -> None:
+    logs = LogDir.open(tmp_path)
+    logs.create_topic("events", 1, {"internal.segment.bytes": 300})
+    log = logs.log("events", 0)
+    log.append(_txn_batch([b"c0", b"c1"], 1, 0))  # 0-1
+    log.append(_txn_batch([b"a0", b"a1"], 2, 0))  # 2-3
+    log.append_marker(1, 0, commit=True)  # 4
+    log.append_marker(2, 0, commit=False)  # 5
+    log.append(build_batch([SimpleRecord(value=b"plain", timestamp=TS)]))  # 6
+    log.append(_txn_batch([b"open"], 3, 0))  # 7: never ended
+    log.append(build_batch([SimpleRecord(value=b"after", timestamp=TS)]))  # 8
+    log.append(_txn_batch([b"late"], 2, 2))  # 9-: aborted below
+    log.append_marker(2, 0, commit=False)
+    lso = log.last_stable_offset
+    assert lso == 7
+    end = log.log_end_offset
+    if clean_shutdown:
+        logs.close()
+    committed = FilesTransport(tmp_path, read_committed=True)
+    assert committed.latest_offsets([TP]) == {TP: lso}
+    rows = _rows(committed.read(OffsetRange("events", 0, 0, end), False, True))
+    assert [r["value"] for r in rows] == [b"c0", b"c1", b"plain"]
+    everything = FilesTransport(tmp_path)
+    assert everything.latest_offsets([TP]) == {TP: end}
+    rows = _rows(everything.read(OffsetRange("events", 0, 0, end), False, True))
+    assert [r["value"] for r in rows] == [
+        b"c0",
+        b"c1",
+        b"a0",
+        b"a1",
+        b"plain",
+        b"open",
+        b"after",
+        b"late",
+    ]
+    if not clean_shutdown:
+        logs.close()

@@ -47,3 +47,38 @@ def test_offsets_times_and_reads(broker: BrokerProcess, topic: str) -> None:
             list(t.read(OffsetRange(topic, 0, 15, 25), False, True))
         tolerated = [rb.num_rows for rb in t.read(OffsetRange(topic, 0, 15, 25), False, False)]
         assert sum(tolerated) == 5
+
+
+def test_read_committed_stops_at_the_lso_and_skips_aborted_records(
+    broker: BrokerProcess, topic: str
+) -> None:
+    from confluent_kafka import Producer
+
+    create_topic(broker.bootstrap, topic, partitions=1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": topic})
+    producer.init_transactions(10)
+    for outcome in ("commit", "abort", "commit"):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, f"{outcome}-{i}".encode(), partition=0)
+        producer.flush(10)
+        if outcome == "commit":
+            producer.commit_transaction(10)
+        else:
+            producer.abort_transaction(10)
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=0)
+    producer.flush(10)
+    tp = TopicPartition(topic, 0)
+    with _transport(broker, **{"kafka.isolation.level": "read_committed"}) as t:
+        lso = t.latest_offsets([tp])[tp]
+        assert lso == 12  # three transactions of three records and a marker each
+        values = [
+            v.as_py()
+            for rb in t.read(OffsetRange(topic, 0, 0, lso), False, True)
+            for v in rb["value"]
+        ]
+        assert values == [b"commit-0", b"commit-1", b"commit-2"] * 2
+    with _transport(broker) as t:
+        assert t.latest_offsets([tp])[tp] == 13
+    producer.abort_transaction(10)

@@ -18,6 +18,7 @@ from seglog.broker.handlers import (
     metadata,
     produce,
     quotas,
+    transactions,
 )
 from seglog.broker.quotas import (
     ANONYMOUS,
@@ -44,6 +45,12 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLUSTER: metadata.describe_cluster,
     ApiKey.PRODUCE: produce.produce,
     ApiKey.INIT_PRODUCER_ID: produce.init_producer_id,
+    ApiKey.ADD_PARTITIONS_TO_TXN: transactions.add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: transactions.add_offsets_to_txn,
+    ApiKey.END_TXN: transactions.end_txn,
+    ApiKey.TXN_OFFSET_COMMIT: transactions.txn_offset_commit,
+    ApiKey.DESCRIBE_TRANSACTIONS: transactions.describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: transactions.list_transactions,
     ApiKey.FETCH: fetch.fetch,
     ApiKey.LIST_OFFSETS: fetch.list_offsets,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: fetch.offset_for_leader_epoch,

@@ -20,6 +20,7 @@ from typing import Any
 
 from seglog.broker.connection import serve_connection
 from seglog.broker.handlers.groups import load_groups
+from seglog.broker.handlers.transactions import stop_transaction_timers
 from seglog.broker.limits import Connections
 from seglog.broker.metrics import metrics_text
 from seglog.broker.security.authorizer import Authorizer
@@ -219,6 +220,7 @@ class Broker:
         if self.state is not None:
             if self._group_load is not None:
                 await self._group_load  # its thread reads the log directory
+            await stop_transaction_timers(self.state)
             self.state.coordinator.shutdown()
         if self.log_dir is not None:
             self.log_dir.close()

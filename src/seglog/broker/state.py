@@ -23,6 +23,7 @@ from seglog.broker.quotas import ClientQuotas
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.storage_errors import StorageErrorLog
 from seglog.coordinator.group_coordinator import create_coordinator
+from seglog.coordinator.transaction_coordinator import create_transaction_coordinator
 from seglog.storage.log_dir import LogDir
 
 CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="unknown")
@@ -86,6 +87,19 @@ class BrokerState:
                 delay, callback
             ),
         )
+
+        # Transactions: the coordinator's blocking calls run in a worker thread,
+        # one at a time (the lock), after __transaction_state is loaded.
+        self.transactions = create_transaction_coordinator(
+            log_dir,
+            self.coordinator.store,
+            dict(settings.properties),
+            new_producer_id=self.next_producer_id,
+            clock=time.time,
+        )
+        self.transactions_lock = asyncio.Lock()
+        self.transactions_stop = asyncio.Event()
+        self.transactions_timer: asyncio.Task[None] | None = None
 
     def next_producer_id(self) -> int:
         """A fresh producer id for InitProducerId."""

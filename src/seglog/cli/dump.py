@@ -10,10 +10,10 @@ from pathlib import Path
 import click
 
 from seglog.errors import SeglogError
-from seglog.records import batch, log_entries
+from seglog.records import batch, control, log_entries
 from seglog.records import record as record_codec
 from seglog.records.compression import Codec
-from seglog.storage import filenames, producer_state
+from seglog.storage import filenames, producer_state, txn_index
 from seglog.storage.reader import OffsetIndexView, SegmentReader, TimeIndexView
 
 
@@ -93,7 +93,11 @@ def _dump_entry(info: log_entries.EntryInfo, chunk: bytes, print_data: bool) -> 
             click.echo(f"| cannot decode records: {exc}")
             problems += 1
             records = []
+        is_control = info.magic == batch.CURRENT_MAGIC and batch.read_header(chunk).is_control
         for rec in records:
+            if is_control:
+                click.echo(f"| offset: {rec.offset} timestamp: {rec.timestamp} {_marker(rec)}")
+                continue
             headers = ", ".join(h.key for h in rec.headers)
             click.echo(
                 f"| offset: {rec.offset} timestamp: {rec.timestamp} "
@@ -103,6 +107,34 @@ def _dump_entry(info: log_entries.EntryInfo, chunk: bytes, print_data: bool) -> 
                 f"payload: {_printable(rec.value)}"
             )
     return problems
+
+
+def _marker(rec: record_codec.Record) -> str:
+    """A control record as Kafka's tool prints it (``endTxnMarker: COMMIT ...``)."""
+    try:
+        kind = control.decode_key(rec.key)
+        if kind not in (control.ControlType.ABORT, control.ControlType.COMMIT):
+            return f"controlType: UNKNOWN({kind})"
+        epoch = control.decode_value(rec.value)
+    except SeglogError as exc:
+        return f"unreadable control record: {exc}"
+    return f"endTxnMarker: {control.ControlType(kind).name} coordinatorEpoch: {epoch}"
+
+
+def _dump_txn_index(path: Path) -> int:
+    click.echo(f"Dumping {path}")
+    try:
+        entries = txn_index.read(path)
+    except SeglogError as exc:
+        click.echo(f"  Found invalid transaction index: {exc}")
+        return 1
+    for entry in entries:
+        click.echo(
+            f"version: {txn_index.VERSION} producerId: {entry.producer_id} "
+            f"firstOffset: {entry.first_offset} lastOffset: {entry.last_offset} "
+            f"lastStableOffset: {entry.last_stable_offset}"
+        )
+    return 0
 
 
 def _log_entries_by_position(log_path: Path) -> dict[int, log_entries.EntryInfo]:
@@ -213,7 +245,7 @@ def _dump_snapshot(path: Path) -> int:
 def dump_log(
     files: tuple[Path, ...], print_data: bool, verify_index_only: bool, max_bytes: int | None
 ) -> None:
-    """Print the batches of .log files and the entries of .index, .timeindex and .snapshot files.
+    """Print the batches of .log files and the entries of index, .snapshot and .txnindex files.
 
     Index files are checked against the .log beside them. Exits with status 2
     when any problem is found.
@@ -231,8 +263,12 @@ def dump_log(
             problems += _dump_time_index(path, verify_index_only)
         elif name.endswith(filenames.SNAPSHOT_SUFFIX):
             problems += _dump_snapshot(path)
+        elif name.endswith(filenames.TXN_INDEX_SUFFIX):
+            problems += _dump_txn_index(path)
         else:
-            raise click.ClickException(f"{path}: not a .log, .index, .timeindex or .snapshot file")
+            raise click.ClickException(
+                f"{path}: not a .log, .index, .timeindex, .txnindex or .snapshot file"
+            )
     if problems:
         click.echo(f"{problems} problem(s) found", err=True)
         raise SystemExit(2)

@@ -63,6 +63,7 @@ def _register() -> None:
     from seglog.cli.produce import produce
     from seglog.cli.serve import serve
     from seglog.cli.topics import topics
+    from seglog.cli.transactions import transactions
     from seglog.cli.users import users
     from seglog.cli.verify import verify
 
@@ -76,6 +77,7 @@ def _register() -> None:
     cli.add_command(offsets)
     cli.add_command(groups)
     cli.add_command(mirror)
+    cli.add_command(transactions)
     cli.add_command(users)
     cli.add_command(acls)
 

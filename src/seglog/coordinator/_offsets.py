@@ -179,6 +179,15 @@ class GroupOffsets(CoordinatorBase):
         self._touch(group, member)
         return None
 
+    def apply_txn_offsets(self, committed: Mapping[str, Mapping[tuple[str, int], Any]]) -> None:
+        """Make the offsets of a committed transaction visible (they are stored already)."""
+        for group_id, offsets in committed.items():
+            group = self.groups.get(group_id)
+            if group is None:
+                group = Group(group_id, state_timestamp_ms=self.now_ms())
+                self.groups[group_id] = group
+            group.offsets.update(offsets)
+
     # ---------------------------------------------------------- OffsetFetch
 
     def fetch_offsets(

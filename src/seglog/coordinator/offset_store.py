@@ -47,6 +47,12 @@ log directory written by Kafka maps groups to the same partitions.
 :class:`OffsetStore` writes these records through seglog's storage (one batch
 per request, appended to the group's partition) and reads them all back at
 start (:meth:`OffsetStore.load`), last record per key winning.
+
+Offsets committed in a transaction (TxnOffsetCommit) are written as a
+transactional batch of the producer; the loader holds them aside until the
+producer's COMMIT marker (then they apply) or ABORT marker (then they go).
+Those still open at the end are left in :attr:`OffsetStore.pending_txn_offsets`
+for the transaction coordinator.
 """
 
 from __future__ import annotations
@@ -57,7 +63,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from seglog.errors import CorruptRecordError, SeglogError
+from seglog.records import batch, control, log_entries
 from seglog.records.builder import SimpleRecord, build_batch
+from seglog.records.record import decode_entry, decode_records
 from seglog.storage.log import Log
 from seglog.storage.log_dir import LogDir
 
@@ -345,6 +353,9 @@ class OffsetStore:
         self._segment_bytes = segment_bytes
         info = log_dir.topics().get(TOPIC)
         self.partitions = info.partitions if info is not None else partitions
+        #: After :meth:`load`: the offset records of transactions with no
+        #: marker yet, by producer id: (partition, key, value) in log order.
+        self.pending_txn_offsets: dict[int, list[tuple[int, bytes, bytes | None]]] = {}
         #: Partitions the last :meth:`load` could not read, with the reason.
         self.failed_partitions: dict[int, str] = {}
 
@@ -394,6 +405,32 @@ class OffsetStore:
         info = log.append(build_batch(batch_records))
         return self.partition_for(group), info.last_offset + 1
 
+    def append_transactional(
+        self,
+        group: str,
+        records: Iterable[tuple[bytes, bytes | None]],
+        now_ms: int,
+        producer_id: int,
+        producer_epoch: int,
+    ) -> tuple[int, int]:
+        """Append a transaction's offset records of ``group``; (partition, next offset).
+
+        The batch carries the producer's id and epoch and the transactional
+        flag, so that the transaction's marker commits or aborts it (Kafka's
+        layout; the sequence is not checked for the broker's own appends).
+        """
+        batch_records = [SimpleRecord(value, key, now_ms) for key, value in records]
+        log = self._log(group)
+        data = build_batch(
+            batch_records,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=0,
+            is_transactional=True,
+        )
+        info = log.append(data, from_client=False)
+        return self.partition_for(group), info.last_offset + 1
+
     def flush(self, partition: int, offset: int) -> None:
         """fsync ``partition`` up to ``offset`` (blocking: run it off the event loop)."""
         self.log_dir.log(TOPIC, partition).flush(offset)
@@ -414,6 +451,7 @@ class OffsetStore:
         partition whose load failed.
         """
         groups: dict[str, LoadedGroup] = {}
+        self.pending_txn_offsets = {}
         self.failed_partitions = {}
         if not self.exists:
             return groups
@@ -423,7 +461,7 @@ class OffsetStore:
             # contributes nothing rather than a group's state cut short.
             found: dict[str, LoadedGroup] = {}
             try:
-                for offset, key, value in self._records(partition):
+                for offset, key, value in self._committed_records(partition):
                     try:
                         self._apply(found, key, value)
                     except CorruptRecordError as exc:
@@ -455,6 +493,52 @@ class OffsetStore:
         if skipped:
             logger.warning("skipped %d unreadable records of %s", skipped, TOPIC)
         return {name: found for name, found in groups.items() if found.metadata or found.offsets}
+
+    def _committed_records(
+        self, partition: int
+    ) -> Iterator[tuple[int, bytes | None, bytes | None]]:
+        """The partition's records in commit order: a transaction's at its COMMIT marker."""
+        log = self.log_dir.log(TOPIC, partition)
+        pending: dict[int, list[tuple[int, bytes | None, bytes | None]]] = {}
+        position = log.log_start_offset
+        while True:
+            result = log.read(position, 1 << 30)
+            if result.data is None or result.data.region.length == 0:
+                break
+            region = result.data.region
+            data = log.env.pread(region.fd, region.length, region.position, name=region.path)
+            last = position - 1
+            for entry in log_entries.scan(data, check_crc=False).entries:
+                last = entry.last_offset
+                if entry.last_offset < position:
+                    continue
+                if entry.magic != batch.CURRENT_MAGIC:
+                    # Legacy messages (an old Kafka's offsets): never transactional.
+                    chunk = memoryview(data)[entry.position : entry.position + entry.size]
+                    for r in decode_entry(chunk):
+                        yield r.offset, r.key, r.value
+                    continue
+                at = entry.position
+                header = batch.read_header(data, at)
+                pid = header.producer_id
+                records = decode_records(data, at)
+                if header.is_control:
+                    marker = control.read_marker(data, at)
+                    held = pending.pop(pid, [])
+                    if marker is not None and marker.is_commit:
+                        yield from held
+                elif header.is_transactional:
+                    pending.setdefault(pid, []).extend((r.offset, r.key, r.value) for r in records)
+                else:
+                    for r in records:
+                        yield r.offset, r.key, r.value
+            if last < position:
+                break
+            position = last + 1
+        for pid, held in pending.items():
+            self.pending_txn_offsets.setdefault(pid, []).extend(
+                (partition, key, value) for _, key, value in held if key is not None
+            )
 
     def _records(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
         log = self.log_dir.log(TOPIC, partition)

@@ -21,6 +21,13 @@ is read in parallel.
 
 Earliest offset: the first segment's base, or the ``log-start-offset-checkpoint``
 entry when larger (after DeleteRecords). Latest: the tail of the last segment.
+
+``kafka.isolation.level=read_committed`` reads as a read_committed consumer
+does: latest is the last stable offset (the first offset of the oldest
+transaction without a marker, found from the newest producer ``.snapshot``
+and the batch headers after it), reads stop there, and the batches of aborted
+transactions (from the ``.txnindex`` files) are skipped along with the
+markers.
 """
 
 from __future__ import annotations
@@ -32,13 +39,14 @@ from pathlib import Path
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from seglog.records import legacy
+from seglog.errors import SeglogError
+from seglog.records import batch, legacy
 from seglog.records import record as record_codec
 from seglog.spark.arrow import ColumnBuilder
 from seglog.spark.offsets import OffsetRange, PartitionOffsets, TopicPartition
 from seglog.spark.options import Strategy, select_partitions
 from seglog.spark.transport import BATCH_ROWS, Transport, data_loss
-from seglog.storage import filenames, reader
+from seglog.storage import filenames, producer_state, reader, txn_index
 from seglog.storage.reader import PartitionReader, SegmentReader
 
 __all__ = ["SCAN_TASK_BYTES", "FilesTransport"]
@@ -50,8 +58,9 @@ SCAN_TASK_BYTES = 128 * 1024 * 1024
 class FilesTransport(Transport):
     """Offsets and records of the partitions of one log directory."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, read_committed: bool = False) -> None:
         self.root = Path(path)
+        self.read_committed = read_committed
         if not self.root.is_dir():
             raise FileNotFoundError(f"{self.root} is not a log directory")
 
@@ -93,8 +102,13 @@ class FilesTransport(Transport):
         return out
 
     def latest_offsets(self, tps: Iterable[TopicPartition]) -> PartitionOffsets:
-        """The offset after the last whole batch of each partition."""
-        return {tp: self._partition(tp).next_offset() for tp in tps}
+        """The offset after the last whole batch of each partition (read_committed: the LSO)."""
+        out: PartitionOffsets = {}
+        for tp in tps:
+            part = self._partition(tp)
+            latest = part.next_offset()
+            out[tp] = _last_stable_offset(part, latest) if self.read_committed else latest
+        return out
 
     def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]
@@ -153,6 +167,7 @@ class FilesTransport(Transport):
         part = self._partition(tp)
         latest = part.next_offset()
         earliest = self._earliest(tp, part, latest)
+
         if start < earliest:
             data_loss(
                 f"Cannot fetch offset {start} of {tp}: the earliest available offset is {earliest}",
@@ -166,6 +181,11 @@ class FilesTransport(Transport):
                 fail_on_data_loss,
             )
             until = latest
+        aborted: _Aborted | None = None
+        if self.read_committed:
+            # Never past the last stable offset (not yet decided, so not lost).
+            until = min(until, _last_stable_offset(part, latest))
+            aborted = _Aborted(part, start)
         if start >= until:
             return
         builder = ColumnBuilder(tp.topic, tp.partition, include_headers)
@@ -179,13 +199,18 @@ class FilesTransport(Transport):
                 continue
             with segment:
                 position = segment.position_for(start) if base <= start else 0
-                yield from _read_segment(segment, position, start, until, builder)
+                yield from _read_segment(segment, position, start, until, builder, aborted)
         if len(builder):
             yield builder.build()
 
 
 def _read_segment(
-    segment: SegmentReader, position: int, start: int, until: int, builder: ColumnBuilder
+    segment: SegmentReader,
+    position: int,
+    start: int,
+    until: int,
+    builder: ColumnBuilder,
+    aborted: _Aborted | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Add the records of ``[start, until)`` found from ``position`` on; yield full batches.
 
@@ -196,6 +221,8 @@ def _read_segment(
         if header is not None:
             if header.base_offset >= until:
                 return
+            if aborted is not None and aborted.holds(header):
+                continue
             if header.last_offset >= start:
                 builder.add_v2_batch(entry.buffer, entry.start, header, start, until)
         else:
@@ -206,3 +233,78 @@ def _read_segment(
             builder.add_records(records, legacy.timestamp_type(data), start, until)
         if len(builder) >= BATCH_ROWS:
             yield builder.build()
+
+
+class _Aborted:
+    """The aborted transactions of a partition from ``start`` on, by producer."""
+
+    def __init__(self, part: PartitionReader, start: int) -> None:
+        self._spans: dict[int, list[tuple[int, int]]] = {}
+        for base in part.segments_between(start, 2**63 - 1):
+            path = part.directory / f"{filenames.offset_name(base)}{filenames.TXN_INDEX_SUFFIX}"
+            try:
+                entries = txn_index.read(path)
+            except SeglogError:
+                continue
+            for entry in entries:
+                if entry.last_offset >= start:
+                    self._spans.setdefault(entry.producer_id, []).append(
+                        (entry.first_offset, entry.last_offset)
+                    )
+
+    def holds(self, header: batch.BatchHeader) -> bool:
+        """True for a data batch of an aborted transaction."""
+        if not header.is_transactional or header.is_control:
+            return False
+        spans = self._spans.get(header.producer_id)
+        return spans is not None and any(
+            first <= header.base_offset <= last for first, last in spans
+        )
+
+
+def _last_stable_offset(part: PartitionReader, latest: int) -> int:
+    """The first offset of the oldest transaction with no marker yet, else ``latest``.
+
+    The open transactions are those of the newest producer snapshot at or below
+    ``latest``, then updated by the batch headers after it (a marker ends its
+    producer's transaction, a transactional batch opens one).
+    """
+    open_txns: dict[int, int] = {}
+    since = part.bases[0] if part.bases else 0
+    snapshots = sorted(
+        offset
+        for name in os.listdir(part.directory)
+        if name.endswith(filenames.SNAPSHOT_SUFFIX)
+        and (offset := filenames.parse_base_offset(name)) is not None
+        and offset <= latest
+    )
+    for offset in reversed(snapshots):
+        try:
+            entries = producer_state.read_snapshot(filenames.snapshot_path(part.directory, offset))
+        except (SeglogError, FileNotFoundError):
+            continue
+        open_txns = {
+            e.producer_id: e.current_txn_first_offset
+            for e in entries
+            if e.current_txn_first_offset >= 0
+        }
+        since = max(offset, since)
+        break
+    for base in part.segments_between(since, latest):
+        try:
+            segment = part.open_segment(base)
+        except FileNotFoundError:
+            continue
+        with segment:
+            position = segment.position_for(since) if base <= since else 0
+            for entry in segment.read_entries(position):
+                header = entry.header
+                if header is None or header.last_offset < since:
+                    continue
+                if header.base_offset >= latest:
+                    break
+                if header.is_control:
+                    open_txns.pop(header.producer_id, None)
+                elif header.is_transactional:
+                    open_txns.setdefault(header.producer_id, header.base_offset)
+    return min(open_txns.values(), default=latest)

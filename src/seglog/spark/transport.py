@@ -124,7 +124,8 @@ def open_transport(options: SourceOptions) -> Transport:
     if options.path is not None:
         from seglog.spark.files import FilesTransport
 
-        return FilesTransport(options.path)
+        read_committed = options.kafka_params.get("isolation.level") == "read_committed"
+        return FilesTransport(options.path, read_committed=read_committed)
     from seglog.spark.network import NetworkTransport
 
     return NetworkTransport(options)

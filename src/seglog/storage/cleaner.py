@@ -36,8 +36,16 @@ sequences are what rebuilding the producer state from the log needs to go on
 detecting that producer's duplicates. This is Kafka's ``RETAIN_EMPTY`` rule
 (``LogCleaner``'s ``isBatchLastRecordOfProducer``). Keeping every empty batch
 would leave segments of nothing but headers, and a Fetch answer holding no
-record at all makes librdkafka report MSG_SIZE_TOO_LARGE. Transaction markers
-(control batches, which seglog never writes) are kept as before.
+record at all makes librdkafka report MSG_SIZE_TOO_LARGE.
+
+Transactions. Only what lies below the last stable offset is cleaned (an
+open transaction's records may still be aborted). The batches of aborted
+transactions (known from the ``.txnindex``) take no part in the offset map,
+so an aborted record never hides the committed one before it, and are
+dropped by the copy, as Kafka's cleaner discards them. Transaction markers
+(control batches) are copied as they are and never enter the offset map;
+Kafka removes a marker once the transaction's data is gone and
+``delete.retention.ms`` has passed, seglog keeps them.
 
 Tombstones. The first cleaning that meets a batch holding tombstones stamps it
 with a delete horizon (``now + delete.retention.ms``, attribute bit 6 and the
@@ -118,6 +126,10 @@ def cleanable_range(log: Log, first_dirty: int, now_ms: int) -> CleanableLog:
     if first_dirty < start or first_dirty > log.log_end_offset:
         first_dirty = start
     uncleanable = segments[-1].base_offset
+    # Kafka's rule: nothing at or past the first offset of an open transaction.
+    unstable = log.producer_state.first_unstable_offset()
+    if unstable is not None:
+        uncleanable = min(uncleanable, unstable)
     max_lag_exceeded = False
     for i, segment in enumerate(segments[:-1]):
         upper = segments[i + 1].base_offset
@@ -179,8 +191,38 @@ def _entries(segment: LogSegment) -> Iterator[reader.EntryBytes]:
     return reader.read_entries(segment.read_bytes, 0, segment.size, segment.log_path)
 
 
-def build_offset_map(log: Log, start: int, end: int, offset_map: OffsetMap) -> tuple[int, int]:
-    """Map keys of records in [start, end); returns (end offset reached, records read)."""
+class AbortedBatches:
+    """Which transactional batches belong to aborted transactions, from the ``.txnindex``."""
+
+    def __init__(self, log: Log, end: int) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for aborted in log.aborted_transactions(log.log_start_offset, end):
+            self._by_producer.setdefault(aborted.producer_id, []).append(
+                (aborted.first_offset, aborted.last_offset)
+            )
+
+    def __contains__(self, header: object) -> bool:
+        if not isinstance(header, batch.BatchHeader):
+            return False
+        if not header.is_transactional or header.is_control:
+            return False
+        spans = self._by_producer.get(header.producer_id)
+        return spans is not None and any(
+            first <= header.base_offset <= last for first, last in spans
+        )
+
+
+def build_offset_map(
+    log: Log,
+    start: int,
+    end: int,
+    offset_map: OffsetMap,
+    aborted: AbortedBatches | None = None,
+) -> tuple[int, int]:
+    """Map keys of records in [start, end); returns (end offset reached, records read).
+
+    Control batches and the batches of aborted transactions are not mapped.
+    """
     records_read = 0
     segments = log.segments
     for i, segment in enumerate(segments):
@@ -193,6 +235,12 @@ def build_offset_map(log: Log, start: int, end: int, offset_map: OffsetMap) -> t
                 continue
             if entry.base_offset >= end:
                 return end, records_read
+            header = entry_bytes.header
+            if header is not None and (
+                header.is_control or (aborted is not None and header in aborted)
+            ):
+                offset_map.latest_offset = max(offset_map.latest_offset, entry.last_offset)
+                continue
             records = record_codec.decode_entry(entry_bytes.data)
             if offset_map.full and any(
                 r.key is not None and offset_map.get(r.key) < 0 for r in records
@@ -250,8 +298,9 @@ class Cleaner:
         log = target.log
         now_ms = int(self._clock() * 1000)
         offset_map = OffsetMap(self.dedupe_buffer_size)
+        aborted = AbortedBatches(log, target.first_uncleanable_offset)
         end, records_read = build_offset_map(
-            log, target.first_dirty_offset, target.first_uncleanable_offset, offset_map
+            log, target.first_dirty_offset, target.first_uncleanable_offset, offset_map, aborted
         )
         # Each producer's last batch: the only one kept if the cleaning empties it.
         # A copy taken without the log's lock (one C-level copy under the GIL);
@@ -285,7 +334,7 @@ class Cleaner:
             try:
                 for segment in group:
                     read, written, count = self._copy_segment(
-                        segment, cleaned, offset_map, now_ms, horizon, last_offsets
+                        segment, cleaned, offset_map, now_ms, horizon, last_offsets, aborted
                     )
                     stats_read += read
                     stats_written += written
@@ -317,6 +366,7 @@ class Cleaner:
         now_ms: int,
         horizon: int,
         last_offsets: dict[int, int],
+        aborted: AbortedBatches,
     ) -> tuple[int, int, int]:
         out = bytearray()
         out_entries: list[log_entries.EntryInfo] = []
@@ -324,8 +374,15 @@ class Cleaner:
         for entry_bytes in _entries(source):
             entry = entry_bytes.describe()
             chunk = entry_bytes.data
-            records = record_codec.decode_entry(chunk)
             header = entry_bytes.header
+            if header is not None and header.is_control:
+                # A transaction marker: what readers and recovery need to end it.
+                out_entries.append(entry._replace(position=len(out)))
+                out += chunk
+                kept_records += header.record_count
+                continue
+            dropped = header in aborted  # every record of an aborted transaction goes
+            records = [] if dropped else record_codec.decode_entry(chunk)
             existing_horizon = (
                 header.delete_horizon_ms
                 if header is not None and header.has_delete_horizon
@@ -349,7 +406,12 @@ class Cleaner:
                 keep.append(rec)
             has_tombstone = any(r.value is None for r in keep)
             needs_horizon = has_tombstone and existing_horizon is None
-            if len(keep) == len(records) and not needs_horizon and header is not None:
+            if (
+                len(keep) == len(records)
+                and not needs_horizon
+                and header is not None
+                and not dropped
+            ):
                 new_bytes: bytes | memoryview = chunk
             elif not keep and not _retain_empty(header, last_offsets):
                 continue

@@ -57,13 +57,20 @@ from pathlib import Path
 
 from seglog.config import LONG_MAX, LogConfig
 from seglog.errors import (
+    CorruptRecordError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     StorageError,
 )
-from seglog.records import batch
-from seglog.storage import filenames, io
-from seglog.storage.producer_state import ProducerBatch, ProducerEntry, ProducerStateManager
+from seglog.records import batch, control
+from seglog.records.log_entries import EntryInfo
+from seglog.storage import filenames, io, txn_index
+from seglog.storage.producer_state import (
+    CompletedTxn,
+    ProducerBatch,
+    ProducerEntry,
+    ProducerStateManager,
+)
 from seglog.storage.segment import MAX_SEGMENT_BYTES, LogSegment, SegmentRead, TimestampAndOffset
 from seglog.storage.validator import validate_and_assign
 
@@ -180,6 +187,13 @@ class Log:
         self._jitter_ms = 0
         self._producer_state = ProducerStateManager(
             directory, expiration_ms=producer_id_expiration_ms, env=self._env
+        )
+        # Transaction indexes written since the last flush, synced by the next.
+        self._unsynced_txn_indexes: set[Path] = set()
+        # Whether any segment may have a .txnindex: read_committed fetches of
+        # logs that never saw an abort then read no file.
+        self._has_txn_index = any(
+            name.endswith(filenames.TXN_INDEX_SUFFIX) for name in self._env.listdir(directory)
         )
         self._rebuild_producer_state()
 
@@ -305,6 +319,7 @@ class Log:
         *,
         now_ms: int | None = None,
         defer_flush: bool = False,
+        from_client: bool = True,
     ) -> AppendInfo:
         """Validate ``records`` (v2 batches, or a legacy message set), assign offsets, write.
 
@@ -313,6 +328,8 @@ class Log:
         reaches ``flush.messages`` fsyncs before returning, unless
         ``defer_flush``: then it says so in :attr:`AppendInfo.flush_needed`
         and the caller flushes (the broker does, off its event loop).
+        Appends the broker makes itself (``from_client`` False: a
+        transaction's offsets) skip the producers' sequence checks.
         """
         now = _now_ms(self._clock) if now_ms is None else now_ms
         with self._lock:
@@ -323,7 +340,7 @@ class Log:
             )
             producer_batches = validated.producer_batches
             if producer_batches:
-                duplicate = self._producer_state.check(producer_batches)
+                duplicate = self._producer_state.check(producer_batches, client=from_client)
                 if duplicate is not None:
                     log_append = config.message_timestamp_type == "LogAppendTime"
                     return AppendInfo(
@@ -383,6 +400,113 @@ class Log:
         if needs_flush and not defer_flush:
             self.flush(info.last_offset + 1)
         return info
+
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        commit: bool,
+        coordinator_epoch: int = 0,
+        now_ms: int | None = None,
+    ) -> AppendInfo:
+        """Write a COMMIT or ABORT control batch ending ``producer_id``'s transaction.
+
+        An abort adds the transaction to the ``.txnindex`` of the segment the
+        marker lands in. The caller flushes (the coordinator does before it
+        answers EndTxn). Raises InvalidProducerEpochError for an epoch older
+        than the producer's.
+        """
+        now = _now_ms(self._clock) if now_ms is None else now_ms
+        with self._lock:
+            self._check_open()
+            state = self._producer_state
+            state.check_marker(producer_id, producer_epoch)
+            offset = self._log_end_offset
+            data = control.build_marker(
+                producer_id,
+                producer_epoch,
+                commit=commit,
+                coordinator_epoch=coordinator_epoch,
+                timestamp=now,
+                base_offset=offset,
+            )
+            segment = self._maybe_roll(len(data), now, offset, offset, now)
+            segment.append([data], [EntryInfo(0, len(data), 2, offset, offset, now, 1)], len(data))
+            self._log_end_offset = offset + 1
+            completed = state.complete_txn(
+                producer_id,
+                producer_epoch,
+                offset,
+                now,
+                commit=commit,
+                coordinator_epoch=coordinator_epoch,
+            )
+            if completed is not None and completed.is_aborted:
+                self._index_aborted(segment, completed)
+            self._unflushed_messages += 1
+            if self._high_watermark == offset:
+                # Else earlier appends wait for their flush to be seen (defer_flush),
+                # and the marker with them: the flush moves the HW past both.
+                self._high_watermark = self._log_end_offset
+            return AppendInfo(
+                first_offset=offset,
+                last_offset=offset,
+                max_timestamp=now,
+                offset_of_max_timestamp=offset,
+                log_append_time=batch.NO_TIMESTAMP,
+                log_start_offset=self._log_start_offset,
+                record_count=1,
+                size=len(data),
+            )
+
+    def _index_aborted(self, segment: LogSegment, completed: CompletedTxn) -> None:
+        """Add an aborted transaction to ``segment``'s ``.txnindex`` (marker order)."""
+        entry = txn_index.AbortedTxn(
+            completed.producer_id,
+            completed.first_offset,
+            completed.last_offset,
+            self._producer_state.last_stable_offset_after(completed),
+        )
+        path = segment.txn_index_path
+        txn_index.append(path, [entry], env=self._env)
+        self._has_txn_index = True
+        self._unsynced_txn_indexes.add(path)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the first offset of the oldest open transaction, at most the HW.
+
+        Never below the log start offset: retention or DeleteRecords may have
+        removed the start of an open transaction (Kafka moves the first
+        unstable offset up the same way).
+        """
+        first = self._producer_state.first_unstable_offset()
+        hw = self._high_watermark
+        return hw if first is None else max(min(first, hw), self._log_start_offset)
+
+    def aborted_transactions(
+        self, fetch_offset: int, upper_bound: int
+    ) -> list[txn_index.AbortedTxn]:
+        """Aborted transactions overlapping [``fetch_offset``, ``upper_bound``), by first offset.
+
+        Read from the ``.txnindex`` of the segment holding ``fetch_offset`` and
+        every later one (a transaction's marker follows its data).
+        """
+        if not self._has_txn_index:
+            return []
+        segments, bases = self._segments, self._bases
+        index = max(bisect.bisect_right(bases, fetch_offset) - 1, 0)
+        found: list[txn_index.AbortedTxn] = []
+        for segment in segments[index:]:
+            try:
+                entries = txn_index.read(segment.txn_index_path, env=self._env)
+            except StorageError as exc:
+                logger.warning("cannot read %s: %s", segment.txn_index_path, exc)
+                continue
+            found.extend(txn_index.collect_aborted(entries, fetch_offset, upper_bound))
+        found.sort(key=lambda entry: entry.first_offset)
+        return found
 
     def _maybe_roll(
         self, size: int, max_timestamp: int, first_offset: int, last_offset: int, now: int
@@ -476,6 +600,9 @@ class Log:
             try:
                 # Producer snapshots taken at roll, even when the data is flushed already.
                 synced_snapshots = self._producer_state.sync_snapshots(target)
+                for path in list(self._unsynced_txn_indexes):
+                    self._unsynced_txn_indexes.discard(path)
+                    txn_index.sync(path, env=self._env)
                 if target <= self._recovery_point:
                     if synced_snapshots:
                         self._env.fsync_dir(self.directory)
@@ -637,6 +764,7 @@ class Log:
             self._delete_scheduler(doomed, self._config.file_delete_delay_ms)
             keep[-1].truncate_to(offset)
             keep[-1].resize_indexes(self._config.segment_index_bytes)
+            txn_index.truncate_to(keep[-1].txn_index_path, offset, env=self._env)
             self._set_segments(keep)
             self._log_end_offset = keep[-1].read_next_offset()
             self._high_watermark = min(self._high_watermark, self._log_end_offset)
@@ -742,6 +870,7 @@ class Log:
             current = set(map(id, self._segments))
             if any(id(s) not in current for s in old_segments):
                 raise StorageError(f"segments of {self.directory.name} changed while being cleaned")
+            self._carry_txn_indexes(new_segments, old_segments)
             for segment in sorted(new_segments, key=lambda s: -s.base_offset):
                 segment.flush()
                 segment.change_suffix(filenames.SWAP_SUFFIX)
@@ -756,6 +885,30 @@ class Log:
             self._set_segments([*kept, *new_segments])
             self._delete_scheduler(list(old_segments), self._config.file_delete_delay_ms)
 
+    def _carry_txn_indexes(
+        self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]
+    ) -> None:
+        """Give cleaned segments the aborted transactions of the ones they replace.
+
+        The cleaner keeps aborted records (it does not yet remove them), so
+        read_committed readers still need the entries: each goes to the new
+        segment that holds its marker's offset.
+        """
+        env = self._env
+        entries = [e for old in old_segments for e in txn_index.read(old.txn_index_path, env=env)]
+        if not entries or not new_segments:
+            return
+        ordered = sorted(new_segments, key=lambda s: s.base_offset)
+        bases = [s.base_offset for s in ordered]
+        by_segment: dict[int, list[txn_index.AbortedTxn]] = {}
+        for entry in sorted(entries, key=lambda e: e.last_offset):
+            index = max(bisect.bisect_right(bases, entry.last_offset) - 1, 0)
+            by_segment.setdefault(index, []).append(entry)
+        for index, found in by_segment.items():
+            path = ordered[index].txn_index_path
+            txn_index.append(path, found, env=env)
+            txn_index.sync(path, env=env)
+
     # -------------------------------------------------------- producer state
 
     def _rebuild_producer_state(self) -> None:
@@ -765,13 +918,51 @@ class Log:
         start = state.load_latest_snapshot(self._log_start_offset, end, _now_ms(self._clock))
         if start < end:
             for segment in self._segments_overlapping(start, end):
-                state.update(
-                    ProducerBatch.from_header(
-                        header, header.base_offset, header.last_offset, header.max_timestamp
-                    )
-                    for header in segment.batch_headers(start)
-                    if header.producer_id >= 0 and header.last_offset >= start
-                )
+                # The aborted transactions of the replayed part are indexed
+                # again as their markers are replayed (Kafka's recovery
+                # rebuilds the .txnindex the same way).
+                if self._has_txn_index:
+                    txn_index.truncate_to(segment.txn_index_path, start, env=self._env)
+                for header in segment.batch_headers(start):
+                    if header.producer_id < 0 or header.last_offset < start:
+                        continue
+                    if header.is_control:
+                        self._replay_marker(segment, header)
+                    else:
+                        state.update(
+                            [
+                                ProducerBatch.from_header(
+                                    header,
+                                    header.base_offset,
+                                    header.last_offset,
+                                    header.max_timestamp,
+                                )
+                            ]
+                        )
+
+    def _replay_marker(self, segment: LogSegment, header: batch.BatchHeader) -> None:
+        """Apply a control batch met while rebuilding the producer state."""
+        found = segment.translate_offset(header.base_offset)
+        if found is None:
+            return
+        data = segment.read_bytes(found.position, header.batch_length + batch.LOG_OVERHEAD)
+        try:
+            marker = control.read_marker(data)
+        except CorruptRecordError as exc:  # skipped, as Kafka skips unknown control records
+            logger.warning("skipping an unreadable control batch in %s: %s", segment, exc)
+            return
+        if marker is None:
+            return
+        completed = self._producer_state.complete_txn(
+            header.producer_id,
+            header.producer_epoch,
+            header.base_offset,
+            header.max_timestamp,
+            commit=marker.is_commit,
+            coordinator_epoch=marker.coordinator_epoch,
+        )
+        if completed is not None and completed.is_aborted:
+            self._index_aborted(segment, completed)
 
     @property
     def producer_state(self) -> ProducerStateManager:

@@ -86,6 +86,9 @@ class ProducerBatch(NamedTuple):
     first_offset: int
     last_offset: int
     max_timestamp: int
+    #: A batch of a transaction (the attribute bit): it opens the producer's
+    #: transaction in this partition if none is open.
+    is_transactional: bool = False
 
     @classmethod
     def from_header(
@@ -104,7 +107,17 @@ class ProducerBatch(NamedTuple):
             first_offset,
             last_offset,
             max_timestamp,
+            header.is_transactional,
         )
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker ended in this partition (Kafka's ``CompletedTxn``)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
 
 
 class BatchMetadata(NamedTuple):
@@ -215,8 +228,13 @@ class ProducerStateManager:
         """The live producers by id (read-only by convention)."""
         return self._producers
 
-    def check(self, batches: Sequence[ProducerBatch]) -> BatchMetadata | None:
+    def check(
+        self, batches: Sequence[ProducerBatch], *, client: bool = True
+    ) -> BatchMetadata | None:
         """Check an append's batches; return the original if it is a retry.
+
+        Appends made by the broker itself (``client`` False) are checked for
+        their epoch only.
 
         Raises :class:`InvalidProducerEpochError` or
         :class:`OutOfOrderSequenceError`; changes nothing either way.
@@ -225,7 +243,7 @@ class ProducerStateManager:
         for batch in batches:
             pid = batch.producer_id
             entry = self._producers.get(pid)
-            if pid not in pending and entry is not None:
+            if client and pid not in pending and entry is not None:
                 duplicate = entry.find_duplicate(batch)
                 if duplicate is not None:
                     return duplicate
@@ -239,13 +257,18 @@ class ProducerStateManager:
                 raise InvalidProducerEpochError(
                     f"producer {pid} has epoch {batch.epoch}, below the current epoch {epoch}"
                 )
-            if batch.epoch != epoch:
+            if not client:
+                # Written by the broker itself (a transaction's offsets in
+                # __consumer_offsets): no sequence to check, as in Kafka for
+                # appends whose origin is not a client.
+                pass
+            elif batch.epoch != epoch:
                 if batch.first_sequence != 0 and epoch != NO_PRODUCER_EPOCH:
                     raise OutOfOrderSequenceError(
                         f"producer {pid} starts its new epoch {batch.epoch} at sequence "
                         f"{batch.first_sequence}, not 0"
                     )
-            elif epoch != NO_PRODUCER_EPOCH and not in_sequence(
+            elif last_sequence != NO_SEQUENCE and not in_sequence(
                 last_sequence, batch.first_sequence
             ):
                 raise OutOfOrderSequenceError(
@@ -263,6 +286,71 @@ class ProducerStateManager:
             if entry is None:
                 entry = producers[batch.producer_id] = ProducerEntry(batch.producer_id, batch.epoch)
             entry.add(batch)
+            if batch.is_transactional and entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = batch.first_offset
+
+    # ----------------------------------------------------- transactions
+
+    def check_marker(self, producer_id: int, epoch: int) -> None:
+        """Refuse a marker from an epoch older than the producer's (a fenced coordinator call)."""
+        entry = self._producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"a transaction marker of producer {producer_id} has epoch {epoch}, "
+                f"below the current epoch {entry.epoch}"
+            )
+
+    def complete_txn(
+        self,
+        producer_id: int,
+        epoch: int,
+        marker_offset: int,
+        timestamp: int,
+        *,
+        commit: bool,
+        coordinator_epoch: int = -1,
+    ) -> CompletedTxn | None:
+        """Apply a COMMIT or ABORT marker written at ``marker_offset``.
+
+        Returns the transaction it ended, or None when the producer had none
+        open in this partition (a marker for a transaction that wrote nothing
+        here, or a retry). A marker of a newer epoch (the coordinator fenced
+        the producer and aborted for it) moves the producer to that epoch.
+        """
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = self._producers[producer_id] = ProducerEntry(producer_id, epoch)
+        if epoch != entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
+        if not entry.batches:
+            # Keep the producer alive for snapshots and expiry: an empty batch
+            # record at the marker's offset, sequence unknown.
+            entry.batches.append(BatchMetadata(NO_SEQUENCE, marker_offset, 0, timestamp))
+        entry.coordinator_epoch = coordinator_epoch
+        first = entry.current_txn_first_offset
+        if first < 0:
+            return None
+        entry.current_txn_first_offset = -1
+        return CompletedTxn(producer_id, first, marker_offset, not commit)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, or None if none is open."""
+        firsts = [
+            entry.current_txn_first_offset
+            for entry in self._producers.values()
+            if entry.current_txn_first_offset >= 0
+        ]
+        return min(firsts) if firsts else None
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` is done: Kafka's ``lastStableOffset(completedTxn)``."""
+        others = [
+            entry.current_txn_first_offset
+            for pid, entry in self._producers.items()
+            if entry.current_txn_first_offset >= 0 and pid != completed.producer_id
+        ]
+        return min(others) if others else completed.last_offset + 1
 
     def remove_expired(self, now_ms: int) -> int:
         """Forget producers idle for ``producer.id.expiration.ms``; returns how many."""
@@ -362,7 +450,12 @@ class ProducerStateManager:
                 self._env.unlink(path)
                 continue
             for entry in entries:
-                if now_ms - entry.last_timestamp < self.expiration_ms:
+                # A producer with an open transaction never expires: the LSO
+                # waits on it until its marker comes.
+                if (
+                    entry.current_txn_first_offset >= 0
+                    or now_ms - entry.last_timestamp < self.expiration_ms
+                ):
                     self._producers[entry.producer_id] = entry
             self._last_snapshot_offset = offset
             return offset
@@ -434,6 +527,7 @@ def read_snapshot(path: Path, *, env: io.Env | None = None) -> list[ProducerEntr
 __all__ = [
     "NUM_BATCHES_TO_RETAIN",
     "BatchMetadata",
+    "CompletedTxn",
     "ProducerBatch",
     "ProducerEntry",
     "ProducerStateManager",

@@ -154,7 +154,8 @@ class LogSegment:
         log = cls._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
         index = cls._path(directory, base_offset, filenames.INDEX_SUFFIX, suffix)
         tindex = cls._path(directory, base_offset, filenames.TIME_INDEX_SUFFIX, suffix)
-        for stale in (log, index, tindex):
+        txn = cls._path(directory, base_offset, filenames.TXN_INDEX_SUFFIX, suffix)
+        for stale in (log, index, tindex, txn):
             env.unlink(stale)
         fd = _open_fd(env, log)
         segment = cls(
@@ -239,6 +240,11 @@ class LogSegment:
     def suffix(self, value: str) -> None:
         self._suffix = value
         self._log_path = self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, value)
+
+    @property
+    def txn_index_path(self) -> Path:
+        """Path of the ``.txnindex`` (aborted transactions; present only once there is one)."""
+        return self._path(self.directory, self.base_offset, filenames.TXN_INDEX_SUFFIX, self.suffix)
 
     @property
     def log_path(self) -> Path:
@@ -724,8 +730,16 @@ class LogSegment:
     def change_suffix(self, new_suffix: str) -> None:
         """Rename all files of the segment, e.g. to ``.deleted`` or from ``.swap``."""
         old_log = self.log_path
+        old_txn = self.txn_index_path
         new_log = self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, new_suffix)
         self._env.rename(old_log, new_log)
+        if old_txn.exists():
+            self._env.rename(
+                old_txn,
+                self._path(
+                    self.directory, self.base_offset, filenames.TXN_INDEX_SUFFIX, new_suffix
+                ),
+            )
         self.offset_index.rename_to(
             self._path(self.directory, self.base_offset, filenames.INDEX_SUFFIX, new_suffix)
         )
@@ -763,6 +777,7 @@ class LogSegment:
             self.log_path,
             self.offset_index.path,
             self.time_index.path,
+            self.txn_index_path,
         ]
         if not self._closed:
             self._closed = True

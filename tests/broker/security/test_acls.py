@@ -329,3 +329,29 @@ def test_fetch_groups_and_idempotence_without_their_acls(acl_broker: Secured, to
     with pytest.raises(KafkaException) as raised:
         deleted.result(10)
     assert raised.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_transactions_need_write_on_the_transactional_id(acl_broker: Secured, topic: str) -> None:
+    admin = _admin(acl_broker)
+    _create_topics(admin, topic)
+    _allow(admin, ResourceType.TOPIC, topic, AclOperation.ALL)
+    txn_id = f"{topic}-txn"
+
+    def producer() -> Producer:
+        return Producer(
+            {
+                **confluent(acl_broker.bootstrap, "PLAIN", "alice", "alice"),
+                "transactional.id": txn_id,
+                "log_level": "0",
+            }
+        )
+
+    with pytest.raises(KafkaException) as refused:
+        producer().init_transactions(10)
+    assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    _allow(admin, ResourceType.TRANSACTIONAL_ID, txn_id, AclOperation.WRITE)
+    allowed = producer()
+    allowed.init_transactions(10)
+    allowed.begin_transaction()
+    allowed.produce(topic, b"v")
+    allowed.commit_transaction(10)

@@ -11,6 +11,9 @@ from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 from seglog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from seglog.storage.region import release_regions
+from seglog.storage.segment import TimestampAndOffset
+
+READ_COMMITTED = 1
 
 
 def _read_all(
@@ -18,6 +21,9 @@ def _read_all(
 ) -> tuple[list[dict[str, Any]], int]:
     """One pass over the requested partitions; returns (responses, bytes found)."""
     remaining = body.get("max_bytes", 0x7FFFFFFF) if version >= 3 else 0x7FFFFFFF
+    # read_committed: data only up to the last stable offset, with the aborted
+    # transactions it overlaps so that the client drops their records.
+    read_committed = body.get("isolation_level", 0) == READ_COMMITTED
     total = 0
     responses = []
     first = True
@@ -39,7 +45,13 @@ def _read_all(
             try:
                 log = state.log_dir.log(name, index)
                 limit = min(request["partition_max_bytes"], remaining)
-                result = log.read(request["fetch_offset"], max(limit, 0), min_one_message=first)
+                lso = log.last_stable_offset
+                result = log.read(
+                    request["fetch_offset"],
+                    max(limit, 0),
+                    max_offset=lso if read_committed else None,
+                    min_one_message=first,
+                )
             except SeglogError as exc:
                 if isinstance(exc, StorageError):
                     state.storage_errors.report("a read of", name, index, exc)
@@ -51,7 +63,12 @@ def _read_all(
                 partitions.append(entry)
                 continue
             entry["high_watermark"] = result.high_watermark
-            entry["last_stable_offset"] = result.high_watermark
+            entry["last_stable_offset"] = min(lso, result.high_watermark)
+            if read_committed:
+                entry["aborted_transactions"] = [
+                    {"producer_id": aborted.producer_id, "first_offset": aborted.first_offset}
+                    for aborted in log.aborted_transactions(request["fetch_offset"], lso)
+                ]
             entry["log_start_offset"] = result.log_start_offset
             if result.data is not None and result.data.region.length > 0:
                 region = result.data.region
@@ -99,6 +116,7 @@ async def list_offsets(
 ) -> dict[str, Any]:
     """ListOffsets: -1 latest, -2 earliest, -3 max timestamp, else the first offset at a time."""
     version = header.api_version
+    read_committed = body.get("isolation_level", 0) == READ_COMMITTED
     topics = []
     for topic in body["topics"]:
         name = topic["name"]
@@ -120,7 +138,14 @@ async def list_offsets(
                 entry["error_code"] = error_codes.code_for("UNSUPPORTED_VERSION")
             else:
                 try:
-                    found = state.log_dir.log(name, index).find_offset_by_timestamp(target)
+                    log = state.log_dir.log(name, index)
+                    found = log.find_offset_by_timestamp(target)
+                    if found is not None and read_committed:
+                        lso = log.last_stable_offset
+                        if target == LATEST_TIMESTAMP:
+                            found = TimestampAndOffset(found.timestamp, lso)
+                        elif found.offset >= lso and target != EARLIEST_TIMESTAMP:
+                            found = None  # not yet stable: not visible to this reader
                     if found is not None:
                         entry["offset"] = found.offset
                         if target not in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):

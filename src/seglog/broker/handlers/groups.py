@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from seglog.broker.blocking import run_blocking
+from seglog.broker.handlers.transactions import load_transactions
 from seglog.broker.state import CLIENT_HOST, BrokerState
 from seglog.coordinator.group_coordinator import (
     GroupCoordinator,
@@ -35,6 +36,7 @@ from seglog.protocol.headers import RequestHeader
 logger = logging.getLogger(__name__)
 
 GROUP_KEY = 0
+TRANSACTION_KEY = 1
 """FindCoordinator key types: 0 a group, 1 a transactional id."""
 
 _NO_OPERATIONS = -(2**31)
@@ -68,6 +70,7 @@ async def load_groups(state: BrokerState) -> None:
         logger.exception("cannot load __consumer_offsets; group requests will be refused")
         return
     coordinator.finish_loading(loaded)
+    await load_transactions(state)
 
 
 # ------------------------------------------------------------ FindCoordinator
@@ -76,20 +79,25 @@ async def load_groups(state: BrokerState) -> None:
 async def find_coordinator(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """FindCoordinator: this broker, for every group; transactions are not supported."""
+    """FindCoordinator: this broker, for every group and every transactional id."""
     version = header.api_version
     key_type = body.get("key_type", GROUP_KEY)
     keys = body["coordinator_keys"] if version >= 4 else [body["key"]]
     listener = state.settings.advertised
     error, message = 0, None
-    if key_type != GROUP_KEY:
-        error = _code("COORDINATOR_NOT_AVAILABLE")
-        message = "seglog does not support transactions"
+    if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+        error = _code("INVALID_REQUEST")
+        message = f"unknown coordinator key type {key_type}"
     else:
+        ensure = (
+            state.coordinator.store.ensure_topic
+            if key_type == GROUP_KEY
+            else state.transactions.ensure_topic
+        )
         try:
-            state.coordinator.store.ensure_topic()
+            ensure()
         except Exception as exc:
-            logger.exception("cannot create __consumer_offsets")
+            logger.exception("cannot create the coordinator's topic")
             error, message = _code("COORDINATOR_NOT_AVAILABLE"), str(exc)
     node = state.settings.node_id if error == 0 else -1
     host = listener.host if error == 0 else ""
@@ -319,12 +327,27 @@ async def offset_fetch(
                 )
                 continue
             error, topics = _fetch_group(coordinator, group["group_id"], group["topics"])
+            if body.get("require_stable"):
+                _mark_unstable(state, group["group_id"], topics)
             groups.append(
                 {"group_id": group["group_id"], "topics": topics, "error_code": _code(error)}
             )
         return {"throttle_time_ms": 0, "groups": groups}
     error, topics = _fetch_group(coordinator, body["group_id"], body["topics"])
+    if body.get("require_stable"):
+        _mark_unstable(state, body["group_id"], topics)
     return {"throttle_time_ms": 0, "topics": topics, "error_code": _code(error)}
+
+
+def _mark_unstable(state: BrokerState, group_id: str, topics: list[dict[str, Any]]) -> None:
+    """require_stable (v7+): a partition with an offset in an open transaction is unstable."""
+    for topic in topics:
+        for partition in topic["partitions"]:
+            if state.transactions.has_pending_offset(
+                group_id, topic["name"], partition["partition_index"]
+            ):
+                partition["error_code"] = _code("UNSTABLE_OFFSET_COMMIT")
+                partition["committed_offset"] = -1
 
 
 # ------------------------------------------------------------- administration

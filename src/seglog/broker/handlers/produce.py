@@ -16,6 +16,7 @@ import asyncio
 from typing import Any
 
 from seglog.broker.blocking import run_blocking
+from seglog.broker.handlers import transactions
 from seglog.broker.handlers.metadata import auto_create
 from seglog.broker.state import BrokerState
 from seglog.errors import InvalidRecordError, SeglogError, StorageError
@@ -44,8 +45,33 @@ def _single_batch_error(records: Any) -> str | None:
 _Appended = tuple[dict[str, Any], Log | None]
 
 
+def _unverified_transaction(
+    state: BrokerState, transactional_id: str, topic: str, partition: int, records: Any
+) -> str | None:
+    """Why a transactional batch may not go to this partition, or None if it may."""
+    if (
+        len(records) < batch.HEADER_SIZE
+        or batch.peek_magic(records, 0) != batch.CURRENT_MAGIC
+        or not state.transactions.loaded
+    ):
+        return None
+    # The header's fields only (the append checks the batch itself).
+    header = batch.BatchHeader._make(batch.HEADER.unpack_from(records, 0))
+    if not header.is_transactional:
+        return None
+    error = state.transactions.verify_partition(
+        transactional_id, header.producer_id, header.producer_epoch, topic, partition
+    )
+    return None if error == "NONE" else error
+
+
 def _append(
-    state: BrokerState, topic: str, partition: int, records: Any, version: int
+    state: BrokerState,
+    topic: str,
+    partition: int,
+    records: Any,
+    version: int,
+    transactional_id: str | None = None,
 ) -> _Appended:
     result: dict[str, Any] = {
         "index": partition,
@@ -65,6 +91,14 @@ def _append(
         if message is not None:
             result["error_code"] = error_codes.code_for("INVALID_RECORD")
             result["error_message"] = message
+            return result, None
+    if transactional_id is not None:
+        refused = _unverified_transaction(state, transactional_id, topic, partition, records)
+        if refused is not None:
+            result["error_code"] = error_codes.code_for(refused)
+            result["error_message"] = (
+                f"{topic}-{partition} is not part of the open transaction of {transactional_id}"
+            )
             return result, None
     try:
         log = state.log_dir.log(topic, partition)
@@ -157,7 +191,12 @@ async def produce(
                 partitions.append({"index": index, "error_code": error, "base_offset": -1})
             else:
                 result, log = _append(
-                    state, name, index, partition_data["records"], header.api_version
+                    state,
+                    name,
+                    index,
+                    partition_data["records"],
+                    header.api_version,
+                    body.get("transactional_id"),
                 )
                 partitions.append(result)
                 if log is not None:
@@ -174,14 +213,9 @@ async def produce(
 async def init_producer_id(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """InitProducerId for idempotent producers (transactions are not supported)."""
+    """InitProducerId: idempotent producers here, transactional ones by the coordinator."""
     if body.get("transactional_id") is not None:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": error_codes.code_for("TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
-            "producer_id": -1,
-            "producer_epoch": -1,
-        }
+        return await transactions.init_producer_id(state, header, body)
     producer_id = body.get("producer_id", -1)
     epoch = body.get("producer_epoch", -1)
     if producer_id >= 0 and 0 <= epoch < 32766:

@@ -479,6 +479,89 @@ def _describe_topic_partitions(access: Access, version: int, body: dict[str, Any
     return decision
 
 
+# ------------------------------------------------------------------ transactions
+# Kafka's rules: WRITE on the transactional id for every transaction request,
+# WRITE on each topic added to a transaction, READ on the group whose offsets
+# join it; DESCRIBE on an id to see it in DescribeTransactions/ListTransactions.
+
+_NOT_ATTEMPTED = error_codes.code_for("OPERATION_NOT_ATTEMPTED")
+
+
+def _txn_error(code: int) -> dict[str, Any]:
+    return {"error_code": code}
+
+
+def _add_partitions_to_txn(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    if version >= 4:
+        # Broker to broker in Kafka (KIP-890 verification): a cluster action.
+        if access.cluster(Operation.CLUSTER_ACTION):
+            return Decision()
+        return Decision(response={"error_code": CLUSTER_FAILED, "results_by_transaction": []})
+    topics = body.get("v3_and_below_topics") or []
+    txn_ok = access.allowed(Operation.WRITE, TXN, body["v3_and_below_transactional_id"])
+    denied = {t["name"] for t in topics if not access.allowed(Operation.WRITE, TOPIC, t["name"])}
+    if txn_ok and not denied:
+        return Decision()
+
+    def code(name: str) -> int:
+        if not txn_ok:
+            return TXN_FAILED
+        return TOPIC_FAILED if name in denied else _NOT_ATTEMPTED
+
+    return Decision(
+        response={
+            "results_by_topic_v3_and_below": [
+                {
+                    "name": t["name"],
+                    "results_by_partition": [
+                        {"partition_index": p, "partition_error_code": code(t["name"])}
+                        for p in t.get("partitions") or []
+                    ],
+                }
+                for t in topics
+            ]
+        }
+    )
+
+
+def _add_offsets_to_txn(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    if not access.allowed(Operation.WRITE, TXN, body["transactional_id"]):
+        return Decision(response=_txn_error(TXN_FAILED))
+    if not access.allowed(Operation.READ, GROUP, body["group_id"]):
+        return Decision(response=_txn_error(GROUP_FAILED))
+    return Decision()
+
+
+def _end_txn(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    if not access.allowed(Operation.WRITE, TXN, body["transactional_id"]):
+        return Decision(response=_txn_error(TXN_FAILED))
+    return Decision()
+
+
+def _txn_offset_commit(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    code = None
+    if not access.allowed(Operation.WRITE, TXN, body["transactional_id"]):
+        code = TXN_FAILED
+    elif not access.allowed(Operation.READ, GROUP, body["group_id"]):
+        code = GROUP_FAILED
+    if code is not None:
+        return Decision(
+            response={"topics": [_failed_topic(_COMMON, t, code) for t in body.get("topics") or []]}
+        )
+    return _partitioned(_COMMON, Operation.READ)(access, version, body)
+
+
+def _list_transactions(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    def hide(response: dict[str, Any]) -> None:
+        response["transaction_states"] = [
+            t
+            for t in response.get("transaction_states") or []
+            if access.allowed(Operation.DESCRIBE, TXN, t["transactional_id"])
+        ]
+
+    return Decision(fixes=[hide])
+
+
 def _delete_acls_denied(body: dict[str, Any]) -> dict[str, Any]:
     return {
         "filter_results": [
@@ -604,6 +687,27 @@ PLANS: dict[int, Plan] = {
         },
     ),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
+    ApiKey.END_TXN: _end_txn,
+    ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
+    ApiKey.DESCRIBE_TRANSACTIONS: _named(
+        "transactional_ids",
+        str,
+        lambda a, t: a.allowed(Operation.DESCRIBE, TXN, t),
+        "transaction_states",
+        lambda t: {
+            "error_code": TXN_FAILED,
+            "transactional_id": t,
+            "transaction_state": "",
+            "transaction_timeout_ms": 0,
+            "transaction_start_time_ms": -1,
+            "producer_id": -1,
+            "producer_epoch": -1,
+            "topics": [],
+        },
+    ),
+    ApiKey.LIST_TRANSACTIONS: _list_transactions,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(
         Operation.DESCRIBE, lambda body: {"error_code": CLUSTER_FAILED, "results": []}
     ),

@@ -1,0 +1,708 @@
+"""The transaction coordinator: transactional ids, their producers and their markers.
+
+Theory of operation
+-------------------
+Each transactional id has one :class:`TxnMetadata`: its producer id and epoch,
+its timeout, the partitions of its current transaction, and a state from
+Kafka's machine. The allowed moves, as (state before → state after):
+
+==================  =====================================================
+to                  allowed from
+==================  =====================================================
+Empty               Empty, CompleteCommit, CompleteAbort (InitProducerId)
+Ongoing             Empty, Ongoing, CompleteCommit, CompleteAbort
+                    (AddPartitionsToTxn, AddOffsetsToTxn)
+PrepareCommit       Ongoing (EndTxn commit)
+PrepareAbort        Ongoing (EndTxn abort, or a fencing InitProducerId)
+CompleteCommit      PrepareCommit (every marker written)
+CompleteAbort       PrepareAbort (every marker written)
+==================  =====================================================
+
+Every move is stored in ``__transaction_state`` (:mod:`txn_log`) and
+fsynced before the request is answered, but the Complete states. Ending a
+transaction stores the Prepare state first, then writes a COMMIT or ABORT
+marker to every partition of the transaction (the ``__consumer_offsets``
+partition of each group whose offsets it commits included), fsyncs them, and
+stores the Complete state without an fsync of its own: it reaches the disk
+with the partition's next fsync, necessarily after the markers, and if a
+crash loses it the Prepare state is still there to complete again (markers
+written twice are harmless). A crash between the two leaves a Prepare state
+that :meth:`load` finds and completes, markers and all, before the
+coordinator serves, as Kafka's does.
+
+Fencing: InitProducerId for an id bumps its epoch (a new producer id once the
+epoch would overflow); requests carrying an older epoch get PRODUCER_FENCED,
+and a transaction left open by the fenced producer is aborted, its markers
+written at the new epoch, so that the zombie's later writes are refused by
+the partitions themselves.
+
+Every method is blocking (it appends and fsyncs): the broker calls them in a
+worker thread, one at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from seglog.coordinator import txn_log
+from seglog.coordinator.offset_store import (
+    TOPIC as OFFSETS_TOPIC,
+)
+from seglog.coordinator.offset_store import (
+    CommittedOffset,
+    OffsetStore,
+    offset_key,
+    offset_value,
+    parse_key,
+    parse_offset_value,
+    partition_for,
+)
+from seglog.coordinator.txn_log import TxnLogValue, TxnState
+from seglog.errors import CorruptRecordError, SeglogError
+from seglog.records.builder import SimpleRecord, build_batch
+from seglog.storage.log import Log
+from seglog.storage.log_dir import LogDir
+
+logger = logging.getLogger(__name__)
+
+NONE = "NONE"
+MAX_EPOCH = 32_767 - 1  # Short.MaxValue - 1: the last epoch handed out before a new id
+
+_ALLOWED_FROM: dict[TxnState, frozenset[TxnState]] = {
+    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
+    TxnState.ONGOING: frozenset(
+        {TxnState.EMPTY, TxnState.ONGOING, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}
+    ),
+    TxnState.PREPARE_COMMIT: frozenset({TxnState.ONGOING}),
+    TxnState.PREPARE_ABORT: frozenset({TxnState.ONGOING, TxnState.PREPARE_EPOCH_FENCE}),
+    TxnState.COMPLETE_COMMIT: frozenset({TxnState.PREPARE_COMMIT}),
+    TxnState.COMPLETE_ABORT: frozenset({TxnState.PREPARE_ABORT}),
+}
+
+
+@dataclass
+class TxnMetadata:
+    """A transactional id's current state (Kafka's ``TransactionMetadata``)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnState = TxnState.EMPTY
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    last_update_ms: int = -1
+    start_ms: int = -1
+    #: The producer id and epoch a KIP-360 bump came from (kept in memory), so
+    #: that a retry of that bump is answered rather than fenced.
+    bumped_from: tuple[int, int] | None = None
+    #: Offsets committed in the open transaction: group → (topic, partition) → offset.
+    pending_offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
+
+    def value(self) -> TxnLogValue:
+        """What is stored for this state."""
+        return TxnLogValue(
+            self.producer_id,
+            self.producer_epoch,
+            self.timeout_ms,
+            self.state,
+            frozenset(self.partitions),
+            self.last_update_ms,
+            self.start_ms,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class InitResult:
+    """InitProducerId's answer."""
+
+    error: str
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class EndResult:
+    """EndTxn's answer, and the offsets its commit made visible (group → offsets)."""
+
+    error: str
+    committed_offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(
+        default_factory=dict
+    )
+
+
+class TransactionCoordinator:
+    """Transactional ids over a :class:`LogDir`'s ``__transaction_state``."""
+
+    def __init__(
+        self,
+        log_dir: LogDir,
+        offsets: OffsetStore,
+        *,
+        new_producer_id: Callable[[], int],
+        clock: Callable[[], float],
+        max_timeout_ms: int = 900_000,
+        partitions: int = 50,
+        segment_bytes: int = 104_857_600,
+        abort_interval_ms: int = 10_000,
+        id_expiration_ms: int = 604_800_000,
+        expiration_interval_ms: int = 3_600_000,
+    ) -> None:
+        self.log_dir = log_dir
+        self.offsets = offsets
+        self._new_producer_id = new_producer_id
+        self._clock = clock
+        self.max_timeout_ms = max_timeout_ms
+        #: How often :meth:`abort_timed_out` and :meth:`expire_transactional_ids` are due.
+        self.abort_interval_ms = abort_interval_ms
+        self.id_expiration_ms = id_expiration_ms
+        self.expiration_interval_ms = expiration_interval_ms
+        self._wanted_partitions = partitions
+        self._segment_bytes = segment_bytes
+        info = log_dir.topics().get(txn_log.TOPIC)
+        self.partitions = info.partitions if info is not None else partitions
+        self.txns: dict[str, TxnMetadata] = {}
+        self.loaded = False
+
+    # --------------------------------------------------------------- storage
+
+    def now_ms(self) -> int:
+        """The coordinator's clock in ms."""
+        return int(self._clock() * 1000)
+
+    def ensure_topic(self) -> None:
+        """Create ``__transaction_state`` (compacted) if it does not exist yet."""
+        if txn_log.TOPIC in self.log_dir.topics():
+            return
+        key = "segment.bytes" if self._segment_bytes >= 1024 * 1024 else "internal.segment.bytes"
+        try:
+            self.log_dir.create_topic(
+                txn_log.TOPIC,
+                self._wanted_partitions,
+                {"cleanup.policy": "compact", key: str(self._segment_bytes)},
+            )
+        except SeglogError as exc:
+            if exc.kafka_error != "TOPIC_ALREADY_EXISTS":
+                raise
+        self.partitions = self.log_dir.topics()[txn_log.TOPIC].partitions
+
+    def partition_for(self, transactional_id: str) -> int:
+        """The ``__transaction_state`` partition of ``transactional_id``."""
+        return partition_for(transactional_id, self.partitions)
+
+    def _store(self, meta: TxnMetadata, state: TxnState, *, sync: bool = True) -> None:
+        """Move ``meta`` to ``state``: appended (and fsynced, with ``sync``) before it changes."""
+        if meta.state not in _ALLOWED_FROM.get(state, frozenset()) and meta.state != state:
+            raise AssertionError(f"{meta.state.kafka_name} -> {state.kafka_name} is not allowed")
+        self.ensure_topic()
+        now = self.now_ms()
+        previous = (meta.state, meta.last_update_ms)
+        meta.state, meta.last_update_ms = state, now
+        try:
+            log = self.log_dir.log(txn_log.TOPIC, self.partition_for(meta.transactional_id))
+            data = build_batch(
+                [
+                    SimpleRecord(
+                        txn_log.encode_value(meta.value()),
+                        txn_log.encode_key(meta.transactional_id),
+                        now,
+                    )
+                ]
+            )
+            info = log.append(data)
+            if sync:
+                log.flush(info.last_offset + 1)
+        except BaseException:
+            meta.state, meta.last_update_ms = previous
+            raise
+
+    def _store_tombstone(self, transactional_id: str) -> None:
+        """Forget ``transactional_id`` durably (a null value: compaction drops the key)."""
+        self.ensure_topic()
+        log = self.log_dir.log(txn_log.TOPIC, self.partition_for(transactional_id))
+        data = build_batch(
+            [SimpleRecord(None, txn_log.encode_key(transactional_id), self.now_ms())]
+        )
+        info = log.append(data)
+        log.flush(info.last_offset + 1)
+
+    # --------------------------------------------------------------- loading
+
+    def load(self) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
+        """Read ``__transaction_state``, then finish what a crash left half done (blocking).
+
+        Returns the offsets of the commits it finished, for the group coordinator.
+        """
+        committed: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        self.txns.clear()
+        if txn_log.TOPIC in self.log_dir.topics():
+            for partition in range(self.partitions):
+                for record in self.log_dir.read_records(
+                    txn_log.TOPIC, partition, 0, max_bytes=1 << 62
+                ):
+                    try:
+                        self._apply_record(record.key, record.value)
+                    except CorruptRecordError as exc:
+                        logger.warning(
+                            "skipping the record at offset %d of %s-%d: %s",
+                            record.offset,
+                            txn_log.TOPIC,
+                            partition,
+                            exc,
+                        )
+        pending = self.offsets.pending_txn_offsets
+        for meta in self.txns.values():
+            for _partition, key, value in pending.get(meta.producer_id, []):
+                self._restore_pending_offset(meta, key, value)
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                logger.info(
+                    "completing the transaction of %s left in %s",
+                    meta.transactional_id,
+                    meta.state.kafka_name,
+                )
+                done = self._complete(meta, commit=meta.state == TxnState.PREPARE_COMMIT)
+                for group, offsets in done.items():
+                    committed.setdefault(group, {}).update(offsets)
+        self.loaded = True
+        logger.info("loaded %d transactional ids from %s", len(self.txns), txn_log.TOPIC)
+        return committed
+
+    def _apply_record(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            raise CorruptRecordError("a record without a key")
+        tid = txn_log.decode_key(key)
+        if value is None:
+            self.txns.pop(tid, None)
+            return
+        stored = txn_log.decode_value(value)
+        self.txns[tid] = TxnMetadata(
+            tid,
+            stored.producer_id,
+            stored.producer_epoch,
+            stored.timeout_ms,
+            stored.state,
+            set(stored.partitions),
+            stored.last_update_ms,
+            stored.start_ms,
+        )
+
+    @staticmethod
+    def _restore_pending_offset(meta: TxnMetadata, key: bytes, value: bytes | None) -> None:
+        try:
+            parsed = parse_key(key)
+        except CorruptRecordError:
+            return
+        if isinstance(parsed, str) or value is None:
+            return
+        group, topic, partition = parsed
+        meta.pending_offsets.setdefault(group, {})[(topic, partition)] = parse_offset_value(value)
+
+    # -------------------------------------------------------- InitProducerId
+
+    def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, producer_id: int = -1, epoch: int = -1
+    ) -> InitResult:
+        """InitProducerId with a transactional id: a new epoch, fencing earlier producers."""
+        if not transactional_id:
+            return InitResult("INVALID_REQUEST")
+        if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
+            return InitResult("INVALID_TRANSACTION_TIMEOUT")
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            meta = TxnMetadata(transactional_id, self._new_producer_id(), -1, timeout_ms)
+            self.txns[transactional_id] = meta
+        elif producer_id >= 0 and (producer_id, epoch) != (meta.producer_id, meta.producer_epoch):
+            if (producer_id, epoch) == meta.bumped_from and meta.state == TxnState.EMPTY:
+                # KIP-360: the retry of a bump whose answer was lost gets that answer.
+                return InitResult(NONE, meta.producer_id, meta.producer_epoch)
+            # A producer bumping its epoch must name the current one.
+            return InitResult("PRODUCER_FENCED")
+        if meta.state == TxnState.ONGOING:
+            # A new producer takes over an open transaction: fence the old one
+            # by aborting at a bumped epoch (Kafka's PrepareEpochFence).
+            self._bump_epoch(meta)
+            try:
+                self._store(meta, TxnState.PREPARE_ABORT)
+                self._complete(meta, commit=False)
+            except SeglogError as exc:
+                logger.error("cannot abort the transaction of %s: %s", transactional_id, exc)
+                return InitResult("COORDINATOR_NOT_AVAILABLE")
+        elif meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return InitResult("CONCURRENT_TRANSACTIONS")
+        bumped_from = (meta.producer_id, meta.producer_epoch)
+        self._bump_epoch(meta)
+        meta.bumped_from = bumped_from if producer_id >= 0 else None
+        meta.timeout_ms = timeout_ms
+        meta.partitions.clear()
+        meta.pending_offsets.clear()
+        meta.start_ms = -1
+        try:
+            self._store(meta, TxnState.EMPTY)
+        except SeglogError as exc:
+            logger.error("cannot store transactional id %s: %s", transactional_id, exc)
+            return InitResult("COORDINATOR_NOT_AVAILABLE")
+        return InitResult(NONE, meta.producer_id, meta.producer_epoch)
+
+    def _bump_epoch(self, meta: TxnMetadata) -> None:
+        if meta.producer_epoch >= MAX_EPOCH:
+            meta.producer_id = self._new_producer_id()
+            meta.producer_epoch = 0
+        else:
+            meta.producer_epoch += 1
+
+    # ------------------------------------------------------ adding partitions
+
+    def _check_producer(self, transactional_id: str, producer_id: int, epoch: int) -> str:
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return "INVALID_PRODUCER_ID_MAPPING"
+        if epoch != meta.producer_epoch:
+            return "PRODUCER_FENCED"
+        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return "CONCURRENT_TRANSACTIONS"
+        return NONE
+
+    def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: Iterable[tuple[str, int]],
+        *,
+        verify_only: bool = False,
+    ) -> dict[tuple[str, int], str]:
+        """AddPartitionsToTxn: an error name per partition (NONE when added)."""
+        wanted = list(partitions)
+        error = self._check_producer(transactional_id, producer_id, epoch)
+        if error != NONE:
+            return dict.fromkeys(wanted, error)
+        meta = self.txns[transactional_id]
+        if verify_only:
+            return {
+                p: NONE
+                if meta.state == TxnState.ONGOING and p in meta.partitions
+                else "INVALID_TXN_STATE"
+                for p in wanted
+            }
+        unknown = [p for p in wanted if not self._partition_exists(*p)]
+        if unknown:
+            return {
+                p: "UNKNOWN_TOPIC_OR_PARTITION" if p in unknown else "OPERATION_NOT_ATTEMPTED"
+                for p in wanted
+            }
+        # A finished transaction's partitions are not this one's.
+        current = meta.partitions if meta.state == TxnState.ONGOING else set()
+        new = set(wanted) - current
+        if new or meta.state != TxnState.ONGOING:
+            error = self._begin(meta, new)
+        return dict.fromkeys(wanted, error)
+
+    def add_offsets(
+        self, transactional_id: str, producer_id: int, epoch: int, group_id: str
+    ) -> str:
+        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction."""
+        error = self._check_producer(transactional_id, producer_id, epoch)
+        if error != NONE:
+            return error
+        if not group_id:
+            return "INVALID_GROUP_ID"
+        try:
+            self.offsets.ensure_topic()
+        except SeglogError as exc:
+            logger.error("cannot create %s: %s", OFFSETS_TOPIC, exc)
+            return "COORDINATOR_NOT_AVAILABLE"
+        meta = self.txns[transactional_id]
+        partition = (OFFSETS_TOPIC, self.offsets.partition_for(group_id))
+        if partition in meta.partitions and meta.state == TxnState.ONGOING:
+            return NONE
+        return self._begin(meta, {partition})
+
+    def _begin(self, meta: TxnMetadata, new: set[tuple[str, int]]) -> str:
+        """Store the transaction as Ongoing with ``new`` partitions added."""
+        before = set(meta.partitions)
+        start = meta.start_ms
+        if meta.state != TxnState.ONGOING:
+            meta.partitions.clear()
+            before = set()
+            meta.start_ms = self.now_ms()
+        meta.partitions |= new
+        try:
+            self._store(meta, TxnState.ONGOING)
+        except SeglogError as exc:
+            meta.partitions, meta.start_ms = before, start
+            logger.error("cannot store transaction %s: %s", meta.transactional_id, exc)
+            return "COORDINATOR_NOT_AVAILABLE"
+        return NONE
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        info = self.log_dir.topics().get(topic)
+        return info is not None and 0 <= partition < info.partitions
+
+    # -------------------------------------------------------- TxnOffsetCommit
+
+    def commit_offsets(
+        self,
+        transactional_id: str,
+        group_id: str,
+        producer_id: int,
+        epoch: int,
+        offsets: dict[tuple[str, int], CommittedOffset],
+    ) -> dict[tuple[str, int], str]:
+        """TxnOffsetCommit: store the offsets in the transaction, visible at its commit."""
+        error = self._check_producer(transactional_id, producer_id, epoch)
+        meta = self.txns.get(transactional_id)
+        if error == NONE and meta is not None:
+            joined = (OFFSETS_TOPIC, self.offsets.partition_for(group_id))
+            if meta.state != TxnState.ONGOING or joined not in meta.partitions:
+                # Kafka's coordinator answers so when AddOffsetsToTxn did not come first.
+                error = "INVALID_TXN_STATE"
+        if error != NONE or meta is None:
+            return dict.fromkeys(offsets, error)
+        errors: dict[tuple[str, int], str] = {}
+        accepted: dict[tuple[str, int], CommittedOffset] = {}
+        for key, committed in offsets.items():
+            if self._partition_exists(*key):
+                accepted[key] = committed
+                errors[key] = NONE
+            else:
+                errors[key] = "UNKNOWN_TOPIC_OR_PARTITION"
+        if not accepted:
+            return errors
+        records: list[tuple[bytes, bytes | None]] = [
+            (offset_key(group_id, t, p), offset_value(c)) for (t, p), c in accepted.items()
+        ]
+        try:
+            index, end = self.offsets.append_transactional(
+                group_id, records, self.now_ms(), producer_id, epoch
+            )
+            self.offsets.flush(index, end)
+        except SeglogError as exc:
+            logger.error("cannot store offsets of %s: %s", transactional_id, exc)
+            return dict.fromkeys(offsets, "COORDINATOR_NOT_AVAILABLE")
+        meta.pending_offsets.setdefault(group_id, {}).update(accepted)
+        return errors
+
+    def verify_partition(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
+    ) -> str:
+        """May the producer write transactional data to the partition? (KIP-890's check.)
+
+        Only a partition added to the producer's open transaction may take
+        its data: a batch written anywhere else would never get a marker and
+        would hold the partition's LSO for good (a "hanging" transaction).
+        """
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return "INVALID_PRODUCER_ID_MAPPING"
+        if epoch != meta.producer_epoch:
+            return "INVALID_PRODUCER_EPOCH"
+        if meta.state != TxnState.ONGOING or (topic, partition) not in meta.partitions:
+            return "INVALID_TXN_STATE"
+        return NONE
+
+    def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        """True if an open transaction holds an offset of ``group_id`` for the partition.
+
+        Safe to call while a worker thread runs a coordinator call: it reads
+        a copy of the id table.
+        """
+        for meta in list(self.txns.values()):
+            pending = meta.pending_offsets.get(group_id)
+            if pending is not None and (topic, partition) in pending:
+                return True
+        return False
+
+    # ------------------------------------------------------------------ EndTxn
+
+    def end_txn(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool
+    ) -> EndResult:
+        """EndTxn: commit or abort the open transaction, markers written before the answer."""
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return EndResult("INVALID_PRODUCER_ID_MAPPING")
+        if epoch != meta.producer_epoch:
+            return EndResult("PRODUCER_FENCED")
+        state = meta.state
+        if state == TxnState.ONGOING:
+            try:
+                self._store(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
+                return EndResult(NONE, self._complete(meta, commit=commit))
+            except SeglogError as exc:
+                logger.error("cannot end the transaction of %s: %s", transactional_id, exc)
+                return EndResult("COORDINATOR_NOT_AVAILABLE")
+        if (state == TxnState.COMPLETE_COMMIT and commit) or (
+            state == TxnState.COMPLETE_ABORT and not commit
+        ):
+            return EndResult(NONE)  # a retry of an EndTxn that was done
+        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return EndResult("CONCURRENT_TRANSACTIONS")
+        return EndResult("INVALID_TXN_STATE")
+
+    # ------------------------------------------------------------ describing
+
+    def describe(self, transactional_id: str) -> TxnMetadata | None:
+        """A copy of the id's state (DescribeTransactions), or None if it is unknown."""
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            return None
+        return TxnMetadata(
+            meta.transactional_id,
+            meta.producer_id,
+            meta.producer_epoch,
+            meta.timeout_ms,
+            meta.state,
+            set(meta.partitions),
+            meta.last_update_ms,
+            meta.start_ms,
+        )
+
+    def list_transactions(
+        self, states: Iterable[str], producer_ids: Iterable[int], min_duration_ms: int = -1
+    ) -> tuple[list[TxnMetadata], list[str]]:
+        """ListTransactions: (matching ids, the state filters that name no state).
+
+        Empty filters match everything; a duration filter of 0 or more keeps
+        the transactions running for longer than that.
+        """
+        names = {state.kafka_name: state for state in TxnState}
+        wanted_states = set(states)
+        unknown = sorted(name for name in wanted_states if name not in names)
+        wanted_pids = set(producer_ids)
+        now = self.now_ms()
+        found = []
+        for meta in list(self.txns.values()):
+            if wanted_states and meta.state.kafka_name not in wanted_states:
+                continue
+            if wanted_pids and meta.producer_id not in wanted_pids:
+                continue
+            if min_duration_ms >= 0 and (
+                meta.start_ms < 0
+                or meta.state != TxnState.ONGOING
+                or now - meta.start_ms <= min_duration_ms
+            ):
+                continue
+            found.append(meta)
+        return found, unknown
+
+    # ------------------------------------------------------------ expiration
+
+    def abort_timed_out(self) -> list[str]:
+        """Abort every transaction open longer than its timeout; returns their ids.
+
+        As Kafka's coordinator does, the producer is fenced first: the epoch
+        is bumped and the markers are written at the new epoch, so the
+        stalled producer's later requests are refused.
+        """
+        now = self.now_ms()
+        aborted = []
+        for meta in list(self.txns.values()):
+            if meta.state != TxnState.ONGOING or meta.start_ms < 0:
+                continue
+            if now <= meta.start_ms + meta.timeout_ms:
+                continue
+            logger.info(
+                "aborting the transaction of %s: open for more than %d ms",
+                meta.transactional_id,
+                meta.timeout_ms,
+            )
+            self._bump_epoch(meta)
+            try:
+                self._store(meta, TxnState.PREPARE_ABORT)
+                self._complete(meta, commit=False)
+            except SeglogError as exc:
+                logger.error("cannot abort the transaction of %s: %s", meta.transactional_id, exc)
+                continue
+            aborted.append(meta.transactional_id)
+        return aborted
+
+    def expire_transactional_ids(self) -> list[str]:
+        """Forget ids idle for ``transactional.id.expiration.ms`` with no open transaction."""
+        now = self.now_ms()
+        idle_states = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        expired = []
+        for meta in list(self.txns.values()):
+            if meta.state in idle_states and now - meta.last_update_ms >= self.id_expiration_ms:
+                try:
+                    self._store_tombstone(meta.transactional_id)
+                except SeglogError as exc:
+                    logger.error("cannot expire %s: %s", meta.transactional_id, exc)
+                    continue
+                del self.txns[meta.transactional_id]
+                expired.append(meta.transactional_id)
+        return expired
+
+    def _complete(
+        self, meta: TxnMetadata, *, commit: bool
+    ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
+        """Write the markers of a Prepare state, then store the Complete state."""
+        touched: list[tuple[Log, int]] = []
+        for topic, partition in sorted(meta.partitions):
+            try:
+                log = self.log_dir.log(topic, partition)
+            except SeglogError as exc:
+                # A partition deleted since it joined: nothing left to mark.
+                logger.warning("no marker for %s-%d: %s", topic, partition, exc)
+                continue
+            try:
+                info = log.append_marker(
+                    meta.producer_id, meta.producer_epoch, commit=commit, coordinator_epoch=0
+                )
+            except SeglogError as exc:
+                if exc.kafka_error in ("INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED"):
+                    # A newer epoch already ended this producer's transaction there.
+                    logger.warning("no marker for %s-%d: %s", topic, partition, exc)
+                    continue
+                raise
+            touched.append((log, info.last_offset + 1))
+        for log, end in touched:
+            log.flush(end)
+        committed = dict(meta.pending_offsets) if commit else {}
+        meta.pending_offsets = {}
+        # Not fsynced: the markers are durable already, so this record can only
+        # ever become durable after them (with the partition's next fsync), and
+        # if a crash loses it, the Prepare state before it completes again.
+        self._store(
+            meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, sync=False
+        )
+        return committed
+
+
+def create_transaction_coordinator(
+    log_dir: LogDir,
+    offsets: OffsetStore,
+    properties: dict[str, str],
+    *,
+    new_producer_id: Callable[[], int],
+    clock: Callable[[], float],
+) -> TransactionCoordinator:
+    """A transaction coordinator configured by broker properties (Kafka's names)."""
+    from seglog.config import BrokerConfig
+
+    config = BrokerConfig(properties)
+    return TransactionCoordinator(
+        log_dir,
+        offsets,
+        new_producer_id=new_producer_id,
+        clock=clock,
+        max_timeout_ms=int(config["transaction.max.timeout.ms"]),
+        partitions=int(config["transaction.state.log.num.partitions"]),
+        segment_bytes=int(config["transaction.state.log.segment.bytes"]),
+        abort_interval_ms=int(
+            config["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+        ),
+        id_expiration_ms=int(config["transactional.id.expiration.ms"]),
+        expiration_interval_ms=int(
+            config["transaction.remove.expired.transaction.cleanup.interval.ms"]
+        ),
+    )
+
+
+__all__ = [
+    "EndResult",
+    "InitResult",
+    "TransactionCoordinator",
+    "TxnMetadata",
+    "create_transaction_coordinator",
+]

@@ -1,0 +1,129 @@
+"""Transactions across power cuts: what a cut keeps is exactly what was decided.
+
+Random transactions (committed, aborted, left open) run on a log directory over
+the faulty file system of ``tests/storage/faulty_env.py``; the power is cut
+(dropping every unsynced byte, or a random share of them); the directory and
+the coordinator are reopened and every transactional id re-initialised (which
+aborts what was left open). Then, read as a read_committed consumer reads:
+
+* every transaction whose EndTxn commit was answered is wholly visible;
+* no record of an aborted or unfinished transaction is visible;
+* no transaction is left hanging: every partition's LSO is its log end.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seglog.coordinator.offset_store import OffsetStore
+from seglog.coordinator.transaction_coordinator import TransactionCoordinator
+from seglog.records.builder import SimpleRecord, build_batch
+from seglog.records.record import decode_records
+from seglog.storage.log import Log
+from seglog.storage.log_dir import LogDir, LogDirSettings
+from tests.storage.faulty_env import installed
+
+IDS = ("a", "b", "c")
+PARTITIONS = 2
+SETTINGS = LogDirSettings(log_cleaner_enable=False)
+
+
+def _coordinator(log_dir: LogDir, ids: itertools.count[int]) -> TransactionCoordinator:
+    offsets = OffsetStore(log_dir, partitions=1)
+    offsets.load()
+    coordinator = TransactionCoordinator(
+        log_dir, offsets, new_producer_id=lambda: next(ids), clock=lambda: 1.7e9, partitions=2
+    )
+    coordinator.load()
+    return coordinator
+
+
+def _committed_view(log: Log) -> set[bytes]:
+    """The values a read_committed consumer gets from ``log``."""
+    lso = log.last_stable_offset
+    aborted = log.aborted_transactions(log.log_start_offset, lso)
+    seen: set[bytes] = set()
+    for segment in log.segments:
+        for header in segment.batch_headers():
+            if header.base_offset >= lso or header.is_control:
+                continue
+            if header.is_transactional and any(
+                a.producer_id == header.producer_id
+                and a.first_offset <= header.base_offset <= a.last_offset
+                for a in aborted
+            ):
+                continue
+            found = segment.translate_offset(header.base_offset)
+            assert found is not None
+            data = segment.read_bytes(found.position, header.size)
+            seen.update(r.value for r in decode_records(data) if r.value is not None)
+    return seen
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32), mode=st.sampled_from(["synced", "mixed"]))
+def test_a_power_cut_keeps_exactly_the_decided_transactions(seed: int, mode: str) -> None:
+    rng = random.Random(seed)
+    root = Path(tempfile.mkdtemp())
+    ids = itertools.count(500)
+    with installed(root) as env:
+        log_dir = LogDir.open(root, settings=SETTINGS)
+        log_dir.create_topic("t", PARTITIONS)
+        coordinator = _coordinator(log_dir, ids)
+        sequences: dict[tuple[int, int], int] = {}
+        committed: set[bytes] = set()
+        producers = {}
+        for tid in IDS:
+            init = coordinator.init_producer_id(tid, 60_000)
+            producers[tid] = (init.producer_id, init.producer_epoch)
+        for n in range(rng.randint(1, 12)):
+            tid = rng.choice(IDS)
+            pid, epoch = producers[tid]
+            chosen = sorted(rng.sample(range(PARTITIONS), rng.randint(1, PARTITIONS)))
+            errors = coordinator.add_partitions(tid, pid, epoch, [("t", p) for p in chosen])
+            assert set(errors.values()) == {"NONE"}
+            values = []
+            for p in chosen:
+                value = f"{n}-{p}".encode()
+                sequence = sequences.get((pid, p), 0)
+                log_dir.log("t", p).append(
+                    build_batch(
+                        [SimpleRecord(value, timestamp=1_700_000_000_000)],
+                        producer_id=pid,
+                        producer_epoch=epoch,
+                        base_sequence=sequence,
+                        is_transactional=True,
+                    )
+                )
+                sequences[(pid, p)] = sequence + 1
+                values.append(value)
+            outcome = rng.choice(["commit", "abort", "open"])
+            if outcome == "open":
+                break  # the producer of an open transaction stops here
+            result = coordinator.end_txn(tid, pid, epoch, commit=outcome == "commit")
+            assert result.error == "NONE"
+            if outcome == "commit":
+                committed.update(values)
+        chooser = random.Random(seed + 1)
+        env.power_cut(keep_unsynced=None if mode == "synced" else lambda _: chooser.random() < 0.5)
+        log_dir = LogDir.open(root, settings=SETTINGS)
+        try:
+            coordinator = _coordinator(log_dir, ids)
+            for tid in IDS:
+                assert coordinator.init_producer_id(tid, 60_000).error == "NONE"
+            visible: set[bytes] = set()
+            for p in range(PARTITIONS):
+                log = log_dir.log("t", p)
+                assert log.last_stable_offset == log.log_end_offset
+                visible |= _committed_view(log)
+            assert visible == committed
+        finally:
+            log_dir.close()
+            shutil.rmtree(root, ignore_errors=True)
