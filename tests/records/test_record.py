@@ -144,6 +144,45 @@ def test_decode_entries_ignores_a_cut_tail() -> None:
         assert [r.value for r in decode_entries(a + b[:cut])] == [b"a"]
 
 
+@settings(max_examples=80)
+@given(
+    shapes=st.lists(
+        st.tuples(
+            st.sampled_from([0, 1, 50, 63, 64, 200, 1000, 8180, 8200, 20_000]),
+            st.integers(-200, 200) | st.integers(-(2**40), 2**40),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    codec=st.sampled_from([Codec.NONE, Codec.GZIP]),
+    base=st.integers(0, 2**40),
+    target=st.integers(-300, 300) | st.integers(-(2**41), 2**41),
+    min_offset=st.integers(0, 12),
+)
+def test_time_search_agrees_with_decoding(
+    shapes: list[tuple[int, int]],
+    codec: Codec,
+    base: int,
+    target: int,
+    min_offset: int,
+) -> None:
+    """Record lengths of one, two and three varint bytes, deltas short and long."""
+    data = build_batch(
+        [SimpleRecord(value=b"v" * size, timestamp=TS + delta) for size, delta in shapes],
+        codec=codec,
+        base_offset=base,
+    )
+    expected = next(
+        (
+            (r.offset, r.timestamp)
+            for r in decode_records(data)
+            if r.timestamp >= TS + target and r.offset >= base + min_offset
+        ),
+        None,
+    )
+    assert first_at_or_after(data, TS + target, base + min_offset) == expected
+
+
 def test_time_search_within_a_batch() -> None:
     data = build_batch(
         [SimpleRecord(value=b"x", timestamp=TS + t) for t in (0, 0, 5, 5, 9)], base_offset=10

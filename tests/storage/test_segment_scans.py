@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from seglog.errors import IndexFullError
 from seglog.records import log_entries
 from seglog.records import record as record_codec
 from seglog.records.log_entries import read_entry
@@ -158,3 +159,38 @@ def test_the_roll_check_of_a_segment_whose_first_batch_is_cut(tmp_path: Path) ->
         assert rolls is False
     finally:
         reopened.close()
+
+
+@pytest.mark.parametrize("max_index_size", [96, 4096])
+def test_recovery_stores_index_entries_as_one_by_one_would(
+    tmp_path: Path, max_index_size: int
+) -> None:
+    """Whole chunks of index entries at once, or one by one: the same indexes, the
+    same state, and for indexes too small, the same error at the same entry."""
+    results = []
+    for at_once in (True, False):
+        directory = tmp_path / str(at_once)
+        _write_segment(directory, [(2, 30), (1, 200), (3, 1)] * 15).close()
+        segment = LogSegment.open(
+            directory, 100, index_interval_bytes=150, max_index_size=max_index_size, writable=True
+        )
+        with pytest.MonkeyPatch.context() as patch:
+            if not at_once:
+                patch.setattr(LogSegment, "_store_index_entries", lambda *_: False)
+            try:
+                outcome: object = segment.recover()
+            except IndexFullError as exc:
+                outcome = str(exc).replace(str(directory), "DIR")
+        results.append(
+            (
+                outcome,
+                [segment.offset_index.entry(n) for n in range(segment.offset_index.entries)],
+                [segment.time_index.entry(n) for n in range(segment.time_index.entries)],
+                segment._max_timestamp,
+                segment._offset_of_max_timestamp,
+                segment._bytes_since_last_index_entry,
+            )
+        )
+        segment.close()
+    assert results[0] == results[1]
+    assert (max_index_size == 96) == isinstance(results[0][0], str)

@@ -317,3 +317,26 @@ def test_rename_delete_and_use_after_close(tmp_path: Path) -> None:
         index.maybe_append(TS + 2, 3)
     index.delete()
     assert not index.path.exists()
+
+
+@settings(max_examples=20)
+@given(
+    jumps=st.lists(st.integers(0, 3000), min_size=1, max_size=6),
+    targets=st.lists(st.integers(TS - 10, TS + 10**13), max_size=40),
+)
+def test_lookups_in_a_large_unevenly_spread_index(
+    tmp_path_factory: pytest.TempPathFactory, jumps: list[int], targets: list[int]
+) -> None:
+    """Timestamps that grow by one, then leap: the search must not trust an even spread."""
+    path = tmp_path_factory.mktemp("skew") / "x.timeindex"
+    index = TimeIndex(path, 0, max_index_size=12 * 4000)
+    model: list[tuple[int, int]] = []
+    timestamp = TS
+    for i in range(3500):
+        timestamp += 10**12 if i in jumps else 1
+        index.maybe_append(timestamp, i)
+        model.append((timestamp, i))
+    probes = [*targets, *(t for t, _ in model[::97]), *(t - 1 for t, _ in model[::89])]
+    for target in probes:
+        assert index.lookup(target) == model_lookup(model, 0, target)
+    index.close()

@@ -10,13 +10,18 @@ gives that without decoding records of v2 batches.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from seglog._typing import BytesLike
 from seglog.errors import CorruptRecordError, UnsupportedMagicError
 from seglog.records import batch, legacy
-from seglog.records.crc32c import crc32c
+from seglog.records.crc32c import crc32c_raw
+
+# The v2 header fields a scan needs: base offset, batch length, CRC, last offset
+# delta, max timestamp, record count (the rest skipped, magic read on its own).
+_SCAN_FIELDS = struct.Struct(">qi5xI2xi8xq14xi")
 
 
 class EntryInfo(NamedTuple):
@@ -135,9 +140,10 @@ def scan(
     error: CorruptRecordError | None = None
     # The common case, inlined: a whole v2 batch with a valid CRC. Anything else
     # goes through read_entry, which raises the precise error.
-    unpack = batch.HEADER.unpack_from
+    unpack = _SCAN_FIELDS.unpack_from
     header_size = batch.HEADER_SIZE
     crc_start = batch.ATTRIBUTES_OFFSET
+    checksum = crc32c_raw
     append = entries.append
     # EntryInfo(...) runs a Python-level __new__; tuple.__new__ builds the same
     # named tuple in C (it is what EntryInfo._make does).
@@ -145,30 +151,22 @@ def scan(
     try:
         while position < stop:
             if position + header_size <= stop and window[position + 16] == 2:
-                fields = unpack(window, position)
-                size = fields[1] + 12
+                base, length, crc, last_delta, max_timestamp, count = unpack(window, position)
+                size = length + 12
                 if (
                     size >= header_size
                     and position + size <= stop
-                    and fields[6] >= 0
-                    and fields[12] >= 0
+                    and last_delta >= 0
+                    and count >= 0
                     and (
                         not check_crc
-                        or crc32c(window[position + crc_start : position + size]) == fields[4]
+                        or checksum(window[position + crc_start : position + size]) == crc
                     )
                 ):
                     append(
                         new_entry(
                             EntryInfo,
-                            (
-                                position,
-                                size,
-                                2,
-                                fields[0],
-                                fields[0] + fields[6],
-                                fields[8],
-                                fields[12],
-                            ),
+                            (position, size, 2, base, base + last_delta, max_timestamp, count),
                         )
                     )
                     position += size

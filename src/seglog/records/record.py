@@ -198,18 +198,47 @@ def first_at_or_after(
     data = records_block(buf, position, header)
     base_offset = header.base_offset
     base_ts = header.base_timestamp
+    # The bounds as deltas, so the loop compares what it decodes. LogAppendTime:
+    # every record has the batch's time (at or after the target, checked above),
+    # but compaction may have left gaps, so the answer is still the first record
+    # at or after min_offset.
+    min_ts_delta = timestamp - base_ts if log_append_ts is None else -(2**64)
+    min_offset_delta = min_offset - base_offset
+    end = len(data)
     pos = 0
     for _ in range(header.record_count):
-        length, body = decode_varint(data, pos)
+        # The varints are decoded inline when they are short (a length of one or
+        # two bytes, deltas of one byte: records under 8 KiB in a batch of up to
+        # 64 records and 64 ms); anything else goes through the general decoders.
+        if pos + 4 < end:
+            raw = data[pos]
+            if raw < 0x80:
+                body = pos + 1
+                length = (raw >> 1) ^ -(raw & 1)
+            elif (second := data[pos + 1]) < 0x80:
+                raw = (raw & 0x7F) | (second << 7)
+                body = pos + 2
+                length = (raw >> 1) ^ -(raw & 1)
+            else:
+                length, body = decode_varint(data, pos)
+        else:
+            length, body = decode_varint(data, pos)
         if length < 0:
             raise CorruptRecordError(f"negative record length {length}")
-        ts_delta, after = decode_varlong(data, body + 1)
-        offset_delta, _ = decode_varint(data, after)
-        # LogAppendTime: every record has the batch's time, but compaction may have
-        # left gaps, so the answer is still the first record at or after min_offset.
-        record_ts = base_ts + ts_delta if log_append_ts is None else log_append_ts
-        if record_ts >= timestamp and base_offset + offset_delta >= min_offset:
-            return base_offset + offset_delta, record_ts
+        if (
+            body + 2 < end
+            and (ts_raw := data[body + 1]) < 0x80
+            and (offset_raw := data[body + 2]) < 0x80
+        ):
+            ts_delta = (ts_raw >> 1) ^ -(ts_raw & 1)
+            offset_delta = (offset_raw >> 1) ^ -(offset_raw & 1)
+        else:
+            ts_delta, after = decode_varlong(data, body + 1)
+            offset_delta, _ = decode_varint(data, after)
+        if ts_delta >= min_ts_delta and offset_delta >= min_offset_delta:
+            if log_append_ts is None:
+                return base_offset + offset_delta, base_ts + ts_delta
+            return base_offset + offset_delta, log_append_ts
         pos = body + length
     return None
 

@@ -348,8 +348,9 @@ class IndexFile:
         """The last slot whose field at byte ``field`` is <= ``target``, or -1.
 
         The field must be non-decreasing over the entries. Probes the last
-        entry, then the start of the warm section, before a binary search, so
-        lookups near the tail touch few pages.
+        entry, then the start of the warm section, so lookups near the tail
+        touch few pages; then up to three interpolation probes and a binary
+        search of what is left.
         """
         n = self._entries
         buf = self._mmap
@@ -358,17 +359,32 @@ class IndexFile:
         size = self.entry_size
         unpack = key.unpack_from
         last = n - 1
-        if unpack(buf, last * size + field)[0] <= target:
+        if (above := unpack(buf, last * size + field)[0]) <= target:
             return last
         # The last entry is above the target: the answer is in [-1, last - 1].
         first_hot = last - self._warm_entries
-        if first_hot > 0 and unpack(buf, first_hot * size + field)[0] <= target:
+        if first_hot > 0 and (low := unpack(buf, first_hot * size + field)[0]) <= target:
             lo, hi = first_hot, last - 1
         else:
-            if unpack(buf, field)[0] > target:
+            if first_hot > 0:
+                above = low
+            if (low := unpack(buf, field)[0]) > target:
                 return -1
             lo, hi = 0, (first_hot - 1 if first_hot > 0 else last - 1)
-        # Invariant: slot lo is <= target; the answer is in [lo, hi].
+        # Invariant: slot lo is <= target (its key is ``low``), slot hi + 1 is above
+        # it (its key is ``above``); the answer is in [lo, hi]. Offsets and times
+        # grow about evenly, so a few interpolation probes narrow a large range to
+        # a handful of slots; the binary search finishes, whatever the spread.
+        probes = 3
+        while hi - lo > 16 and probes:
+            probes -= 1
+            guess = lo + (target - low) * (hi + 1 - lo) // (above - low)
+            guess = lo + 1 if guess <= lo else (hi if guess > hi else guess)
+            key_at = unpack(buf, guess * size + field)[0]
+            if key_at <= target:
+                lo, low = guess, key_at
+            else:
+                hi, above = guess - 1, key_at
         while lo < hi:
             mid = (lo + hi + 1) >> 1
             if unpack(buf, mid * size + field)[0] <= target:

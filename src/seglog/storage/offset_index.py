@@ -21,6 +21,7 @@ always be rebuilt from the ``.log``, which is why it carries no checksum.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 from seglog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError, StorageError
 from seglog.storage._index_file import DEFAULT_MAX_INDEX_SIZE, IndexFile
@@ -107,6 +108,36 @@ class OffsetIndex(IndexFile):
         _ENTRY.pack_into(buf, n * 8, relative, position)
         self._entries = n + 1
         self._last_offset = offset
+
+    def append_all(self, entries: Sequence[tuple[int, int]]) -> bool:
+        """Add every (offset, position) of ``entries``, in one store, if :meth:`append`
+        would take each of them in turn; False, with nothing stored, if it would
+        refuse one or the disk has no room for the blocks (recovery then appends
+        one by one, which raises where it must).
+        """
+        self._use()
+        n = self._entries
+        if not entries or not self._writable or n + len(entries) > self._length >> 3:
+            return not entries
+        base = self._base_offset
+        last = self._last_offset if n > 0 else base - 1
+        flat: list[int] = []
+        add = flat.append
+        for offset, position in entries:
+            relative = offset - base
+            if offset <= last or not (0 <= relative <= _MAX_INT32 and 0 <= position <= _MAX_INT32):
+                return False
+            add(relative)
+            add(position)
+            last = offset
+        try:
+            buf = self._writable_map((n + len(entries)) * 8)
+        except StorageError:
+            return False
+        struct.pack_into(f">{len(flat)}i", buf, n * 8, *flat)
+        self._entries = n + len(entries)
+        self._last_offset = last
+        return True
 
     def lookup(self, target: int) -> tuple[int, int]:
         """(offset, position) of the greatest entry whose offset is <= ``target``.

@@ -654,38 +654,68 @@ class LogSegment:
         base = self.base_offset
         highest = base + _MAX_RELATIVE_OFFSET
         interval = self.index_interval_bytes
-        index_append = self.offset_index.append
-        time_index_append = self.time_index.maybe_append
         max_ts = self._max_timestamp
         offset_of_max = self._offset_of_max_timestamp
         since_index = self._bytes_since_last_index_entry
         valid_end = 0
         next_offset = base
+        # The index entries of a chunk are stored together once its entries are
+        # checked: (offset, position), (max timestamp, its offset), and the bytes
+        # since the previous entry, should the one-by-one path have to raise there.
+        offsets: list[tuple[int, int]] = []
+        times: list[tuple[int, int]] = []
+        befores: list[int] = []
         try:
             for chunk_start, entries in self._walk.valid_chunks(0, size):
-                for position, entry_size, _, first, last, entry_max_ts, _ in entries:
-                    # Offsets must stay relative-addressable and increase; anything
-                    # else is garbage that happens to have a valid CRC.
-                    if not (base <= first <= highest and base <= last <= highest) or (
-                        first < next_offset
-                    ):
-                        return valid_end, next_offset
-                    position += chunk_start
-                    if entry_max_ts > max_ts:
-                        max_ts, offset_of_max = entry_max_ts, last
-                    if since_index > interval:
-                        # Written back before the index calls, which may raise.
-                        self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
-                        index_append(last, position)
-                        time_index_append(max_ts, offset_of_max)
-                        since_index = 0
-                    since_index += entry_size
-                    valid_end = position + entry_size
-                    next_offset = last + 1
+                try:
+                    for position, entry_size, _, first, last, entry_max_ts, _ in entries:
+                        # Offsets must stay relative-addressable and increase; anything
+                        # else is garbage that happens to have a valid CRC.
+                        if not (base <= first <= highest and base <= last <= highest) or (
+                            first < next_offset
+                        ):
+                            return valid_end, next_offset
+                        position += chunk_start
+                        if entry_max_ts > max_ts:
+                            max_ts, offset_of_max = entry_max_ts, last
+                        if since_index > interval:
+                            offsets.append((last, position))
+                            times.append((max_ts, offset_of_max))
+                            befores.append(since_index)
+                            since_index = 0
+                        since_index += entry_size
+                        valid_end = position + entry_size
+                        next_offset = last + 1
+                finally:
+                    if offsets and not self._store_index_entries(offsets, times):
+                        # One by one, as the entries were checked: the error of the
+                        # entry an index refuses propagates with the state of then.
+                        end_state = max_ts, offset_of_max, since_index
+                        for i, (last, position) in enumerate(offsets):
+                            max_ts, offset_of_max = times[i]
+                            since_index = befores[i]
+                            self._max_timestamp = max_ts
+                            self._offset_of_max_timestamp = offset_of_max
+                            self.offset_index.append(last, position)
+                            self.time_index.maybe_append(max_ts, offset_of_max)
+                        max_ts, offset_of_max, since_index = end_state
+                    offsets, times, befores = [], [], []
         finally:
             self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
             self._bytes_since_last_index_entry = since_index
         return valid_end, next_offset
+
+    def _store_index_entries(
+        self, offsets: list[tuple[int, int]], times: list[tuple[int, int]]
+    ) -> bool:
+        """Store recovery's index entries of a chunk at once, if both indexes take all of
+        them; False, with nothing stored, if either would refuse one."""
+        if self.offset_index.append_all(offsets):
+            if self.time_index.maybe_append_all(times):
+                return True
+            # Every offset stored is above those already there: this removes just them.
+            self.offset_index.truncate_to(offsets[0][0])
+        return False
 
     def _read_into(self, view: memoryview, position: int) -> int:
         """Fill ``view`` from ``position``; fewer bytes only at the end of the file."""

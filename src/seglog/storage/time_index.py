@@ -23,6 +23,7 @@ always indexed.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 from seglog.errors import CorruptIndexError, IndexFullError, InvalidOffsetError, StorageError
 from seglog.storage._index_file import DEFAULT_MAX_INDEX_SIZE, IndexFile
@@ -127,6 +128,45 @@ class TimeIndex(IndexFile):
         _ENTRY.pack_into(buf, n * ENTRY_SIZE, timestamp, relative)
         self._entries = n + 1
         self._last_entry = (timestamp, offset)
+
+    def maybe_append_all(self, entries: Sequence[tuple[int, int]]) -> bool:
+        """:meth:`maybe_append` of every (timestamp, offset) of ``entries``, in one store,
+        if it would take (or ignore) each of them in turn; False, with nothing
+        stored, if it would refuse one or the disk has no room for the blocks
+        (recovery then appends one by one, which raises where it must).
+        """
+        self._use()
+        n = self._entries
+        slots = self._length // ENTRY_SIZE - 1  # the last slot is the final entry's
+        if not self._writable:
+            return not entries
+        base = self._base_offset
+        last_timestamp, last_offset = self._last_entry
+        count = n
+        flat: list[int] = []
+        add = flat.append
+        for timestamp, offset in entries:
+            if count >= slots or (count > 0 and offset < last_offset):
+                return False
+            if timestamp <= last_timestamp:
+                continue
+            relative = offset - base
+            if not 0 <= relative <= _MAX_INT32 or timestamp > _MAX_INT64:
+                return False
+            add(timestamp)
+            add(relative)
+            last_timestamp, last_offset = timestamp, offset
+            count += 1
+        if count == n:
+            return True
+        try:
+            buf = self._writable_map(count * ENTRY_SIZE)
+        except StorageError:
+            return False
+        struct.pack_into(">" + "qi" * (count - n), buf, n * ENTRY_SIZE, *flat)
+        self._entries = count
+        self._last_entry = (last_timestamp, last_offset)
+        return True
 
     def lookup(self, target_timestamp: int) -> tuple[int, int]:
         """(timestamp, offset) of the greatest entry whose timestamp is <= the target.
