@@ -62,10 +62,12 @@ bench-quick: $(STAMP)
 bench-broker: $(STAMP)
 	$(BIN)/python bench/broker_bench.py
 	$(BIN)/python bench/txn_bench.py
+	$(BIN)/python bench/security_bench.py
 
 bench-broker-quick: $(STAMP)
 	$(BIN)/python bench/broker_bench.py --quick
 	$(BIN)/python bench/txn_bench.py --quick
+	$(BIN)/python bench/security_bench.py --quick
 
 # Consumer groups: rebalance times (10 member processes) and OffsetCommit rates beside
 # the machine's fsync rate.
