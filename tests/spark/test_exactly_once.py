@@ -124,8 +124,9 @@ _QUERY = textwrap.dedent(
     """
     import sys, time
     from pyspark.sql import SparkSession
-    from pyspark.sql.functions import arrow_udf
     import seglog.spark
+    from seglog.spark.source import SeglogDataSource
+    from seglog.spark.writer import StreamWriter
 
     bootstrap, source, sink, checkpoint = sys.argv[1:5]
     spark = (
@@ -133,19 +134,35 @@ _QUERY = textwrap.dedent(
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.showConsoleProgress", "false")
-        # Small Arrow batches: rows reach the sink a few at a time, so a batch's
-        # transaction stays open (with records on the broker) while it runs.
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "2")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
     seglog.spark.register(spark)
 
-    @arrow_udf("binary")
-    def slowly(values):
-        time.sleep(0.02)
-        return values
 
+    class SlowWriter(StreamWriter):
+        # Hands the rows to the sink one at a time, slowly, so each batch's transaction
+        # stays open with records on the broker long enough to be killed in it.
+        def write(self, iterator):
+            def slowly():
+                for batch in iterator:
+                    for i in range(batch.num_rows):
+                        time.sleep(0.01)
+                        yield batch.slice(i, 1)
+            return super().write(slowly())
+
+
+    class Slow(SeglogDataSource):
+        @classmethod
+        def name(cls):
+            return "slowseglog"
+
+        def streamWriter(self, schema, overwrite):
+            writer = super().streamWriter(schema, overwrite)
+            return SlowWriter(writer.options, schema)
+
+
+    spark.dataSource.register(Slow)
     rows = (
         spark.readStream.format("seglog")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -153,10 +170,10 @@ _QUERY = textwrap.dedent(
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", "60")
         .load()
-        .select(slowly("value").alias("value"))
+        .select("value")
     )
     query = (
-        rows.writeStream.format("seglog")
+        rows.writeStream.format("slowseglog")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("kafka.linger.ms", "0")
         .option("topic", sink)
