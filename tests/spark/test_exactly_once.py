@@ -99,6 +99,25 @@ def test_a_task_killed_mid_transaction_is_aborted_by_its_retry(
     assert len(_read(broker.bootstrap, topic, 1, committed=False)) == 4
 
 
+def test_a_failing_task_aborts_its_transaction(broker: BrokerProcess, topic: str) -> None:
+    create_topic(broker.bootstrap, topic)
+    options = parse_write_options(
+        {"kafka.bootstrap.servers": broker.bootstrap, "topic": topic, "exactlyOnce": "true"}
+    )
+
+    def failing() -> Iterator[pa.RecordBatch]:
+        yield from _rows(["a", "b"])
+        time.sleep(0.2)  # past linger.ms: the rows are on the broker, in the transaction
+        raise RuntimeError("the task failed")
+
+    with pytest.raises(RuntimeError, match="the task failed"):
+        produce_exactly_once(options, str(uuid.uuid4()), 0, 0, failing())
+    # Aborted at once: the partition's read_committed end is not held by an open transaction.
+    assert _read(broker.bootstrap, topic, 1) == []
+    committed, written = _ends(broker.bootstrap, topic, 1)
+    assert committed == written
+
+
 def test_exactly_once_is_for_streams_only(broker: BrokerProcess, topic: str) -> None:
     from seglog.spark.writer import BatchWriter
 

@@ -46,6 +46,7 @@ properties Spark sets for streaming queries (``streaming.sql.batchId``,
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -288,11 +289,17 @@ def produce_exactly_once(
             return 0  # this partition of the batch is already in the log
         producer.begin_transaction()
         errors: list[str] = []
-        count = _produce_rows(producer, options, itertools.chain([first], rows), errors)
-        producer.flush(_FLUSH_TIMEOUT_S)
-        if errors:
-            producer.abort_transaction(_FLUSH_TIMEOUT_S)
-            raise RuntimeError("Writing to Kafka failed: " + "; ".join(errors))
+        try:
+            count = _produce_rows(producer, options, itertools.chain([first], rows), errors)
+            producer.flush(_FLUSH_TIMEOUT_S)
+            if errors:
+                raise RuntimeError("Writing to Kafka failed: " + "; ".join(errors))
+        except Exception:
+            # Abort now rather than leave the partitions' read_committed end held until a
+            # retry initialises the id or the transaction times out.
+            with contextlib.suppress(ck.KafkaException):
+                producer.abort_transaction(_FLUSH_TIMEOUT_S)
+            raise
         producer.send_offsets_to_transaction(
             [ck.TopicPartition(marker_topic, 0, batch_id + 1)],
             consumer.consumer_group_metadata(),
