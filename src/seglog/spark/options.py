@@ -464,6 +464,8 @@ class WriteOptions:
     bootstrap_servers: str
     topic: str | None
     kafka_params: Mapping[str, str]
+    exactly_once: bool = False
+    """``exactlyOnce``: write each micro-batch partition in a Kafka transaction (streams only)."""
 
 
 # librdkafka settings that make a producer fast for bulk writes; the user's kafka.* win.
@@ -492,4 +494,10 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     topic = params.get("topic")
     if topic is not None and not topic.strip():
         raise ValueError("Option 'topic' must not be empty")
-    return WriteOptions(bootstrap, topic.strip() if topic else None, kafka)
+    exactly_once = _bool(params, "exactlyonce", "exactlyOnce", False)
+    if exactly_once and "transactional.id" in kafka:
+        raise ValueError(
+            "Option 'kafka.transactional.id' cannot be set with 'exactlyOnce': the sink derives "
+            "one transactional id per query and partition"
+        )
+    return WriteOptions(bootstrap, topic.strip() if topic else None, kafka, exactly_once)

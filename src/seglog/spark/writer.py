@@ -15,15 +15,39 @@ while a batch fills, then move on (librdkafka's sticky partitioning, which
 applies to null keys under every partitioner). librdkafka's own default,
 ``consistent_random``, hashes keys with CRC32 and would put most keys elsewhere.
 
-Delivery is at-least-once, like Spark's sink: each task produces its rows
-with a confluent-kafka producer tuned for throughput (``linger.ms``, large
-batches; every ``kafka.*`` option overrides these), flushes, and fails with
-the broker's error if any record was not acknowledged. A retried task may
+Delivery is at-least-once by default, like Spark's sink: each task produces
+its rows with a confluent-kafka producer tuned for throughput (``linger.ms``,
+large batches; every ``kafka.*`` option overrides these), flushes, and fails
+with the broker's error if any record was not acknowledged. A retried task may
 write its rows again.
+
+Exactly-once (``exactlyOnce=true``, streaming writes only)
+----------------------------------------------------------
+Each task writes its partition of a micro-batch in one Kafka transaction. The
+transactional id is ``seglog-spark-<query id>-<partition id>``: Spark keeps the
+query id in the checkpoint, so a restarted query, a retried task and a replayed
+batch all reuse the id of the task they repeat. Inside the same transaction the
+task commits an offset for the consumer group of the same name: ``batch id +
+1`` on partition 0 of the first topic it writes to. Before writing, a task
+
+1. calls ``init_transactions``, which fences any earlier holder of the id (a
+   zombie attempt) and aborts its open transaction (a task killed mid-batch),
+   or waits for its commit to complete;
+2. reads the group's committed offset; if it already records this batch, the
+   partition's rows are in the log and the task writes nothing.
+
+So a batch replayed after a crash (Spark replays the same offsets, so the
+same rows in the same partitions) is written once, whichever of its tasks had
+committed. Readers must use ``isolation.level=read_committed`` to skip the
+aborted attempts. The batch and query ids come from the task's local
+properties Spark sets for streaming queries (``streaming.sql.batchId``,
+``sql.streaming.queryId``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +64,15 @@ from seglog.spark.options import THROUGHPUT_DEFAULTS, WriteOptions
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-__all__ = ["BatchWriter", "StreamWriter", "WriteResult", "check_write_schema", "produce_batches"]
+__all__ = [
+    "BatchWriter",
+    "StreamWriter",
+    "WriteResult",
+    "check_write_schema",
+    "produce_batches",
+    "produce_exactly_once",
+    "transactional_id",
+]
 
 _FLUSH_TIMEOUT_S = 120.0
 _METADATA_TIMEOUT_S = 60.0
@@ -122,10 +154,13 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     return column
 
 
-def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
-    """Produce every row of ``batches``; returns the count, raises if any delivery failed."""
-    producer = ck.Producer(producer_config(options))
-    errors: list[str] = []
+def _produce_rows(
+    producer: ck.Producer,
+    options: WriteOptions,
+    batches: Iterator[pa.RecordBatch],
+    errors: list[str],
+) -> int:
+    """Queue every row of ``batches`` on ``producer``; stops early once a delivery failed."""
 
     def on_delivery(err: ck.KafkaError | None, msg: ck.Message) -> None:
         if err is not None and len(errors) < 5:
@@ -173,6 +208,14 @@ def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) ->
         producer.poll(0)
         if errors:
             break
+    return count
+
+
+def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
+    """Produce every row of ``batches``; returns the count, raises if any delivery failed."""
+    producer = ck.Producer(producer_config(options))
+    errors: list[str] = []
+    count = _produce_rows(producer, options, batches, errors)
     remaining = producer.flush(_FLUSH_TIMEOUT_S)
     if errors:
         raise RuntimeError("Writing to Kafka failed: " + "; ".join(errors))
@@ -184,10 +227,119 @@ def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) ->
     return count
 
 
+def transactional_id(query_id: str, partition_id: int) -> str:
+    """The transactional id (and marker group) of one partition of a streaming query."""
+    return f"seglog-spark-{query_id}-{partition_id}"
+
+
+def _first_topic(options: WriteOptions, batch: pa.RecordBatch) -> str | None:
+    if options.topic is not None:
+        return options.topic
+    topics = _column(batch, "topic") or []
+    return next((t for t in topics if t is not None), None)
+
+
+def produce_exactly_once(
+    options: WriteOptions,
+    query_id: str,
+    batch_id: int,
+    partition_id: int,
+    batches: Iterator[pa.RecordBatch],
+) -> int:
+    """Write one partition of micro-batch ``batch_id`` in a transaction, at most once.
+
+    Returns the number of records written: 0 when a committed transaction already
+    recorded (query, batch, partition). See the module's docstring.
+    """
+    rows = iter(batches)
+    first = next((b for b in rows if b.num_rows), None)
+    if first is None:
+        return 0  # nothing to write, nothing to record: a replay has nothing either
+    marker_topic = _first_topic(options, first)
+    if marker_topic is None:
+        raise ValueError(
+            "null topic present in the data. Use the topic option for setting a default topic."
+        )
+    txn_id = transactional_id(query_id, partition_id)
+    config = producer_config(options)
+    config["transactional.id"] = txn_id
+    producer = ck.Producer(config)
+    # A read_committed member-less consumer of the marker group: reads the marker and
+    # supplies the group metadata send_offsets_to_transaction needs.
+    consumer_config: dict[str, Any] = {
+        k: v for k, v in options.kafka_params.items() if k in _SHARED_CLIENT_KEYS
+    }
+    consumer_config.update(
+        {
+            "bootstrap.servers": options.bootstrap_servers,
+            "group.id": txn_id,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer = ck.Consumer(consumer_config)
+    try:
+        # Fences an earlier attempt with this id and aborts (or completes) its transaction.
+        producer.init_transactions(_METADATA_TIMEOUT_S)
+        marker = ck.TopicPartition(marker_topic, 0)
+        (done,) = consumer.committed([marker], timeout=_METADATA_TIMEOUT_S)
+        if done.error is not None:
+            raise RuntimeError(f"Reading the sink's progress failed: {done.error.str()}")
+        if done.offset > batch_id:
+            return 0  # this partition of the batch is already in the log
+        producer.begin_transaction()
+        errors: list[str] = []
+        try:
+            count = _produce_rows(producer, options, itertools.chain([first], rows), errors)
+            producer.flush(_FLUSH_TIMEOUT_S)
+            if errors:
+                raise RuntimeError("Writing to Kafka failed: " + "; ".join(errors))
+        except Exception:
+            # Abort now rather than leave the partitions' read_committed end held until a
+            # retry initialises the id or the transaction times out.
+            with contextlib.suppress(ck.KafkaException):
+                producer.abort_transaction(_FLUSH_TIMEOUT_S)
+            raise
+        producer.send_offsets_to_transaction(
+            [ck.TopicPartition(marker_topic, 0, batch_id + 1)],
+            consumer.consumer_group_metadata(),
+            _METADATA_TIMEOUT_S,
+        )
+        producer.commit_transaction(_FLUSH_TIMEOUT_S)
+        return count
+    finally:
+        consumer.close()
+
+
+# Client settings (security, addressing) the marker consumer shares with the producer.
+_SHARED_CLIENT_KEYS = frozenset(
+    {
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.mechanisms",
+        "sasl.username",
+        "sasl.password",
+        "ssl.ca.location",
+        "ssl.ca.pem",
+        "ssl.certificate.location",
+        "ssl.certificate.pem",
+        "ssl.key.location",
+        "ssl.key.pem",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+        "client.id",
+        "socket.timeout.ms",
+    }
+)
+
+
 class BatchWriter(DataSourceArrowWriter):
     """``DataSourceArrowWriter``: each task produces its rows and flushes."""
 
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
+        if options.exactly_once:
+            # A batch write has no batch id to replay against: Spark reruns the whole job.
+            raise ValueError("Option 'exactlyOnce' applies to streaming writes only")
         check_write_schema(schema, options)
         self.options = options
 
@@ -204,11 +356,30 @@ class StreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
-        """Produce the task's rows of one micro-batch."""
-        return WriteResult(produce_batches(self.options, iterator))
+        """Produce the task's rows of one micro-batch (in a transaction if exactly-once)."""
+        if not self.options.exactly_once:
+            return WriteResult(produce_batches(self.options, iterator))
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        query_id = context.getLocalProperty(_QUERY_ID_KEY) if context else None
+        batch_id = context.getLocalProperty(_BATCH_ID_KEY) if context else None
+        if context is None or query_id is None or batch_id is None:
+            raise RuntimeError("exactlyOnce: the task carries no streaming query or batch id")
+        return WriteResult(
+            produce_exactly_once(
+                self.options, query_id, int(batch_id), context.partitionId(), iterator
+            )
+        )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to do: every task flushed before it returned."""
+        """Nothing to do: every task flushed (or committed its transaction) before it returned."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to undo: Kafka has no transactions here (at-least-once)."""
+        """Nothing to undo: at-least-once writes stay; exactly-once tasks that did not
+        commit are aborted when the batch's replay initialises the same transactional ids."""
+
+
+# Local properties Spark's MicroBatchExecution sets for every task of a micro-batch.
+_QUERY_ID_KEY = "sql.streaming.queryId"
+_BATCH_ID_KEY = "streaming.sql.batchId"
