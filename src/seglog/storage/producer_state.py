@@ -215,6 +215,10 @@ class ProducerStateManager:
         self.directory = directory
         self.expiration_ms = expiration_ms
         self._producers: dict[int, ProducerEntry] = {}
+        # First offset of each open transaction by producer id: the LSO is read by
+        # every fetch, which must not walk every producer the partition remembers
+        # (Kafka's ongoingTxns). Kept in step with current_txn_first_offset.
+        self._ongoing: dict[int, int] = {}
         self._last_snapshot_offset = -1
         # Snapshots written without fsync, by offset: the log's next flush
         # syncs them, from whatever thread runs it (hence their own lock).
@@ -288,6 +292,7 @@ class ProducerStateManager:
             entry.add(batch)
             if batch.is_transactional and entry.current_txn_first_offset < 0:
                 entry.current_txn_first_offset = batch.first_offset
+                self._ongoing[batch.producer_id] = batch.first_offset
 
     # ----------------------------------------------------- transactions
 
@@ -332,24 +337,16 @@ class ProducerStateManager:
         if first < 0:
             return None
         entry.current_txn_first_offset = -1
+        del self._ongoing[producer_id]
         return CompletedTxn(producer_id, first, marker_offset, not commit)
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction, or None if none is open."""
-        firsts = [
-            entry.current_txn_first_offset
-            for entry in self._producers.values()
-            if entry.current_txn_first_offset >= 0
-        ]
-        return min(firsts) if firsts else None
+        return min(self._ongoing.values()) if self._ongoing else None
 
     def last_stable_offset_after(self, completed: CompletedTxn) -> int:
         """The LSO once ``completed`` is done: Kafka's ``lastStableOffset(completedTxn)``."""
-        others = [
-            entry.current_txn_first_offset
-            for pid, entry in self._producers.items()
-            if entry.current_txn_first_offset >= 0 and pid != completed.producer_id
-        ]
+        others = [first for pid, first in self._ongoing.items() if pid != completed.producer_id]
         return min(others) if others else completed.last_offset + 1
 
     def remove_expired(self, now_ms: int) -> int:
@@ -367,6 +364,7 @@ class ProducerStateManager:
     def clear(self) -> None:
         """Forget every producer."""
         self._producers.clear()
+        self._ongoing.clear()
 
     # -------------------------------------------------------- snapshots
 
@@ -437,7 +435,7 @@ class ProducerStateManager:
         corrupt ones go too. Without one, the state starts empty at the log
         start offset and the return value says where the replay begins.
         """
-        self._producers.clear()
+        self.clear()
         self.delete_snapshots_outside(0, log_end_offset)
         for offset in reversed(self.snapshot_offsets()):
             if offset < log_start_offset:
@@ -457,6 +455,8 @@ class ProducerStateManager:
                     or now_ms - entry.last_timestamp < self.expiration_ms
                 ):
                     self._producers[entry.producer_id] = entry
+                    if entry.current_txn_first_offset >= 0:
+                        self._ongoing[entry.producer_id] = entry.current_txn_first_offset
             self._last_snapshot_offset = offset
             return offset
         return log_start_offset
