@@ -4,11 +4,12 @@ Storage code does its file I/O through an :class:`Env` (LevelDB's ``Env``):
 open, pread, pwritev, fsync of files and directories, rename, truncate,
 preallocation, mmap and msync (:class:`FileMap`, a map that holds no
 descriptor), flock, directory creation, listing and removal.
-The module keeps one default instance; the module-level functions
-(:func:`fsync_file`, :func:`rename`, :func:`pwritev`, ...) are thin wrappers
-that call it, so storage code writes ``io.name(...)`` (never ``from io
-import``) and a test swaps the whole file system behaviour with
-:func:`use_env`, or one call with ``monkeypatch.setattr(io, "fsync_dir", ...)``.
+A log directory is given its environment and passes it down to every log,
+segment, index, snapshot and checkpoint it opens; what is built on its own
+takes the module's default instance (:func:`env_or_default`), which a test
+swaps with :func:`use_env`. The module-level functions (:func:`fsync_file`,
+:func:`rename`, ...) are thin wrappers over that default for code outside the
+storage engine.
 The test suite's faulty environment (``tests/storage/faulty_env.py``) is such a
 replacement: it remembers what was synced, drops the rest on a simulated
 power cut and fails chosen calls with ENOSPC or EIO.
@@ -567,16 +568,6 @@ def close_fd(fd: int) -> None:
     _default.close(fd)
 
 
-def file_size(path_or_fd: Path | str | int) -> int:
-    """The length in bytes of a file given by path or descriptor (:meth:`Env.file_size`)."""
-    return _default.file_size(path_or_fd)
-
-
-def fstat(fd: int, *, name: object = None) -> os.stat_result:
-    """:meth:`Env.fstat` of the default environment."""
-    return _default.fstat(fd, name=name)
-
-
 def stat(path: Path | str) -> os.stat_result:
     """:meth:`Env.stat` of the default environment."""
     return _default.stat(path)
@@ -590,20 +581,6 @@ def set_mtime(path: Path | str, mtime: float) -> None:
 def pread(fd: int, length: int, offset: int, *, name: object = None) -> bytes:
     """:meth:`Env.pread` of the default environment."""
     return _default.pread(fd, length, offset, name=name)
-
-
-def preadv(fd: int, buffers: Sequence[memoryview], offset: int, *, name: object = None) -> int:
-    """:meth:`Env.preadv` of the default environment."""
-    return _default.preadv(fd, buffers, offset, name=name)
-
-
-def pwritev(fd: int, buffers: Buffers, position: int, *, name: object = None) -> int:
-    """Write ``buffers`` at ``position``; returns the bytes written (a write may be short).
-
-    A failure (the disk is full, an I/O error) raises StorageError; the caller
-    decides what to do with the bytes an earlier call of the same append wrote.
-    """
-    return _default.pwritev(fd, buffers, position, name=name)
 
 
 def fsync_file(fileobj_or_fd: FileTarget, *, name: object = None) -> None:
