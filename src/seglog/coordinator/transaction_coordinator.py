@@ -191,6 +191,10 @@ class TransactionCoordinator:
         """The ``__transaction_state`` partition of ``transactional_id``."""
         return partition_for(transactional_id, self.partitions)
 
+    def serves(self, transactional_id: str) -> bool:
+        """Whether this process coordinates ``transactional_id`` (another node may)."""
+        return self.log_dir.serves_partition(txn_log.TOPIC, self.partition_for(transactional_id))
+
     def _store(self, meta: TxnMetadata, state: TxnState, *, sync: bool = True) -> None:
         """Move ``meta`` to ``state``: appended (and fsynced, with ``sync``) before it changes."""
         if meta.state not in _ALLOWED_FROM.get(state, frozenset()) and meta.state != state:
@@ -238,6 +242,8 @@ class TransactionCoordinator:
         self.txns.clear()
         if txn_log.TOPIC in self.log_dir.topics():
             for partition in range(self.partitions):
+                if not self.log_dir.serves_partition(txn_log.TOPIC, partition):
+                    continue  # another node's transactional ids
                 for record in self.log_dir.read_records(
                     txn_log.TOPIC, partition, 0, max_bytes=1 << 62
                 ):
@@ -306,6 +312,8 @@ class TransactionCoordinator:
         """InitProducerId with a transactional id: a new epoch, fencing earlier producers."""
         if not transactional_id:
             return InitResult("INVALID_REQUEST")
+        if not self.serves(transactional_id):
+            return InitResult("NOT_COORDINATOR")
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             return InitResult("INVALID_TRANSACTION_TIMEOUT")
         meta = self.txns.get(transactional_id)
@@ -354,6 +362,8 @@ class TransactionCoordinator:
     # ------------------------------------------------------ adding partitions
 
     def _check_producer(self, transactional_id: str, producer_id: int, epoch: int) -> str:
+        if not self.serves(transactional_id):
+            return "NOT_COORDINATOR"
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return "INVALID_PRODUCER_ID_MAPPING"
@@ -519,6 +529,8 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, epoch: int, commit: bool
     ) -> EndResult:
         """EndTxn: commit or abort the open transaction, markers written before the answer."""
+        if not self.serves(transactional_id):
+            return EndResult("NOT_COORDINATOR")
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return EndResult("INVALID_PRODUCER_ID_MAPPING")

@@ -368,6 +368,11 @@ class LogDir:
         """Whether this process serves ``partition`` of ``info`` (all, unless shared)."""
         return self._serves is None or self._serves(info, partition)
 
+    def serves_partition(self, topic: str, partition: int) -> bool:
+        """Whether this process serves ``partition`` of ``topic`` (True for unknown topics)."""
+        info = self._topics.get(topic)
+        return info is None or self.serves(info, partition)
+
     def _open_declared(self) -> list[tuple[str, int]]:
         """Open (creating empty) the served partitions the topics declare and lack; their keys."""
         opened = []
