@@ -1,0 +1,247 @@
+"""``seglog serve --nodes N`` against confluent-kafka: one cluster of real processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from seglog.protocol import ApiKey, error_codes
+from seglog.records.builder import SimpleRecord, build_batch
+from seglog.storage import checkpoints
+from tests.broker.nodes.conftest import Cluster, Raw, listening, node_pids
+
+
+def code(name: str) -> int:
+    return error_codes.code_for(name)
+
+
+def create(cluster: Cluster, via: int, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(via)})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+
+
+def produce(cluster: Cluster, via: int, topic: str, values: dict[int, list[bytes]]) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(via), "acks": "all"})
+    failures: list[Any] = []
+    for partition, items in values.items():
+        for value in items:
+            producer.produce(
+                topic,
+                value=value,
+                partition=partition,
+                on_delivery=lambda err, _msg: failures.append(err) if err else None,
+            )
+    assert producer.flush(30) == 0
+    assert failures == []
+
+
+def consume(cluster: Cluster, via: int, topic: str, partition: int, count: int) -> list[bytes]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap(via),
+            "group.id": f"reader-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(values) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            values.append(message.value())
+    consumer.close()
+    return values
+
+
+def leaders(cluster: Cluster, via: int, topic: str) -> dict[int, int]:
+    metadata = AdminClient({"bootstrap.servers": cluster.bootstrap(via)}).list_topics(timeout=10)
+    return {p.id: p.leader for p in metadata.topics[topic].partitions.values()}
+
+
+def raw_produce(port: int, topic: str, partition: int) -> dict[str, Any]:
+    raw = Raw(port)
+    try:
+        body = raw.call(
+            ApiKey.PRODUCE,
+            9,
+            {
+                "transactional_id": None,
+                "acks": -1,
+                "timeout_ms": 10_000,
+                "topic_data": [
+                    {
+                        "name": topic,
+                        "partition_data": [
+                            {"index": partition, "records": build_batch([SimpleRecord(b"x")])}
+                        ],
+                    }
+                ],
+            },
+        )
+    finally:
+        raw.close()
+    return body["responses"][0]["partition_responses"][0]  # type: ignore[no-any-return]
+
+
+def test_three_nodes_serve_one_cluster(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(3)
+    # Created through a node that is not the controller: it forwards to node 1.
+    create(cluster, 2, "spread", 6)
+    metadata = AdminClient({"bootstrap.servers": cluster.bootstrap(3)}).list_topics(timeout=10)
+    assert {b.id: b.port for b in metadata.brokers.values()} == {
+        n: cluster.port(n) for n in (1, 2, 3)
+    }
+    assert metadata.controller_id == 1
+    led = leaders(cluster, 3, "spread")
+    assert sorted(led.values()) == [1, 1, 2, 2, 3, 3]
+
+    # A partition another node leads: NOT_LEADER_OR_FOLLOWER, as Kafka answers.
+    partition = next(p for p, node in led.items() if node == 2)
+    assert raw_produce(cluster.port(1), "spread", partition)["error_code"] == code(
+        "NOT_LEADER_OR_FOLLOWER"
+    )
+    assert raw_produce(cluster.port(2), "spread", partition)["error_code"] == 0
+
+    values = {p: [f"{p}-{i}".encode() for i in range(40)] for p in range(6)}
+    produce(cluster, 3, "spread", values)
+
+    # A group whose members talk to different nodes.
+    members = [
+        Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap(via),
+                "group.id": "spread-group",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": 6000,
+            }
+        )
+        for via in (1, 3)
+    ]
+    for member in members:
+        member.subscribe(["spread"])
+    seen: dict[int, int] = {}
+    owners: dict[int, set[int]] = {0: set(), 1: set()}
+    deadline = time.monotonic() + 40
+    while sum(seen.values()) < 6 * 41 and time.monotonic() < deadline:
+        for index, member in enumerate(members):
+            message = member.poll(0.2)
+            if message is not None and message.error() is None:
+                seen[message.partition()] = seen.get(message.partition(), 0) + 1
+                owners[index].add(message.partition())
+                member.commit(message=message, asynchronous=False)
+        if sum(seen.values()) >= 6 * 40 and all(owners.values()):
+            break
+    assert all(seen.get(p, 0) >= 40 for p in range(6)), seen
+    assert all(owners.values()), owners  # both members got partitions
+    for member in members:
+        member.close()
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap(2), "group.id": "spread-group"})
+    committed = reader.committed([TopicPartition("spread", p) for p in range(6)], timeout=10)
+    reader.close()
+    assert sum(tp.offset for tp in committed) == sum(seen.values())
+
+    # Group requests to a node that does not coordinate the group: NOT_COORDINATOR.
+    raw = Raw(cluster.port(1))
+    found = raw.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+    coordinator = found["coordinators"][0]["node_id"]
+    raw.close()
+    other = next(n for n in (1, 2, 3) if n != coordinator)
+    raw = Raw(cluster.port(other))
+    again = raw.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+    assert again["coordinators"][0]["node_id"] == coordinator
+    beat = raw.call(
+        ApiKey.HEARTBEAT,
+        4,
+        {"group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None},
+    )
+    raw.close()
+    assert beat["error_code"] == code("NOT_COORDINATOR")
+
+    assert cluster.stop() == 0
+    assert (cluster.data / checkpoints.CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_a_killed_node_is_restarted_and_the_others_serve_meanwhile(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(3)
+    create(cluster, 1, "crash", 3)
+    led = {node: p for p, node in leaders(cluster, 1, "crash").items()}
+    before = {led[n]: [f"{n}-{i}".encode() for i in range(50)] for n in (1, 2, 3)}
+    produce(cluster, 1, "crash", before)
+    supervisor = cluster.process
+    assert supervisor is not None
+
+    for victim in (2, 1):  # a node, then the controller
+        old = cluster.kill_node(victim)
+        survivors = [n for n in (1, 2, 3) if n != victim]
+        for node in survivors:
+            assert raw_produce(cluster.port(node), "crash", led[node])["error_code"] == 0
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if cluster.node_pid(victim) != old and listening(cluster.port(victim)):
+                    break
+            except LookupError:
+                pass
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"node {victim} was not restarted")
+        # Every acknowledged record is still there after its recovery.
+        got = consume(cluster, victim, "crash", led[victim], 50)
+        assert got[:50] == before[led[victim]]
+
+    # Topic administration works again through any node once the controller is back.
+    create(cluster, 3, "after-crash", 2)
+    assert sorted(leaders(cluster, 2, "after-crash").values()) in ([1, 2], [1, 3], [2, 3])
+    pids = node_pids(supervisor.pid)
+    assert cluster.stop() == 0
+    time.sleep(0.2)
+    assert all(not listening(cluster.port(n)) for n in (1, 2, 3))
+    assert all(subprocess.run(["kill", "-0", str(p)], capture_output=True).returncode for p in pids)
+
+
+def test_three_nodes_restarted_as_two_reassign_leadership(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(3)
+    create(cluster, 1, "shrink", 6)
+    values = {p: [f"{p}-{i}".encode() for i in range(20)] for p in range(6)}
+    produce(cluster, 2, "shrink", values)
+    assert cluster.stop() == 0
+
+    cluster.start(nodes=2)
+    led = leaders(cluster, 1, "shrink")
+    assert set(led.values()) == {1, 2}
+    for partition in range(6):
+        assert consume(cluster, led[partition], "shrink", partition, 20) == values[partition]
+    topics = json.loads((cluster.data / "seglog-topics.json").read_text())
+    assert all(r[0] in (1, 2) for r in topics["topics"]["shrink"]["replicas"])
+    # The files never moved: one directory per partition, as before.
+    assert sorted(p.name for p in cluster.data.glob("shrink-*")) == [
+        f"shrink-{p}" for p in range(6)
+    ]
+
+    # A second, unrelated serve of the same directory is refused.
+    other = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "seglog",
+            "serve",
+            "--override",
+            f"log.dirs={cluster.data}",
+            "--override",
+            f"listeners=PLAINTEXT://127.0.0.1:{cluster.base + 5}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert other.returncode != 0 and "in use" in other.stderr
+    assert cluster.stop() == 0
