@@ -70,6 +70,12 @@ class InvalidProducerEpochError(SeglogError):
     kafka_error = "INVALID_PRODUCER_EPOCH"
 
 
+class TransactionCoordinatorFencedError(SeglogError):
+    """A transaction marker from a coordinator epoch older than the one the partition knows."""
+
+    kafka_error = "TRANSACTION_COORDINATOR_FENCED"
+
+
 class OffsetOutOfRangeError(SeglogError):
     """A read from an offset below the log start or above the log end."""
 

@@ -69,6 +69,20 @@ logger = logging.getLogger(__name__)
 
 NONE = "NONE"
 MAX_EPOCH = 32_767 - 1  # Short.MaxValue - 1: the last epoch handed out before a new id
+#: The epoch of this coordinator's markers: one broker leads every
+#: ``__transaction_state`` partition, at Kafka's first leader epoch.
+COORDINATOR_EPOCH = 0
+#: Marker errors that leave nothing to mark (a deleted partition, a transaction a
+#: newer epoch or coordinator ended already): the coordinator completes anyway.
+_MARKER_SETTLED = frozenset(
+    {
+        NONE,
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "INVALID_PRODUCER_EPOCH",
+        "PRODUCER_FENCED",
+        "TRANSACTION_COORDINATOR_FENCED",
+    }
+)
 
 _ALLOWED_FROM: dict[TxnState, frozenset[TxnState]] = {
     TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
@@ -120,6 +134,21 @@ class InitResult:
     error: str
     producer_id: int = -1
     producer_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerWritten:
+    """What :meth:`TransactionCoordinator.write_marker` did to one partition."""
+
+    error: str
+    #: The partition's log and the offset after the marker, to fsync (when written).
+    log: Log | None = None
+    end_offset: int = -1
+    #: For a commit in ``__consumer_offsets``: the offsets it makes visible.
+    committed_offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(
+        default_factory=dict
+    )
+    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -649,28 +678,26 @@ class TransactionCoordinator:
         self, meta: TxnMetadata, *, commit: bool
     ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
         """Write the markers of a Prepare state, then store the Complete state."""
-        touched: list[tuple[Log, int]] = []
-        for topic, partition in sorted(meta.partitions):
-            try:
-                log = self.log_dir.log(topic, partition)
-            except SeglogError as exc:
-                # A partition deleted since it joined: nothing left to mark.
-                logger.warning("no marker for %s-%d: %s", topic, partition, exc)
-                continue
-            try:
-                info = log.append_marker(
-                    meta.producer_id, meta.producer_epoch, commit=commit, coordinator_epoch=0
-                )
-            except SeglogError as exc:
-                if exc.kafka_error in ("INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED"):
-                    # A newer epoch already ended this producer's transaction there.
-                    logger.warning("no marker for %s-%d: %s", topic, partition, exc)
-                    continue
-                raise
-            touched.append((log, info.last_offset + 1))
-        for log, end in touched:
-            log.flush(end)
-        committed = dict(meta.pending_offsets) if commit else {}
+        errors, committed = self.write_markers(
+            meta.producer_id,
+            meta.producer_epoch,
+            sorted(meta.partitions),
+            commit=commit,
+            coordinator_epoch=COORDINATOR_EPOCH,
+        )
+        failed = {tp: error for tp, error in errors.items() if error not in _MARKER_SETTLED}
+        if failed:
+            raise SeglogError(
+                "cannot write the markers of "
+                f"{meta.transactional_id}: "
+                + ", ".join(f"{t}-{p}: {error}" for (t, p), error in sorted(failed.items()))
+            )
+        for (topic, partition), error in errors.items():
+            if error != NONE:
+                # A partition deleted since it joined, or a newer epoch already ended
+                # this producer's transaction there: nothing left to mark.
+                logger.warning("no marker for %s-%d: %s", topic, partition, error)
+        # Whatever was not marked (a deleted offsets partition) is gone with its transaction.
         meta.pending_offsets = {}
         # Not fsynced: the markers are durable already, so this record can only
         # ever become durable after them (with the partition's next fsync), and
@@ -679,6 +706,122 @@ class TransactionCoordinator:
             meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, sync=False
         )
         return committed
+
+    # --------------------------------------------------------------- markers
+
+    def write_marker(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> MarkerWritten:
+        """Append a COMMIT or ABORT marker of the producer to a local partition (no fsync).
+
+        The one way a marker is written, for the coordinator's own
+        transactions and for WriteTxnMarkers alike. In a ``__consumer_offsets``
+        partition the marker also settles the producer's offsets held there:
+        a commit hands them back (visible once the marker is durable), an
+        abort drops them. Errors are Kafka's names: UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_PRODUCER_EPOCH for an epoch older than the partition's,
+        TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older than the
+        last marker's, KAFKA_STORAGE_ERROR.
+        """
+        try:
+            log = self.log_dir.log(topic, partition)
+            info = log.append_marker(
+                producer_id,
+                producer_epoch,
+                commit=commit,
+                coordinator_epoch=coordinator_epoch,
+            )
+        except SeglogError as exc:
+            return MarkerWritten(exc.kafka_error, message=str(exc))
+        except OSError as exc:
+            return MarkerWritten("KAFKA_STORAGE_ERROR", message=str(exc))
+        offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        if topic == OFFSETS_TOPIC:
+            offsets = self._take_pending_offsets(producer_id, partition)
+        return MarkerWritten(NONE, log, info.last_offset + 1, offsets if commit else {})
+
+    def write_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[tuple[str, int]],
+        *,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> tuple[dict[tuple[str, int], str], dict[str, dict[tuple[str, int], CommittedOffset]]]:
+        """Write the producer's marker to each local partition, then fsync them all.
+
+        Returns an error name per partition (NONE once the marker is durable)
+        and, for a commit, the offsets the durable markers made visible
+        (group → offsets), for the group coordinator.
+        """
+        errors: dict[tuple[str, int], str] = {}
+        written: list[tuple[tuple[str, int], MarkerWritten]] = []
+        for topic, partition in partitions:
+            result = self.write_marker(
+                topic,
+                partition,
+                producer_id,
+                producer_epoch,
+                commit=commit,
+                coordinator_epoch=coordinator_epoch,
+            )
+            errors[(topic, partition)] = result.error
+            if result.log is not None:
+                written.append(((topic, partition), result))
+            elif result.error == "KAFKA_STORAGE_ERROR":
+                logger.error("cannot write a marker to %s-%d: %s", topic, partition, result.message)
+        committed: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        for key, result in written:
+            assert result.log is not None
+            try:
+                result.log.flush(result.end_offset)
+            except SeglogError as exc:
+                logger.error("cannot fsync the marker in %s-%d: %s", *key, exc)
+                errors[key] = exc.kafka_error
+                continue
+            for group, offsets in result.committed_offsets.items():
+                committed.setdefault(group, {}).update(offsets)
+        return errors, committed
+
+    def _take_pending_offsets(
+        self, producer_id: int, partition: int
+    ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
+        """Remove the producer's open offsets held in ``__consumer_offsets`` ``partition``."""
+        taken: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        known = False
+        for meta in list(self.txns.values()):
+            if meta.producer_id != producer_id:
+                continue
+            known = True
+            for group in [
+                g for g in meta.pending_offsets if self.offsets.partition_for(g) == partition
+            ]:
+                taken.setdefault(group, {}).update(meta.pending_offsets.pop(group))
+        # Offsets found at load: restored into their transactional id's state
+        # when the coordinator knows it, else only here (a hanging transaction).
+        held = self.offsets.pending_txn_offsets.get(producer_id)
+        if held:
+            rest = [entry for entry in held if entry[0] != partition]
+            if not known:
+                holder = TxnMetadata("", producer_id, -1, 0)
+                for _partition, key, value in held:
+                    if _partition == partition:
+                        self._restore_pending_offset(holder, key, value)
+                for group, offsets in holder.pending_offsets.items():
+                    taken.setdefault(group, {}).update(offsets)
+            if rest:
+                self.offsets.pending_txn_offsets[producer_id] = rest
+            else:
+                del self.offsets.pending_txn_offsets[producer_id]
+        return taken
 
 
 def create_transaction_coordinator(
@@ -714,6 +857,7 @@ def create_transaction_coordinator(
 __all__ = [
     "EndResult",
     "InitResult",
+    "MarkerWritten",
     "TransactionCoordinator",
     "TxnMetadata",
     "create_transaction_coordinator",

@@ -415,13 +415,14 @@ class Log:
         An abort adds the transaction to the ``.txnindex`` of the segment the
         marker lands in. The caller flushes (the coordinator does before it
         answers EndTxn). Raises InvalidProducerEpochError for an epoch older
-        than the producer's.
+        than the producer's, TransactionCoordinatorFencedError for a
+        coordinator epoch older than the producer's last marker's.
         """
         now = _now_ms(self._clock) if now_ms is None else now_ms
         with self._lock:
             self._check_open()
             state = self._producer_state
-            state.check_marker(producer_id, producer_epoch)
+            state.check_marker(producer_id, producer_epoch, coordinator_epoch)
             offset = self._log_end_offset
             data = control.build_marker(
                 producer_id,
