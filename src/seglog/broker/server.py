@@ -24,6 +24,7 @@ from seglog.broker.handlers.groups import load_groups
 from seglog.broker.handlers.transactions import stop_transaction_timers
 from seglog.broker.limits import Connections
 from seglog.broker.metrics import metrics_text
+from seglog.broker.nodes import transactions as node_transactions
 from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.nodes.node_log_dir import NodeLogDir, open_node_log_dir
 from seglog.broker.security.authorizer import Authorizer
@@ -147,6 +148,8 @@ class Broker:
             node_log_dir.start_channel()
         self.log_dir.start_background()
         self.state = BrokerState(settings, self.log_dir, self.cluster)
+        if isinstance(self.log_dir, NodeLogDir):
+            node_transactions.install(self.state, self.log_dir, asyncio.get_running_loop())
         self._group_load = asyncio.create_task(load_groups(self.state))
         self.connections.start_reaper()
         for security in secured:

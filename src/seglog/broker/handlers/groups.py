@@ -113,7 +113,11 @@ async def find_coordinator(
             return {"key": key, **elsewhere, "error_message": None}
         # A group whose __consumer_offsets partition could not be loaded has no
         # coordinator, as in Kafka when that partition has no leader.
-        failed = state.coordinator.coordinator_error(key) if error == 0 else None
+        failed = (
+            state.coordinator.coordinator_error(key)
+            if error == 0 and key_type == GROUP_KEY
+            else None
+        )
         if failed is None:
             return {
                 "key": key,

@@ -28,6 +28,8 @@ from seglog.broker.nodes.channel import (
 )
 from seglog.broker.nodes.cluster import Cluster
 from seglog.config import LogConfig
+from seglog.coordinator import txn_log
+from seglog.coordinator.offset_store import partition_for
 from seglog.errors import SeglogError, UnknownTopicOrPartitionError
 from seglog.storage.log_dir import LogDir, LogDirSettings, TopicInfo
 
@@ -48,6 +50,8 @@ class NodeLogDir(LogDir):
 
     cluster: Cluster
     _channel: ChannelServer | None = None
+    #: Control requests served beyond topic administration, by op (set by the broker).
+    handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]]
 
     # ------------------------------------------------------ administration
 
@@ -164,9 +168,28 @@ class NodeLogDir(LogDir):
                     else f"unknown administration method {method!r}"
                 )
             getattr(self, method)(*request.get("args", []))
+        elif op in self.handlers:
+            return self.handlers[str(op)](request)
         else:
             raise ControllerUnavailableError(f"unknown control request {op!r}")
         return {"ok": True}
+
+    def call_node(self, node_id: int, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send ``request`` to node ``node_id`` (ControllerUnavailableError if it is down)."""
+        if not self.cluster.alive(node_id):
+            raise ControllerUnavailableError(f"node {node_id} is down")
+        try:
+            return call(self.cluster.channel_address(node_id), request, timeout)
+        except ControllerUnavailableError:
+            self.cluster.forget_liveness()
+            raise
+
+    def coordinator_of(self, transactional_id: str) -> int | None:
+        """The node coordinating ``transactional_id``, or None before its topic exists."""
+        info = self.topic(txn_log.TOPIC)
+        if info is None:
+            return None
+        return self.cluster.leader(info, partition_for(transactional_id, info.partitions))
 
     def start_channel(self) -> None:
         """Listen on this node's control channel, then catch up with the topic list.
@@ -205,4 +228,5 @@ def open_node_log_dir(
         writes_topics=cluster.is_controller,
     )
     log_dir.cluster = cluster
+    log_dir.handlers = {}
     return log_dir
