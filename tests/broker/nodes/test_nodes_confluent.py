@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
 import uuid
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from seglog.protocol import ApiKey, error_codes
 from seglog.records.builder import SimpleRecord, build_batch
@@ -110,10 +118,8 @@ def test_three_nodes_serve_one_cluster(make_cluster) -> None:  # type: ignore[no
     )
     assert raw_produce(cluster.port(2), "spread", partition)["error_code"] == 0
 
-    values = {p: [f"{p}-{i}".encode() for i in range(40)] for p in range(6)}
-    produce(cluster, 3, "spread", values)
-
-    # A group whose members talk to different nodes.
+    # A group whose members talk to different nodes; both have partitions
+    # before anything is produced, so that both consume.
     members = [
         Consumer(
             {
@@ -129,19 +135,30 @@ def test_three_nodes_serve_one_cluster(make_cluster) -> None:  # type: ignore[no
     for member in members:
         member.subscribe(["spread"])
     seen: dict[int, int] = {}
-    owners: dict[int, set[int]] = {0: set(), 1: set()}
-    deadline = time.monotonic() + 40
-    while sum(seen.values()) < 6 * 41 and time.monotonic() < deadline:
-        for index, member in enumerate(members):
-            message = member.poll(0.2)
-            if message is not None and message.error() is None:
-                seen[message.partition()] = seen.get(message.partition(), 0) + 1
-                owners[index].add(message.partition())
-                member.commit(message=message, asynchronous=False)
-        if sum(seen.values()) >= 6 * 40 and all(owners.values()):
+
+    def take(member: Consumer) -> None:
+        message = member.poll(0.1)
+        if message is not None and message.error() is None:
+            seen[message.partition()] = seen.get(message.partition(), 0) + 1
+            member.commit(message=message, asynchronous=False)
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for member in members:
+            take(member)
+        if sum(len(m.assignment()) for m in members) == 6 and all(m.assignment() for m in members):
             break
-    assert all(seen.get(p, 0) >= 40 for p in range(6)), seen
-    assert all(owners.values()), owners  # both members got partitions
+    owned = [{tp.partition for tp in m.assignment()} for m in members]
+    assert all(owned) and owned[0] | owned[1] == set(range(6)), owned
+
+    values = {p: [f"{p}-{i}".encode() for i in range(40)] for p in range(6)}
+    produce(cluster, 3, "spread", values)
+    expected = {p: 40 + (p == partition) for p in range(6)}
+    deadline = time.monotonic() + 30
+    while seen != expected and time.monotonic() < deadline:
+        for member in members:
+            take(member)
+    assert seen == expected
     for member in members:
         member.close()
     reader = Consumer({"bootstrap.servers": cluster.bootstrap(2), "group.id": "spread-group"})
@@ -165,6 +182,60 @@ def test_three_nodes_serve_one_cluster(make_cluster) -> None:  # type: ignore[no
     )
     raw.close()
     assert beat["error_code"] == code("NOT_COORDINATOR")
+
+    # Producer ids are unique across the nodes: each carries its node's index.
+    ids = []
+    for node in (1, 2, 3):
+        raw = Raw(cluster.port(node))
+        answer = raw.call(
+            ApiKey.INIT_PRODUCER_ID,
+            4,
+            {
+                "transactional_id": None,
+                "transaction_timeout_ms": 60000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+        )
+        raw.close()
+        assert answer["error_code"] == 0
+        ids.append(answer["producer_id"])
+    assert [i % 1024 for i in ids] == [0, 1, 2]
+
+    # Auto-creation, config changes and deletion through nodes that are not the controller.
+    auto = Producer({"bootstrap.servers": cluster.bootstrap(3)})
+    auto.produce("auto-created", value=b"v")
+    assert auto.flush(30) == 0
+    assert list(leaders(cluster, 1, "auto-created")) == [0]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(2)})
+    resource = ConfigResource("topic", "spread")
+    admin.incremental_alter_configs(
+        [
+            ConfigResource(
+                "topic",
+                "spread",
+                incremental_configs=[
+                    ConfigEntry(
+                        "retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET
+                    )
+                ],
+            )
+        ]
+    )[resource].result(30)
+    for node in (1, 3):
+        other_admin = AdminClient({"bootstrap.servers": cluster.bootstrap(node)})
+        described = other_admin.describe_configs([ConfigResource("topic", "spread")])
+        configs = next(iter(described.values())).result(30)
+        assert configs["retention.ms"].value == "3600000"
+    admin.delete_topics(["spread"])["spread"].result(30)
+    assert not list(cluster.data.glob("spread-*"))
+    for node in (1, 2, 3):
+        metadata = AdminClient({"bootstrap.servers": cluster.bootstrap(node)}).list_topics(
+            timeout=10
+        )
+        assert "spread" not in metadata.topics
+    create(cluster, 3, "spread", 2)  # the name is free again
+    assert sorted(leaders(cluster, 1, "spread")) == [0, 1]
 
     assert cluster.stop() == 0
     assert (cluster.data / checkpoints.CLEAN_SHUTDOWN_FILE).exists()
@@ -245,3 +316,17 @@ def test_three_nodes_restarted_as_two_reassign_leadership(make_cluster) -> None:
     )
     assert other.returncode != 0 and "in use" in other.stderr
     assert cluster.stop() == 0
+
+
+def test_a_node_that_cannot_start_stops_the_supervisor(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cluster = Cluster(tmp_path / "busy", 2)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", cluster.port(2)))  # node 2's port, bound (not listening)
+        started = time.monotonic()
+        try:
+            with pytest.raises(RuntimeError, match="exited"):
+                cluster.start()
+        finally:
+            cluster.kill()
+        assert time.monotonic() - started < 20
+        assert not listening(cluster.port(1))

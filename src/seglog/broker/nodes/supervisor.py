@@ -133,7 +133,9 @@ class Supervisor:
         return args
 
     def _start(self, node: _Node, clean: bool) -> None:
-        node.process = subprocess.Popen(self._command(node, clean))
+        # Its own process group: a Ctrl-C in a terminal reaches the supervisor
+        # only, which stops the nodes itself (and does not take their exits for crashes).
+        node.process = subprocess.Popen(self._command(node, clean), process_group=0)
         node.started = time.monotonic()
         ports = ", ".join(
             f"{x.name} {x.host or '*'}:{x.port + node.index}" for x in self.settings.listeners
