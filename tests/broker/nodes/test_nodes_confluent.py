@@ -330,3 +330,26 @@ def test_a_node_that_cannot_start_stops_the_supervisor(tmp_path) -> None:  # typ
             cluster.kill()
         assert time.monotonic() - started < 20
         assert not listening(cluster.port(1))
+
+
+def test_nodes_stop_when_the_supervisor_is_killed(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(2)
+    create(cluster, 1, "orphans", 2)
+    values = {p: [f"{p}-{i}".encode() for i in range(10)] for p in range(2)}
+    produce(cluster, 2, "orphans", values)
+    assert cluster.process is not None
+    pids = node_pids(cluster.process.pid)
+    cluster.process.kill()
+    cluster.process.wait(10)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(
+        subprocess.run(["kill", "-0", str(p)], capture_output=True).returncode == 0 for p in pids
+    ):
+        time.sleep(0.1)
+    assert not any(listening(cluster.port(n)) for n in (1, 2))
+    # No clean-shutdown marker: the next start recovers, and nothing acknowledged is lost.
+    assert not (cluster.data / checkpoints.CLEAN_SHUTDOWN_FILE).exists()
+    cluster.start()
+    for partition in range(2):
+        leader = leaders(cluster, 1, "orphans")[partition]
+        assert consume(cluster, leader, "orphans", partition, 10) == values[partition]
