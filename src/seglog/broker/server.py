@@ -150,6 +150,16 @@ class Broker:
         self.state = BrokerState(settings, self.log_dir, self.cluster)
         if isinstance(self.log_dir, NodeLogDir):
             node_transactions.install(self.state, self.log_dir, asyncio.get_running_loop())
+            state = self.state
+
+            def reload(request: dict[str, Any]) -> dict[str, Any]:
+                # ACLs or client quotas changed on another node (see nodes.shared).
+                if authorizer is not None:
+                    authorizer.reload()
+                state.quotas.reload()
+                return {"ok": True}
+
+            self.log_dir.handlers["reload"] = reload
         self._group_load = asyncio.create_task(load_groups(self.state))
         self.connections.start_reaper()
         for security in secured:
