@@ -17,6 +17,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    NewPartitions,
     NewTopic,
 )
 
@@ -236,6 +237,11 @@ def test_three_nodes_serve_one_cluster(make_cluster) -> None:  # type: ignore[no
         assert "spread" not in metadata.topics
     create(cluster, 3, "spread", 2)  # the name is free again
     assert sorted(leaders(cluster, 1, "spread")) == [0, 1]
+    grower = AdminClient({"bootstrap.servers": cluster.bootstrap(3)})
+    grower.create_partitions([NewPartitions("spread", 5)])["spread"].result(30)
+    grown = leaders(cluster, 2, "spread")
+    assert sorted(grown) == [0, 1, 2, 3, 4] and set(grown.values()) == {1, 2, 3}
+    produce(cluster, 1, "spread", {p: [b"grown"] for p in range(5)})
 
     assert cluster.stop() == 0
     assert (cluster.data / checkpoints.CLEAN_SHUTDOWN_FILE).exists()
