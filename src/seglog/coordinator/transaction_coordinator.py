@@ -209,6 +209,9 @@ class TransactionCoordinator:
         self.offsets = offsets
         #: Set by the broker when other nodes lead some partitions and ids.
         self.remote: RemotePartitions | None = None
+        #: Offsets made visible by commits :meth:`abort_timed_out` completed, for
+        #: the group coordinator (the caller takes them).
+        self.late_commits: list[dict[str, dict[tuple[str, int], CommittedOffset]]] = []
         self._new_producer_id = new_producer_id
         self._clock = clock
         self.max_timeout_ms = max_timeout_ms
@@ -728,6 +731,18 @@ class TransactionCoordinator:
         now = self.now_ms()
         aborted = []
         for meta in list(self.txns.values()):
+            if self.remote is not None and meta.state in (
+                TxnState.PREPARE_COMMIT,
+                TxnState.PREPARE_ABORT,
+            ):
+                # Its markers failed on a node that was down: try again now.
+                try:
+                    committed = self._complete(meta, commit=meta.state == TxnState.PREPARE_COMMIT)
+                    if committed:
+                        self.late_commits.append(committed)
+                except SeglogError as exc:
+                    logger.warning("cannot complete %s yet: %s", meta.transactional_id, exc)
+                continue
             if meta.state != TxnState.ONGOING or meta.start_ms < 0:
                 continue
             if now <= meta.start_ms + meta.timeout_ms:
