@@ -118,6 +118,29 @@ def test_three_nodes_serve_one_cluster(make_cluster) -> None:  # type: ignore[no
         "NOT_LEADER_OR_FOLLOWER"
     )
     assert raw_produce(cluster.port(2), "spread", partition)["error_code"] == 0
+    raw = Raw(cluster.port(3))
+    listed = raw.call(
+        ApiKey.LIST_OFFSETS,
+        5,
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": "spread",
+                    "partitions": [
+                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
+                        for p in range(6)
+                    ],
+                }
+            ],
+        },
+    )
+    raw.close()
+    answers = {a["partition_index"]: a for a in listed["topics"][0]["partitions"]}
+    for p, node in led.items():
+        expected_code = 0 if node == 3 else code("NOT_LEADER_OR_FOLLOWER")
+        assert answers[p]["error_code"] == expected_code
 
     # A group whose members talk to different nodes; both have partitions
     # before anything is produced, so that both consume.
