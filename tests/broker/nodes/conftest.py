@@ -111,7 +111,10 @@ class Cluster:
         """The pid of the process listening on node ``node_id``'s port."""
         assert self.process is not None
         for pid in node_pids(self.process.pid):
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue  # exited since ps listed it
             if b"--node-index" in cmdline:
                 index = int(cmdline[cmdline.index(b"--node-index") + 1])
                 if index == node_id - 1:

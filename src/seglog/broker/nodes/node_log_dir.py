@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from seglog.broker.nodes import assignment
@@ -140,15 +141,26 @@ class NodeLogDir(LogDir):
         self.refresh()
 
     def broadcast(self, request: dict[str, Any]) -> None:
-        """Send ``request`` to every other live node and wait for each (bounded)."""
-        for node_id in self.cluster.node_ids():
-            if node_id == self.cluster.node_id or not self.cluster.alive(node_id):
-                continue
+        """Send ``request`` to every other live node, all at once, and wait for each (bounded)."""
+        others = [
+            n
+            for n in self.cluster.node_ids()
+            if n != self.cluster.node_id and self.cluster.alive(n)
+        ]
+
+        def send(node_id: int) -> None:
             try:
                 call(self.cluster.channel_address(node_id), request, REFRESH_TIMEOUT)
             except Exception as exc:
                 # It re-reads the topic list when it starts again, or at the next change.
                 logger.warning("node %d did not take %s: %s", node_id, request["op"], exc)
+
+        if len(others) <= 1:
+            for node_id in others:
+                send(node_id)
+            return
+        with ThreadPoolExecutor(max_workers=min(len(others), 32)) as pool:
+            list(pool.map(send, others))
 
     # ------------------------------------------------------- control channel
 
