@@ -18,8 +18,10 @@ Answers are ``{"ok": true, ...}`` or ``{"error": <seglog.errors class>, "message
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import socket
 import socketserver
 import threading
@@ -84,6 +86,10 @@ class ChannelServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def __init__(self, address: str, handler: Handler) -> None:
         self.handler = handler
+        if not address.startswith("\0"):
+            # A socket file left by a node that died: this node holds its lock now.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(address)
         super().__init__(address, _RequestHandler)
 
     def start(self) -> threading.Thread:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import platform
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -155,13 +157,18 @@ class Cluster:
     # -------------------------------------------------------------- channel
 
     def channel_address(self, node_id: int) -> str:
-        """The control channel's address of node ``node_id``: an abstract Unix socket.
+        """The control channel's address of node ``node_id``: a Unix socket.
 
-        Named after the log directory, so two clusters on one machine never meet;
-        abstract, so that no file is left behind and no path length limit applies.
+        Named after the log directory, so two clusters on one machine never meet.
+        On Linux it is abstract, so that no file is left behind; elsewhere it is
+        a file in the temporary directory (a short path: Unix socket paths are
+        limited to about 100 bytes, which a log directory's path may exceed).
         """
         digest = hashlib.sha256(str(self.log_dir.resolve()).encode()).hexdigest()[:24]
-        return f"\0seglog-{digest}-node-{node_id}"
+        name = f"seglog-{digest}-node-{node_id}"
+        if platform.system() == "Linux":
+            return "\0" + name
+        return os.path.join(tempfile.gettempdir(), name + ".sock")
 
 
 def lock_held(path: Path) -> bool:
