@@ -11,7 +11,7 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -326,6 +326,20 @@ def test_three_nodes_restarted_as_two_reassign_leadership(make_cluster) -> None:
     assert sorted(p.name for p in cluster.data.glob("shrink-*")) == [
         f"shrink-{p}" for p in range(6)
     ]
+
+    # Replicas named by the client are where its partitions go, whichever node it asks.
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(2)})
+    admin.create_topics([NewTopic("placed", 3, replica_assignment=[[2], [2], [1]])])[
+        "placed"
+    ].result(30)
+    assert leaders(cluster, 1, "placed") == {0: 2, 1: 2, 2: 1}
+    admin.create_partitions([NewPartitions("placed", 4, replica_assignment=[[1]])])[
+        "placed"
+    ].result(30)
+    assert leaders(cluster, 2, "placed")[3] == 1
+    refused = admin.create_topics([NewTopic("twice", 1, replica_assignment=[[1, 2]])])["twice"]
+    with pytest.raises(KafkaException, match="one replica"):
+        refused.result(30)
 
     # A second, unrelated serve of the same directory is refused.
     other = subprocess.run(

@@ -10,12 +10,14 @@ own lock and holds the lock readers take only for a moment.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from seglog.broker.blocking import run_blocking
-from seglog.broker.handlers.cluster import replica_list_error
+from seglog.broker.handlers.cluster import registered_nodes, replica_list_error
 from seglog.broker.handlers.configs import BROKER_RESOURCE, TOPIC_RESOURCE, topic_entries
 from seglog.broker.state import BrokerState
 from seglog.config import (
@@ -83,9 +85,11 @@ def _assigned_partitions(state: BrokerState, topic: dict[str, Any]) -> int:
                 f"Found multiple manual partition assignments for partition {index}",
             )
         brokers = assignment["broker_ids"]
-        problem = replica_list_error(state.settings.node_id, brokers, replicas)
+        problem = replica_list_error(registered_nodes(state), brokers, replicas)
         if problem is not None:
             raise _Refusal("INVALID_REPLICA_ASSIGNMENT", problem)
+        if len(brokers) > 1:
+            raise _Refusal("INVALID_REPLICATION_FACTOR", _ONE_REPLICA)
         replicas = len(brokers)
         seen.add(index)
     if seen != set(range(len(seen))):
@@ -115,6 +119,27 @@ class _Refusal(Exception):
         super().__init__(message)
         self.error = error
         self.message = message
+
+
+_ONE_REPLICA = "seglog keeps one replica of each partition: each replica list names one node."
+
+
+def _explicit_replicas(
+    state: BrokerState, assignments: list[dict[str, Any]] | None
+) -> Callable[[int, int], list[list[int]]] | None:
+    """The replicas a request names (already checked), for the nodes of a cluster.
+
+    Alone, the one node holds everything and nothing is recorded, as before.
+    """
+    if state.cluster is None or not assignments:
+        return None
+    ordered = sorted(assignments, key=lambda a: int(a.get("partition_index", 0)))
+    chosen = [[int(a["broker_ids"][0])] for a in ordered]
+
+    def replicas(first: int, count: int) -> list[list[int]]:
+        return chosen[:count]
+
+    return replicas
 
 
 def _partition_count(state: BrokerState, topic: dict[str, Any]) -> int:
@@ -175,7 +200,14 @@ async def create_topics(
                 result["topic_id"] = uuid.uuid4()  # Kafka answers the id it would have used
             else:
                 info = await run_blocking(
-                    state.log_dir.env, state.log_dir.create_topic, name, count, configs
+                    state.log_dir.env,
+                    functools.partial(
+                        state.log_dir.create_topic,
+                        name,
+                        count,
+                        configs,
+                        replicas=_explicit_replicas(state, topic.get("assignments")),
+                    ),
                 )
                 result["topic_id"] = info.topic_id
         except _Refusal as refusal:
@@ -240,7 +272,7 @@ def _check_partitions(state: BrokerState, topic: dict[str, Any]) -> None:
                 f"{len(assignments)} assignment(s) were specified.",
             )
         for assignment in assignments:
-            problem = replica_list_error(state.settings.node_id, assignment["broker_ids"], 1)
+            problem = replica_list_error(registered_nodes(state), assignment["broker_ids"], 1)
             if problem is not None:
                 raise _Refusal("INVALID_REPLICA_ASSIGNMENT", problem)
 
@@ -257,9 +289,12 @@ async def create_partitions(
             if not body.get("validate_only"):
                 await run_blocking(
                     state.log_dir.env,
-                    state.log_dir.create_partitions,
-                    topic["name"],
-                    topic["count"],
+                    functools.partial(
+                        state.log_dir.create_partitions,
+                        topic["name"],
+                        topic["count"],
+                        replicas=_explicit_replicas(state, topic.get("assignments")),
+                    ),
                 )
         except _Refusal as refusal:
             entry["error_code"] = error_codes.code_for(refusal.error)

@@ -38,18 +38,28 @@ def _partitions_of(state: BrokerState, topic: str) -> int:
     return info.partitions if info is not None else 0
 
 
-def replica_list_error(node_id: int, brokers: list[int], expected: int | None) -> str | None:
-    """Why a partition's replica list cannot be placed on this one node, or None.
+def registered_nodes(state: BrokerState) -> list[int]:
+    """The node ids a replica assignment may name: this node, or every node of the cluster."""
+    if state.cluster is None:
+        return [state.settings.node_id]
+    return state.cluster.node_ids()
+
+
+def replica_list_error(
+    node_ids: int | list[int], brokers: list[int], expected: int | None
+) -> str | None:
+    """Why a partition's replica list cannot be placed on the nodes ``node_ids``, or None.
 
     Kafka's ``validateManualPartitionAssignment``: the list is not empty,
-    names registered brokers only (this node), none twice, and has
-    ``expected`` replicas when given (the topic's replication factor).
+    names registered brokers only, none twice, and has ``expected`` replicas
+    when given (the topic's replication factor).
     """
+    registered = {node_ids} if isinstance(node_ids, int) else set(node_ids)
     if not brokers:
         return "The manual partition assignment includes an empty replica list."
     previous = None
     for broker in sorted(brokers):
-        if broker != node_id:
+        if broker not in registered:
             return (
                 f"The manual partition assignment includes broker {broker}, but no such broker "
                 "is registered."

@@ -69,11 +69,17 @@ class NodeLogDir(LogDir):
     ) -> TopicInfo:
         """Create a topic (on the controller; forwarded there from other nodes)."""
         if self.cluster.is_controller:
-            created = super().create_topic(name, partitions, configs, replicas=self._assign())
+            created = super().create_topic(
+                name, partitions, configs, replicas=replicas or self._assign()
+            )
             self.broadcast({"op": "refresh"})
             return created
         self._forward(
-            "create_topic", name, partitions, {k: str(v) for k, v in (configs or {}).items()}
+            "create_topic",
+            name,
+            partitions,
+            {k: str(v) for k, v in (configs or {}).items()},
+            assignment=None if replicas is None else replicas(0, partitions or 0),
         )
         info = self.topic(name)
         if info is None:
@@ -89,10 +95,17 @@ class NodeLogDir(LogDir):
     ) -> None:
         """Grow a topic (on the controller; forwarded there from other nodes)."""
         if self.cluster.is_controller:
-            super().create_partitions(name, total, replicas=self._assign())
+            super().create_partitions(name, total, replicas=replicas or self._assign())
             self.broadcast({"op": "refresh"})
         else:
-            self._forward("create_partitions", name, total)
+            info = self.topic(name)
+            first = info.partitions if info is not None else 0
+            self._forward(
+                "create_partitions",
+                name,
+                total,
+                assignment=None if replicas is None else replicas(first, total - first),
+            )
 
     def alter_topic_config(
         self, name: str, set_configs: Mapping[str, object], delete_configs: Sequence[str] = ()
@@ -124,9 +137,9 @@ class NodeLogDir(LogDir):
         finally:
             self.broadcast({"op": "refresh"})
 
-    def _forward(self, method: str, *args: Any) -> None:
+    def _forward(self, method: str, *args: Any, assignment: list[list[int]] | None = None) -> None:
         address = self.cluster.channel_address(self.cluster.controller_id)
-        request = {"op": "admin", "method": method, "args": list(args)}
+        request = {"op": "admin", "method": method, "args": list(args), "assignment": assignment}
         try:
             call(address, request, FORWARD_TIMEOUT)
         except ControllerUnavailableError:
@@ -179,7 +192,15 @@ class NodeLogDir(LogDir):
                     if method in _ADMIN_METHODS
                     else f"unknown administration method {method!r}"
                 )
-            getattr(self, method)(*request.get("args", []))
+            assignment = request.get("assignment")
+            if assignment is None:
+                getattr(self, method)(*request.get("args", []))
+            else:
+                # The replicas the client named, the same whichever node it asked.
+                chosen = [[int(n) for n in r] for r in assignment]
+                getattr(self, method)(
+                    *request.get("args", []), replicas=lambda first, count: chosen[:count]
+                )
         elif op in self.handlers:
             return self.handlers[str(op)](request)
         else:
