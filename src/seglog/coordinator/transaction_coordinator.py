@@ -687,12 +687,18 @@ class TransactionCoordinator:
                 logger.warning("no marker for %s-%d: %s", topic, partition, error)
         # Whatever was not marked (a deleted offsets partition) is gone with its transaction.
         meta.pending_offsets = {}
-        # Not fsynced: the markers are durable already, so this record can only
-        # ever become durable after them (with the partition's next fsync), and
-        # if a crash loses it, the Prepare state before it completes again.
-        self._store(
-            meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, sync=False
-        )
+        # A complete transaction has no partitions, as Kafka stores and describes it.
+        partitions, meta.partitions = meta.partitions, set()
+        try:
+            # Not fsynced: the markers are durable already, so this record can only
+            # ever become durable after them (with the partition's next fsync), and
+            # if a crash loses it, the Prepare state before it completes again.
+            self._store(
+                meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, sync=False
+            )
+        except BaseException:
+            meta.partitions = partitions
+            raise
         return committed
 
     # --------------------------------------------------------------- markers
