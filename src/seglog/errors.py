@@ -88,6 +88,12 @@ class UnknownTopicOrPartitionError(SeglogError):
     kafka_error = "UNKNOWN_TOPIC_OR_PARTITION"
 
 
+class NotLeaderOrFollowerError(SeglogError):
+    """The partition exists but this process does not serve it (another node leads it)."""
+
+    kafka_error = "NOT_LEADER_OR_FOLLOWER"
+
+
 class TopicExistsError(SeglogError):
     """create_topic for a topic that already exists."""
 

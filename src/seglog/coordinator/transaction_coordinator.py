@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from seglog.coordinator import txn_log
 from seglog.coordinator.offset_store import (
@@ -136,6 +137,32 @@ class InitResult:
     producer_epoch: int = -1
 
 
+class RemotePartitions(Protocol):
+    """The partitions and transactional ids other nodes of a cluster lead.
+
+    The broker provides it when several nodes share the log directory (it
+    knows how to reach them); the coordinator never opens a socket itself.
+    """
+
+    def write_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[tuple[str, int]],
+        *,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> dict[tuple[str, int], str]:
+        """Have each partition's leader write and fsync the marker; an error name each."""
+        ...
+
+    def verify_partition(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
+    ) -> str:
+        """Ask the id's coordinator :meth:`TransactionCoordinator.verify_partition`."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class MarkerWritten:
     """What :meth:`TransactionCoordinator.write_marker` did to one partition."""
@@ -180,6 +207,11 @@ class TransactionCoordinator:
     ) -> None:
         self.log_dir = log_dir
         self.offsets = offsets
+        #: Set by the broker when other nodes lead some partitions and ids.
+        self.remote: RemotePartitions | None = None
+        #: Offsets made visible by commits :meth:`abort_timed_out` completed, for
+        #: the group coordinator (the caller takes them).
+        self.late_commits: list[dict[str, dict[tuple[str, int], CommittedOffset]]] = []
         self._new_producer_id = new_producer_id
         self._clock = clock
         self.max_timeout_ms = max_timeout_ms
@@ -219,6 +251,10 @@ class TransactionCoordinator:
     def partition_for(self, transactional_id: str) -> int:
         """The ``__transaction_state`` partition of ``transactional_id``."""
         return partition_for(transactional_id, self.partitions)
+
+    def serves(self, transactional_id: str) -> bool:
+        """Whether this process coordinates ``transactional_id`` (another node may)."""
+        return self.log_dir.serves_partition(txn_log.TOPIC, self.partition_for(transactional_id))
 
     def _store(self, meta: TxnMetadata, state: TxnState, *, sync: bool = True) -> None:
         """Move ``meta`` to ``state``: appended (and fsynced, with ``sync``) before it changes."""
@@ -267,6 +303,8 @@ class TransactionCoordinator:
         self.txns.clear()
         if txn_log.TOPIC in self.log_dir.topics():
             for partition in range(self.partitions):
+                if not self.log_dir.serves_partition(txn_log.TOPIC, partition):
+                    continue  # another node's transactional ids
                 for record in self.log_dir.read_records(
                     txn_log.TOPIC, partition, 0, max_bytes=1 << 62
                 ):
@@ -335,6 +373,8 @@ class TransactionCoordinator:
         """InitProducerId with a transactional id: a new epoch, fencing earlier producers."""
         if not transactional_id:
             return InitResult("INVALID_REQUEST")
+        if not self.serves(transactional_id):
+            return InitResult("NOT_COORDINATOR")
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             return InitResult("INVALID_TRANSACTION_TIMEOUT")
         meta = self.txns.get(transactional_id)
@@ -383,6 +423,8 @@ class TransactionCoordinator:
     # ------------------------------------------------------ adding partitions
 
     def _check_producer(self, transactional_id: str, producer_id: int, epoch: int) -> str:
+        if not self.serves(transactional_id):
+            return "NOT_COORDINATOR"
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return "INVALID_PRODUCER_ID_MAPPING"
@@ -479,6 +521,10 @@ class TransactionCoordinator:
         offsets: dict[tuple[str, int], CommittedOffset],
     ) -> dict[tuple[str, int], str]:
         """TxnOffsetCommit: store the offsets in the transaction, visible at its commit."""
+        if self.remote is not None and not self.serves(transactional_id):
+            return self._commit_offsets_for_remote(
+                transactional_id, group_id, producer_id, epoch, offsets
+            )
         error = self._check_producer(transactional_id, producer_id, epoch)
         meta = self.txns.get(transactional_id)
         if error == NONE and meta is not None:
@@ -512,6 +558,50 @@ class TransactionCoordinator:
         meta.pending_offsets.setdefault(group_id, {}).update(accepted)
         return errors
 
+    def _commit_offsets_for_remote(
+        self,
+        transactional_id: str,
+        group_id: str,
+        producer_id: int,
+        epoch: int,
+        offsets: dict[tuple[str, int], CommittedOffset],
+    ) -> dict[tuple[str, int], str]:
+        """TxnOffsetCommit of a group coordinated here in a transaction another node coordinates.
+
+        That node checks the group's partition joined the transaction; the
+        offsets are then held here, by producer, as those of a transaction
+        found open at load are, until its marker settles them.
+        """
+        assert self.remote is not None
+        partition = self.offsets.partition_for(group_id)
+        error = self.remote.verify_partition(
+            transactional_id, producer_id, epoch, OFFSETS_TOPIC, partition
+        )
+        if error != NONE:
+            return dict.fromkeys(offsets, error)
+        errors = {
+            key: NONE if self._partition_exists(*key) else "UNKNOWN_TOPIC_OR_PARTITION"
+            for key in offsets
+        }
+        records: list[tuple[bytes, bytes | None]] = [
+            (offset_key(group_id, t, p), offset_value(c))
+            for (t, p), c in offsets.items()
+            if errors[(t, p)] == NONE
+        ]
+        if not records:
+            return errors
+        try:
+            index, end = self.offsets.append_transactional(
+                group_id, records, self.now_ms(), producer_id, epoch
+            )
+            self.offsets.flush(index, end)
+        except SeglogError as exc:
+            logger.error("cannot store offsets of %s: %s", transactional_id, exc)
+            return dict.fromkeys(offsets, "COORDINATOR_NOT_AVAILABLE")
+        held = self.offsets.pending_txn_offsets.setdefault(producer_id, [])
+        held.extend((index, key, value) for key, value in records)
+        return errors
+
     def verify_partition(
         self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
     ) -> str:
@@ -520,7 +610,12 @@ class TransactionCoordinator:
         Only a partition added to the producer's open transaction may take
         its data: a batch written anywhere else would never get a marker and
         would hold the partition's LSO for good (a "hanging" transaction).
+        An id another node coordinates is checked there.
         """
+        if self.remote is not None and not self.serves(transactional_id):
+            return self.remote.verify_partition(
+                transactional_id, producer_id, epoch, topic, partition
+            )
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return "INVALID_PRODUCER_ID_MAPPING"
@@ -548,6 +643,8 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, epoch: int, commit: bool
     ) -> EndResult:
         """EndTxn: commit or abort the open transaction, markers written before the answer."""
+        if not self.serves(transactional_id):
+            return EndResult("NOT_COORDINATOR")
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return EndResult("INVALID_PRODUCER_ID_MAPPING")
@@ -566,6 +663,13 @@ class TransactionCoordinator:
         ):
             return EndResult(NONE)  # a retry of an EndTxn that was done
         if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            if self.remote is not None and (state == TxnState.PREPARE_COMMIT) == commit:
+                # The markers failed on a node that was down: the retry tries again.
+                try:
+                    return EndResult(NONE, self._complete(meta, commit=commit))
+                except SeglogError as exc:
+                    logger.error("cannot end the transaction of %s: %s", transactional_id, exc)
+                    return EndResult("COORDINATOR_NOT_AVAILABLE")
             return EndResult("CONCURRENT_TRANSACTIONS")
         return EndResult("INVALID_TXN_STATE")
 
@@ -627,6 +731,18 @@ class TransactionCoordinator:
         now = self.now_ms()
         aborted = []
         for meta in list(self.txns.values()):
+            if self.remote is not None and meta.state in (
+                TxnState.PREPARE_COMMIT,
+                TxnState.PREPARE_ABORT,
+            ):
+                # Its markers failed on a node that was down: try again now.
+                try:
+                    committed = self._complete(meta, commit=meta.state == TxnState.PREPARE_COMMIT)
+                    if committed:
+                        self.late_commits.append(committed)
+                except SeglogError as exc:
+                    logger.warning("cannot complete %s yet: %s", meta.transactional_id, exc)
+                continue
             if meta.state != TxnState.ONGOING or meta.start_ms < 0:
                 continue
             if now <= meta.start_ms + meta.timeout_ms:
@@ -666,13 +782,29 @@ class TransactionCoordinator:
         self, meta: TxnMetadata, *, commit: bool
     ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
         """Write the markers of a Prepare state, then store the Complete state."""
+        partitions = sorted(meta.partitions)
+        remote = [tp for tp in partitions if not self.log_dir.serves_partition(*tp)]
         errors, committed = self.write_markers(
             meta.producer_id,
             meta.producer_epoch,
-            sorted(meta.partitions),
+            [tp for tp in partitions if tp not in remote],
             commit=commit,
             coordinator_epoch=COORDINATOR_EPOCH,
         )
+        if remote:
+            # Partitions other nodes lead: their leaders write the markers.
+            if self.remote is None:
+                errors.update(dict.fromkeys(remote, "NOT_LEADER_OR_FOLLOWER"))
+            else:
+                errors.update(
+                    self.remote.write_markers(
+                        meta.producer_id,
+                        meta.producer_epoch,
+                        remote,
+                        commit=commit,
+                        coordinator_epoch=COORDINATOR_EPOCH,
+                    )
+                )
         failed = {tp: error for tp, error in errors.items() if error not in _MARKER_SETTLED}
         if failed:
             raise SeglogError(

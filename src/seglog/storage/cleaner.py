@@ -587,7 +587,8 @@ class LogCleaner:
             offsets = self._read_checkpoint()
             offsets = {k: v for k, v in offsets.items() if k in self.log_dir.logs()}
             offsets[key] = stats.end_offset
-            checkpoints.write_offset_checkpoint(self.checkpoint_path, offsets, env=self.log_dir.env)
+            # Sharing the directory, other processes' lines are kept.
+            self.log_dir.merge_checkpoint(checkpoints.CLEANER_OFFSET_CHECKPOINT, offsets)
             self.history.append(stats)
             logger.info(
                 "cleaned %s [%d, %d): %d → %d bytes in %.2fs",

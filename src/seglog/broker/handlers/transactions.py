@@ -70,6 +70,8 @@ async def _timers(state: BrokerState) -> None:
             except Exception:
                 logger.exception("cannot abort timed-out transactions")
                 continue
+        while coordinator.late_commits:
+            state.coordinator.apply_txn_offsets(coordinator.late_commits.pop(0))
         if aborted:
             await state.notify_data()
 
