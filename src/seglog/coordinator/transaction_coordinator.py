@@ -782,12 +782,12 @@ class TransactionCoordinator:
         self, meta: TxnMetadata, *, commit: bool
     ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
         """Write the markers of a Prepare state, then store the Complete state."""
-        partitions = sorted(meta.partitions)
-        remote = [tp for tp in partitions if not self.log_dir.serves_partition(*tp)]
+        ordered = sorted(meta.partitions)
+        remote = [tp for tp in ordered if not self.log_dir.serves_partition(*tp)]
         errors, committed = self.write_markers(
             meta.producer_id,
             meta.producer_epoch,
-            [tp for tp in partitions if tp not in remote],
+            [tp for tp in ordered if tp not in remote],
             commit=commit,
             coordinator_epoch=COORDINATOR_EPOCH,
         )
