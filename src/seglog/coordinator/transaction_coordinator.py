@@ -782,12 +782,12 @@ class TransactionCoordinator:
         self, meta: TxnMetadata, *, commit: bool
     ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
         """Write the markers of a Prepare state, then store the Complete state."""
-        partitions = sorted(meta.partitions)
-        remote = [tp for tp in partitions if not self.log_dir.serves_partition(*tp)]
+        ordered = sorted(meta.partitions)
+        remote = [tp for tp in ordered if not self.log_dir.serves_partition(*tp)]
         errors, committed = self.write_markers(
             meta.producer_id,
             meta.producer_epoch,
-            [tp for tp in partitions if tp not in remote],
+            [tp for tp in ordered if tp not in remote],
             commit=commit,
             coordinator_epoch=COORDINATOR_EPOCH,
         )
@@ -819,12 +819,18 @@ class TransactionCoordinator:
                 logger.warning("no marker for %s-%d: %s", topic, partition, error)
         # Whatever was not marked (a deleted offsets partition) is gone with its transaction.
         meta.pending_offsets = {}
-        # Not fsynced: the markers are durable already, so this record can only
-        # ever become durable after them (with the partition's next fsync), and
-        # if a crash loses it, the Prepare state before it completes again.
-        self._store(
-            meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, sync=False
-        )
+        # A complete transaction has no partitions, as Kafka stores and describes it.
+        partitions, meta.partitions = meta.partitions, set()
+        try:
+            # Not fsynced: the markers are durable already, so this record can only
+            # ever become durable after them (with the partition's next fsync), and
+            # if a crash loses it, the Prepare state before it completes again.
+            self._store(
+                meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, sync=False
+            )
+        except BaseException:
+            meta.partitions = partitions
+            raise
         return committed
 
     # --------------------------------------------------------------- markers
