@@ -109,3 +109,30 @@ def test_the_protocol_map_names_listeners(tmp_path: Path) -> None:
         _, stderr = process.communicate(timeout=30)
     assert process.returncode == 0, stderr
     assert "(INTERNAL, PLAINTEXT)" in stderr
+
+
+def test_nodes_that_cannot_be_run_are_refused_before_anything_starts(tmp_path: Path) -> None:
+    for options, message in (
+        (["--nodes", "0"], "Invalid value 0 for configuration nodes"),
+        (["--nodes", "many"], "Invalid value many for configuration nodes"),
+        (
+            ["--nodes", "2", "--override", "listeners=PLAINTEXT://127.0.0.1:0"],
+            "each listener needs a fixed port",
+        ),
+    ):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "seglog",
+                "serve",
+                "--override",
+                f"log.dirs={tmp_path / 'data'}",
+                *options,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode == 1 and message in done.stderr
+    assert not (tmp_path / "data").exists()
