@@ -282,6 +282,9 @@ def test_a_killed_node_is_restarted_and_the_others_serve_meanwhile(make_cluster)
     for victim in (2, 1):  # a node, then the controller
         old = cluster.kill_node(victim)
         survivors = [n for n in (1, 2, 3) if n != victim]
+        if victim == 2:
+            # Until it is back, the others show its partition without a leader.
+            assert offline_seen(cluster, 3, "crash", led[2], victim)
         for node in survivors:
             assert raw_produce(cluster.port(node), "crash", led[node])["error_code"] == 0
         deadline = time.monotonic() + 30
@@ -396,3 +399,28 @@ def test_nodes_stop_when_the_supervisor_is_killed(make_cluster) -> None:  # type
     for partition in range(2):
         leader = leaders(cluster, 1, "orphans")[partition]
         assert consume(cluster, leader, "orphans", partition, 10) == values[partition]
+
+
+def offline_seen(cluster: Cluster, via: int, topic: str, partition: int, node: int) -> bool:
+    """Whether Metadata from ``via`` shows ``partition`` leaderless and ``node`` gone (briefly)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        raw = Raw(cluster.port(via))
+        body = raw.call(
+            ApiKey.METADATA,
+            12,
+            {
+                "topics": [{"topic_id": uuid.UUID(int=0), "name": topic}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
+        raw.close()
+        entry = body["topics"][0]["partitions"][partition]
+        brokers = {b["node_id"] for b in body["brokers"]}
+        if entry["leader_id"] == -1:
+            assert entry["error_code"] == code("LEADER_NOT_AVAILABLE")
+            assert node not in brokers
+            return True
+        time.sleep(0.02)
+    return False

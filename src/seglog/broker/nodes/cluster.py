@@ -24,7 +24,7 @@ from seglog.errors import InvalidConfigError
 from seglog.storage import io
 from seglog.storage.log_dir import TopicInfo
 
-_ALIVE_CACHE_SECONDS = 0.5
+_ALIVE_CACHE_SECONDS = 0.2
 
 
 def _shifted(listener: Listener, offset: int) -> Listener:
