@@ -63,11 +63,13 @@ bench-broker: $(STAMP)
 	$(BIN)/python bench/broker_bench.py
 	$(BIN)/python bench/txn_bench.py
 	$(BIN)/python bench/security_bench.py
+	$(BIN)/python bench/nodes_bench.py
 
 bench-broker-quick: $(STAMP)
 	$(BIN)/python bench/broker_bench.py --quick
 	$(BIN)/python bench/txn_bench.py --quick
 	$(BIN)/python bench/security_bench.py --quick
+	$(BIN)/python bench/nodes_bench.py --quick
 
 # Consumer groups: rebalance times (10 member processes) and OffsetCommit rates beside
 # the machine's fsync rate.
