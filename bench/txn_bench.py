@@ -3,6 +3,10 @@ plain ones, against ``python -m seglog serve`` on a free port.
 
     .venv/bin/python bench/txn_bench.py            # 1,000,000 records of 100 B per row
     .venv/bin/python bench/txn_bench.py --quick    # smoke run (100,000 records)
+    .venv/bin/python bench/txn_bench.py --count 300000 --repeat 5
+
+Each produce row runs ``--repeat`` times, the rows interleaved, and the best
+run of each is printed (the machine may be shared).
 
 Rows:
   produce         idempotent producer, acks=all, linger.ms=5, no transaction;
@@ -153,26 +157,38 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="smoke run")
     parser.add_argument("--count", type=int, help="records per row")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="runs of each produce row, interleaved; the best is kept (default 3)",
+    )
     args = parser.parse_args()
     count = args.count or (100_000 if args.quick else 1_000_000)
+    produce_rows = (("produce", None), ("produce txn 100", 100), ("produce txn 10,000", 10_000))
     with tempfile.TemporaryDirectory() as root:
         process, bootstrap = start_broker(Path(root) / "data")
         try:
-            rows: list[tuple[str, float]] = []
-            for name, size in (("produce", None), ("produce txn 100", 100)):
-                topic = f"bench-{uuid.uuid4().hex[:8]}"
-                create_topic(bootstrap, topic)
-                rows.append((name, produce(bootstrap, topic, count, size)))
-            topic = f"bench-{uuid.uuid4().hex[:8]}"
-            create_topic(bootstrap, topic)
-            rows.append(("produce txn 10,000", produce(bootstrap, topic, count, 10_000)))
+            # Interleaved so that a neighbour's load on a shared machine hits every
+            # row alike; the best run of each is the one least disturbed.
+            best: dict[str, float] = {}
+            for _ in range(max(1, args.repeat)):
+                for name, size in produce_rows:
+                    topic = f"bench-{uuid.uuid4().hex[:8]}"
+                    create_topic(bootstrap, topic)
+                    best[name] = max(best.get(name, 0.0), produce(bootstrap, topic, count, size))
+            rows: list[tuple[str, float]] = [(name, best[name]) for name, _ in produce_rows]
+            # The last topic written by the 10,000-record row, read back.
             for isolation in ("read_uncommitted", "read_committed"):
                 rows.append((f"consume {isolation}", consume(bootstrap, topic, count, isolation)))
         finally:
             process.terminate()
             process.wait(30)
     base = rows[0][1]
-    print(f"transactions benchmark, {count:,} records of {len(VALUE)} B per row")
+    print(
+        f"transactions benchmark, {count:,} records of {len(VALUE)} B per row,"
+        f" best of {max(1, args.repeat)}"
+    )
     for name, rate in rows:
         ratio = f"{rate / base:6.1%} of plain produce" if name.startswith("produce") else ""
         print(f"  {name:<26} {rate:>12,.0f} records/s  {ratio}")

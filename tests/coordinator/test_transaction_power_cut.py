@@ -22,6 +22,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from seglog.coordinator import txn_log
 from seglog.coordinator.offset_store import OffsetStore
 from seglog.coordinator.transaction_coordinator import TransactionCoordinator
 from seglog.records.builder import SimpleRecord, build_batch
@@ -127,3 +128,106 @@ def test_a_power_cut_keeps_exactly_the_decided_transactions(seed: int, mode: str
         finally:
             log_dir.close()
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _transactional_batch(value: bytes, pid: int, epoch: int, sequence: int) -> bytes:
+    return build_batch(
+        [SimpleRecord(value, timestamp=1_700_000_000_000)],
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+        is_transactional=True,
+    )
+
+
+def test_a_cut_during_a_commit_keeps_it_whole_whatever_the_page_cache_kept(
+    tmp_path: Path,
+) -> None:
+    """The data is durable before PrepareCommit: completing it after the cut finds it all.
+
+    The commit stops right after its decision (the first marker's write fails);
+    the cut keeps the unsynced bytes of one partition and drops the other's.
+    """
+    ids = itertools.count(500)
+    with installed(tmp_path) as env:
+        log_dir = LogDir.open(tmp_path, settings=SETTINGS)
+        log_dir.create_topic("t", PARTITIONS)
+        coordinator = _coordinator(log_dir, ids)
+        init = coordinator.init_producer_id("a", 60_000)
+        pid, epoch = init.producer_id, init.producer_epoch
+        coordinator.add_partitions("a", pid, epoch, [("t", 0), ("t", 1)])
+        for p in range(PARTITIONS):
+            log_dir.log("t", p).append(_transactional_batch(f"v{p}".encode(), pid, epoch, 0))
+        env.fail("pwritev", path_contains="t-0/")
+        assert coordinator.end_txn("a", pid, epoch, commit=True).error != "NONE"
+        env.power_cut(keep_unsynced=lambda path: "t-0/" in path)
+    log_dir = LogDir.open(tmp_path, settings=SETTINGS)
+    try:
+        coordinator = _coordinator(log_dir, ids)
+        assert coordinator.txns["a"].state.kafka_name == "CompleteCommit"
+        visible: set[bytes] = set()
+        for p in range(PARTITIONS):
+            log = log_dir.log("t", p)
+            assert log.last_stable_offset == log.log_end_offset
+            visible |= _committed_view(log)
+        assert visible == {b"v0", b"v1"}
+    finally:
+        log_dir.close()
+
+
+def test_a_one_partition_commit_fsyncs_once_and_adding_partitions_never(tmp_path: Path) -> None:
+    """The fast path: AddPartitionsToTxn does not wait for the disk, a one-partition
+    commit fsyncs its partition (data and marker) and nothing else."""
+    ids = itertools.count(500)
+    with installed(tmp_path) as env:
+        log_dir = LogDir.open(tmp_path, settings=SETTINGS)
+        try:
+            log_dir.create_topic("t", PARTITIONS)
+            coordinator = _coordinator(log_dir, ids)
+            init = coordinator.init_producer_id("a", 60_000)
+            pid, epoch = init.producer_id, init.producer_epoch
+            for n in range(3):
+                before = env.calls["fsync"]
+                coordinator.add_partitions("a", pid, epoch, [("t", 0)])
+                assert env.calls["fsync"] == before
+                log_dir.log("t", 0).append(_transactional_batch(b"v%d" % n, pid, epoch, n))
+                assert coordinator.end_txn("a", pid, epoch, commit=True).error == "NONE"
+                if n > 0:  # the first one also syncs the new segment's directory
+                    assert env.calls["fsync"] == before + 1
+            states = [
+                txn_log.decode_value(record.value).state.kafka_name
+                for record in log_dir.read_records(
+                    txn_log.TOPIC, coordinator.partition_for("a"), 0, max_bytes=1 << 30
+                )
+                if record.value is not None
+            ]
+            assert states == ["Empty"] + ["Ongoing", "CompleteCommit"] * 3
+        finally:
+            log_dir.close()
+
+
+def test_data_of_a_transaction_whose_ongoing_record_was_lost_is_adopted(tmp_path: Path) -> None:
+    """A cut keeps a transaction's data but not the Ongoing record naming its partition:
+    the partition joins the id's transaction again, which its producer can still end."""
+    ids = itertools.count(500)
+    with installed(tmp_path) as env:
+        log_dir = LogDir.open(tmp_path, settings=SETTINGS)
+        log_dir.create_topic("t", PARTITIONS)
+        coordinator = _coordinator(log_dir, ids)
+        init = coordinator.init_producer_id("a", 60_000)
+        pid, epoch = init.producer_id, init.producer_epoch
+        coordinator.add_partitions("a", pid, epoch, [("t", 1)])
+        log_dir.log("t", 1).append(_transactional_batch(b"kept", pid, epoch, 0))
+        env.power_cut(keep_unsynced=lambda path: "t-1/" in path)
+    log_dir = LogDir.open(tmp_path, settings=SETTINGS)
+    try:
+        coordinator = _coordinator(log_dir, ids)
+        meta = coordinator.txns["a"]
+        assert (meta.state.kafka_name, meta.partitions) == ("Ongoing", {("t", 1)})
+        log = log_dir.log("t", 1)
+        assert log.last_stable_offset == 0
+        assert coordinator.end_txn("a", pid, epoch, commit=True).error == "NONE"
+        assert log.last_stable_offset == log.log_end_offset
+        assert _committed_view(log) == {b"kept"}
+    finally:
+        log_dir.close()

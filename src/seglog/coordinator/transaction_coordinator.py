@@ -18,17 +18,40 @@ CompleteCommit      PrepareCommit (every marker written)
 CompleteAbort       PrepareAbort (every marker written)
 ==================  =====================================================
 
-Every move is stored in ``__transaction_state`` (:mod:`txn_log`) and
-fsynced before the request is answered, but the Complete states. Ending a
-transaction stores the Prepare state first, then writes a COMMIT or ABORT
-marker to every partition of the transaction (the ``__consumer_offsets``
-partition of each group whose offsets it commits included), fsyncs them, and
-stores the Complete state without an fsync of its own: it reaches the disk
-with the partition's next fsync, necessarily after the markers, and if a
-crash loses it the Prepare state is still there to complete again (markers
-written twice are harmless). A crash between the two leaves a Prepare state
-that :meth:`load` finds and completes, markers and all, before the
-coordinator serves, as Kafka's does.
+Every move is stored in ``__transaction_state`` (:mod:`txn_log`); what must
+be on disk before an answer, and in which order, is what keeps every
+transaction wholly visible or wholly invisible across a power cut:
+
+* InitProducerId fsyncs its record before answering: the new epoch fences
+  zombies, and a lost one would let them back.
+* The Ongoing record of AddPartitionsToTxn and AddOffsetsToTxn is *not*
+  fsynced. If a power cut loses it while data of the transaction survived,
+  :meth:`load` finds that data as an open transaction in its partition and
+  puts the partition back into the id's open transaction (or, for a producer
+  no id knows at that epoch, aborts it there), so nothing hangs.
+* A commit makes the transaction's data durable before its outcome can be:
+  every partition is fsynced first (the offsets TxnOffsetCommit stored
+  unsynced in ``__consumer_offsets`` included), then PrepareCommit is stored and fsynced,
+  then the markers are written and fsynced, then CompleteCommit is stored.
+  PrepareCommit on disk is the decision; with the data already durable, a
+  crash at any later point completes the commit at start (:meth:`load`) on
+  every partition, and never over a partition whose data was lost.
+* A commit with one data partition and no offsets has no other partition to
+  agree with: its COMMIT marker is the decision. The marker is written and
+  the partition fsynced once (data and marker), then CompleteCommit stored;
+  no Prepare record is written (the state is PrepareCommit in memory only).
+  A cut before the fsync leaves either the marker, or an open transaction
+  that :meth:`load` puts back and the producer or the timeout ends.
+* An abort stores PrepareAbort (fsynced), writes the markers and fsyncs them:
+  a producer told "aborted" must not find its records committed by a later
+  EndTxn after a cut.
+* A Complete record following a stored Prepare record is fsynced before the
+  answer: were the Prepare record left the id's last on disk, :meth:`load`
+  would complete it again over the next transaction's data (same epoch).
+  After a one-partition commit it is not: it can only reach the disk after
+  the marker, and if a cut loses it, nothing is left to complete (a marker
+  written twice is harmless anyway: with no open transaction it changes
+  nothing).
 
 Fencing: InitProducerId for an id bumps its epoch (a new producer id once the
 epoch would overflow); requests carrying an older epoch get PRODUCER_FENCED,
@@ -217,6 +240,22 @@ class TransactionCoordinator:
             meta.state, meta.last_update_ms = previous
             raise
 
+    def _move(self, meta: TxnMetadata, state: TxnState) -> None:
+        """Move ``meta`` to ``state`` in memory only (a state nothing needs stored)."""
+        if meta.state not in _ALLOWED_FROM.get(state, frozenset()):
+            raise AssertionError(f"{meta.state.kafka_name} -> {state.kafka_name} is not allowed")
+        meta.state, meta.last_update_ms = state, self.now_ms()
+
+    def _flush_partitions(self, meta: TxnMetadata) -> None:
+        """fsync the data of every partition of the transaction (before its decision is stored)."""
+        for topic, partition in sorted(meta.partitions):
+            try:
+                log = self.log_dir.log(topic, partition)
+            except SeglogError as exc:
+                logger.warning("cannot flush %s-%d: %s", topic, partition, exc)
+                continue
+            log.flush()
+
     def _store_tombstone(self, transactional_id: str) -> None:
         """Forget ``transactional_id`` durably (a null value: compaction drops the key)."""
         self.ensure_topic()
@@ -251,6 +290,7 @@ class TransactionCoordinator:
                             partition,
                             exc,
                         )
+        self._adopt_open_transactions()
         pending = self.offsets.pending_txn_offsets
         for meta in self.txns.values():
             for _partition, key, value in pending.get(meta.producer_id, []):
@@ -286,6 +326,58 @@ class TransactionCoordinator:
             stored.last_update_ms,
             stored.start_ms,
         )
+
+    def _adopt_open_transactions(self) -> None:
+        """Give every transaction left open in a partition an owner that will end it.
+
+        The Ongoing record is not fsynced, so a power cut can keep a
+        transaction's data and lose the record naming its partition. Such a
+        partition joins its producer's transaction again (restored as Ongoing
+        if the stored state is a finished one), to be ended by the producer or
+        by its timeout. A producer no transactional id knows at that epoch can
+        never be ended by anyone: its transaction is aborted here.
+        """
+        by_producer = {meta.producer_id: meta for meta in self.txns.values()}
+        adopted: dict[str, set[tuple[str, int]]] = {}
+        for (topic, partition), log in sorted(self.log_dir.logs().items()):
+            if topic == txn_log.TOPIC:
+                continue
+            open_txns = [
+                (entry.producer_id, entry.epoch)
+                for entry in list(log.producer_state.producers.values())
+                if entry.current_txn_first_offset >= 0
+            ]
+            for producer_id, epoch in open_txns:
+                meta = by_producer.get(producer_id)
+                key = (topic, partition)
+                if (
+                    meta is None
+                    or meta.producer_epoch != epoch
+                    or (
+                        meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+                        and key not in meta.partitions
+                    )
+                ):
+                    logger.warning(
+                        "aborting the open transaction of producer %d (epoch %d) in %s-%d:"
+                        " no transactional id holds it",
+                        producer_id,
+                        epoch,
+                        topic,
+                        partition,
+                    )
+                    info = log.append_marker(producer_id, epoch, commit=False)
+                    log.flush(info.last_offset + 1)
+                    continue
+                if meta.state == TxnState.ONGOING and key in meta.partitions:
+                    continue
+                if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                    continue
+                adopted.setdefault(meta.transactional_id, set()).add(key)
+        for tid, partitions in adopted.items():
+            names = ", ".join(f"{t}-{p}" for t, p in sorted(partitions))
+            logger.info("restoring the open transaction of %s in %s", tid, names)
+            self._begin(self.txns[tid], partitions)
 
     @staticmethod
     def _restore_pending_offset(meta: TxnMetadata, key: bytes, value: bytes | None) -> None:
@@ -428,7 +520,9 @@ class TransactionCoordinator:
             meta.start_ms = self.now_ms()
         meta.partitions |= new
         try:
-            self._store(meta, TxnState.ONGOING)
+            # Not fsynced: a partition whose data outlives this record in a power
+            # cut is put back into the transaction by load().
+            self._store(meta, TxnState.ONGOING, sync=False)
         except SeglogError as exc:
             meta.partitions, meta.start_ms = before, start
             logger.error("cannot store transaction %s: %s", meta.transactional_id, exc)
@@ -473,10 +567,9 @@ class TransactionCoordinator:
             (offset_key(group_id, t, p), offset_value(c)) for (t, p), c in accepted.items()
         ]
         try:
-            index, end = self.offsets.append_transactional(
-                group_id, records, self.now_ms(), producer_id, epoch
-            )
-            self.offsets.flush(index, end)
+            # Not fsynced: like the transaction's data, the offsets are made
+            # durable by EndTxn's commit before its decision is.
+            self.offsets.append_transactional(group_id, records, self.now_ms(), producer_id, epoch)
         except SeglogError as exc:
             logger.error("cannot store offsets of %s: %s", transactional_id, exc)
             return dict.fromkeys(offsets, "COORDINATOR_NOT_AVAILABLE")
@@ -527,6 +620,12 @@ class TransactionCoordinator:
         state = meta.state
         if state == TxnState.ONGOING:
             try:
+                if commit and len(meta.partitions) == 1 and not meta.pending_offsets:
+                    # One partition: its marker is the decision (see the module docstring).
+                    self._move(meta, TxnState.PREPARE_COMMIT)
+                    return EndResult(NONE, self._complete(meta, commit=True, prepared=False))
+                if commit:
+                    self._flush_partitions(meta)
                 self._store(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
                 return EndResult(NONE, self._complete(meta, commit=commit))
             except SeglogError as exc:
@@ -634,9 +733,14 @@ class TransactionCoordinator:
         return expired
 
     def _complete(
-        self, meta: TxnMetadata, *, commit: bool
+        self, meta: TxnMetadata, *, commit: bool, prepared: bool = True
     ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
-        """Write the markers of a Prepare state, then store the Complete state."""
+        """Write the markers of a Prepare state, then store the Complete state.
+
+        ``prepared``: the Prepare state is stored. Its Complete record is then
+        fsynced too, or a cut could keep the Prepare record as the id's last
+        and complete it again over the next transaction's data (same epoch).
+        """
         touched: list[tuple[Log, int]] = []
         for topic, partition in sorted(meta.partitions):
             try:
@@ -660,11 +764,10 @@ class TransactionCoordinator:
             log.flush(end)
         committed = dict(meta.pending_offsets) if commit else {}
         meta.pending_offsets = {}
-        # Not fsynced: the markers are durable already, so this record can only
-        # ever become durable after them (with the partition's next fsync), and
-        # if a crash loses it, the Prepare state before it completes again.
+        # The markers are durable already, so this record can only ever become
+        # durable after them.
         self._store(
-            meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, sync=False
+            meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, sync=prepared
         )
         return committed
 
