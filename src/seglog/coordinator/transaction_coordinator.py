@@ -542,8 +542,14 @@ class TransactionCoordinator:
         producer_id: int,
         epoch: int,
         offsets: dict[tuple[str, int], CommittedOffset],
+        *,
+        group_error: str = NONE,
     ) -> dict[tuple[str, int], str]:
-        """TxnOffsetCommit: store the offsets in the transaction, visible at its commit."""
+        """TxnOffsetCommit: store the offsets in the transaction, visible at its commit.
+
+        ``group_error``: the group coordinator's verdict on the committing
+        member, answered after the producer's own checks, as Kafka orders them.
+        """
         error = self._check_producer(transactional_id, producer_id, epoch)
         meta = self.txns.get(transactional_id)
         if error == NONE and meta is not None:
@@ -551,6 +557,8 @@ class TransactionCoordinator:
             if meta.state != TxnState.ONGOING or joined not in meta.partitions:
                 # Kafka's coordinator answers so when AddOffsetsToTxn did not come first.
                 error = "INVALID_TXN_STATE"
+            else:
+                error = group_error
         if error != NONE or meta is None:
             return dict.fromkeys(offsets, error)
         errors: dict[tuple[str, int], str] = {}
