@@ -122,6 +122,8 @@ class TxnMetadata:
     bumped_from: tuple[int, int] | None = None
     #: Offsets committed in the open transaction: group → (topic, partition) → offset.
     pending_offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
+    #: The transaction version of the id's client, as Kafka stores it (value version 1).
+    client_transaction_version: int = 0
 
     def value(self) -> TxnLogValue:
         """What is stored for this state."""
@@ -133,6 +135,7 @@ class TxnMetadata:
             frozenset(self.partitions),
             self.last_update_ms,
             self.start_ms,
+            client_transaction_version=self.client_transaction_version,
         )
 
 
@@ -171,8 +174,13 @@ class TransactionCoordinator:
         abort_interval_ms: int = 10_000,
         id_expiration_ms: int = 604_800_000,
         expiration_interval_ms: int = 3_600_000,
+        transaction_version: int = 0,
     ) -> None:
         self.log_dir = log_dir
+        #: The ``transaction.version`` feature level in use; it picks the value
+        #: version of the records written, as Kafka's does.
+        self.transaction_version = transaction_version
+        self._value_version = txn_log.value_version(transaction_version)
         self.offsets = offsets
         self._new_producer_id = new_producer_id
         self._clock = clock
@@ -227,7 +235,7 @@ class TransactionCoordinator:
             data = build_batch(
                 [
                     SimpleRecord(
-                        txn_log.encode_value(meta.value()),
+                        txn_log.encode_value(meta.value(), self._value_version),
                         txn_log.encode_key(meta.transactional_id),
                         now,
                     )
@@ -325,6 +333,7 @@ class TransactionCoordinator:
             set(stored.partitions),
             stored.last_update_ms,
             stored.start_ms,
+            client_transaction_version=stored.client_transaction_version,
         )
 
     def _adopt_open_transactions(self) -> None:
@@ -663,6 +672,7 @@ class TransactionCoordinator:
             set(meta.partitions),
             meta.last_update_ms,
             meta.start_ms,
+            client_transaction_version=meta.client_transaction_version,
         )
 
     def list_transactions(
