@@ -37,21 +37,25 @@ transaction wholly visible or wholly invisible across a power cut:
   crash at any later point completes the commit at start (:meth:`load`) on
   every partition, and never over a partition whose data was lost.
 * A commit with one data partition and no offsets has no other partition to
-  agree with: its COMMIT marker is the decision. The marker is written and
-  the partition fsynced once (data and marker), then CompleteCommit stored;
-  no Prepare record is written (the state is PrepareCommit in memory only).
-  A cut before the fsync leaves either the marker, or an open transaction
-  that :meth:`load` puts back and the producer or the timeout ends.
+  agree with: its COMMIT marker is the decision. The marker is written, then
+  CompleteCommit stored; no Prepare record is written (the state is
+  PrepareCommit in memory only). The marker is fsynced (with the data before
+  it) only when the partition's ``flush.messages`` is reached, as a plain
+  produce's records are: such a commit is as durable as the records it
+  commits. Recovery keeps a prefix of the partition, so a cut leaves the
+  marker with all the data before it, or an open transaction that
+  :meth:`load` puts back and the producer or the timeout ends (aborted, the
+  transaction is then wholly invisible).
 * An abort stores PrepareAbort (fsynced), writes the markers and fsyncs them:
   a producer told "aborted" must not find its records committed by a later
   EndTxn after a cut.
 * A Complete record following a stored Prepare record is fsynced before the
   answer: were the Prepare record left the id's last on disk, :meth:`load`
   would complete it again over the next transaction's data (same epoch).
-  After a one-partition commit it is not: it can only reach the disk after
-  the marker, and if a cut loses it, nothing is left to complete (a marker
-  written twice is harmless anyway: with no open transaction it changes
-  nothing).
+  After a one-partition commit it is not: if a cut loses it, nothing is left
+  to complete (a marker written twice is harmless anyway: with no open
+  transaction it changes nothing); if a cut keeps it and loses the marker,
+  the data is found open at start and put back into the transaction.
 
 Fencing: InitProducerId for an id bumps its epoch (a new producer id once the
 epoch would overflow); requests carrying an older epoch get PRODUCER_FENCED,
@@ -779,7 +783,13 @@ class TransactionCoordinator:
                 raise
             touched.append((log, info.last_offset + 1))
         for log, end in touched:
-            log.flush(end)
+            # After a stored Prepare the markers must be on disk before the Complete
+            # record can be. A one-partition commit's marker is a record like any
+            # other: fsynced when the partition's flush.messages says so, as a plain
+            # produce's records are (a power cut may lose it, and the data with it:
+            # the transaction is then wholly invisible, or found open and ended).
+            if prepared or log.unflushed_messages >= log.config.flush_messages:
+                log.flush(end)
         committed = dict(meta.pending_offsets) if commit else {}
         meta.pending_offsets = {}
         # The markers are durable already, so this record can only ever become
