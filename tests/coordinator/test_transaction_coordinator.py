@@ -14,6 +14,7 @@ from seglog.coordinator import txn_log
 from seglog.coordinator.offset_store import CommittedOffset, OffsetStore
 from seglog.coordinator.transaction_coordinator import TransactionCoordinator, TxnState
 from seglog.records import batch, control
+from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage.log_dir import LogDir
 
 _ids = itertools.count(1000)
@@ -220,3 +221,25 @@ def test_a_stalled_transaction_is_aborted_and_its_producer_fenced(tmp_path: Path
     coordinator.load()
     assert "x" not in coordinator.txns
     log_dir.close()
+
+
+def test_an_open_transaction_no_id_holds_is_aborted_at_start(broker: Broker) -> None:
+    """Data of a producer no transactional id knows at its epoch (its records lost)
+    would hold the partition's LSO for good: loading aborts it there."""
+    log = broker.log_dir.log("t", 1)
+    log.append(
+        build_batch(
+            [SimpleRecord(b"orphan", timestamp=1_700_000_000_000)],
+            producer_id=777,
+            producer_epoch=3,
+            base_sequence=0,
+            is_transactional=True,
+        )
+    )
+    assert log.last_stable_offset == 0
+    broker.restart()
+    log = broker.log_dir.log("t", 1)
+    assert log.last_stable_offset == log.log_end_offset == 2
+    marker = broker.headers("t", 1)[-1]
+    assert marker.is_control and (marker.producer_id, marker.producer_epoch) == (777, 3)
+    assert [a.producer_id for a in log.aborted_transactions(0, 2)] == [777]

@@ -379,8 +379,11 @@ class TransactionCoordinator:
                         topic,
                         partition,
                     )
-                    info = log.append_marker(producer_id, epoch, commit=False)
-                    log.flush(info.last_offset + 1)
+                    try:
+                        info = log.append_marker(producer_id, epoch, commit=False)
+                        log.flush(info.last_offset + 1)
+                    except SeglogError as exc:
+                        logger.error("cannot abort it in %s-%d: %s", topic, partition, exc)
                     continue
                 if meta.state == TxnState.ONGOING and key in meta.partitions:
                     continue
