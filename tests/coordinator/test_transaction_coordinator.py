@@ -41,9 +41,14 @@ class Broker:
             partitions=5,
         )
 
-    def restart(self) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
-        """Close and reopen everything; returns the offsets the load committed."""
+    def restart(self, *, clean: bool = True) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
+        """Close and reopen everything; returns the offsets the load committed.
+
+        ``clean=False`` reopens as after a crash (no clean-shutdown marker).
+        """
         self.log_dir.close()
+        if not clean:
+            (self.path / ".kafka_cleanshutdown").unlink()
         self.log_dir = LogDir.open(self.path)
         self.offsets = OffsetStore(self.log_dir, partitions=3)
         self.offsets.load()
@@ -268,3 +273,30 @@ def test_write_markers_reports_each_partitions_error(tmp_path: Path) -> None:
     finally:
         env.clear_faults()
         log_dir.close()
+
+
+def test_an_open_transaction_no_id_holds_is_aborted_at_start(broker: Broker) -> None:
+    """Data of a producer no transactional id knows at its epoch (its records lost
+    in a crash) would hold the partition's LSO for good: loading after an unclean
+    shutdown aborts it there."""
+    log = broker.log_dir.log("t", 1)
+    log.append(
+        build_batch(
+            [SimpleRecord(b"orphan", timestamp=1_700_000_000_000)],
+            producer_id=777,
+            producer_epoch=3,
+            base_sequence=0,
+            is_transactional=True,
+        )
+    )
+    assert log.last_stable_offset == 0
+    broker.restart()
+    # After a clean shutdown nothing was lost: the transaction is hanging, left
+    # to the operator as in Kafka.
+    assert broker.log_dir.log("t", 1).last_stable_offset == 0
+    broker.restart(clean=False)
+    log = broker.log_dir.log("t", 1)
+    assert log.last_stable_offset == log.log_end_offset == 2
+    marker = broker.headers("t", 1)[-1]
+    assert marker.is_control and (marker.producer_id, marker.producer_epoch) == (777, 3)
+    assert [a.producer_id for a in log.aborted_transactions(0, 2)] == [777]

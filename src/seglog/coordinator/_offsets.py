@@ -179,6 +179,46 @@ class GroupOffsets(CoordinatorBase):
         self._touch(group, member)
         return None
 
+    def validate_txn_offset_commit(
+        self, group_id: str, generation_id: int, member_id: str, instance: str | None
+    ) -> str | None:
+        """TxnOffsetCommit's group checks (v3+): None if accepted, else the error.
+
+        Kafka's coordinator checks the member of a transactional commit only
+        when one is named: generation -1 with no member id and no instance id
+        (every request below v3, and producers given no consumer group
+        metadata) is accepted whatever the group's state. A group this broker
+        does not know takes only such a commit. A KIP-848 group's member epoch
+        stands for the generation, a stale one answered ILLEGAL_GENERATION.
+        """
+        error = self._unavailable(group_id)
+        if error is not None:
+            return error
+        anonymous = generation_id < 0 and not member_id and instance is None
+        if group_id in self.consumer_groups:
+            if anonymous:
+                return None
+            error = self._validate_consumer_commit(group_id, member_id, generation_id)
+            return "ILLEGAL_GENERATION" if error == "STALE_MEMBER_EPOCH" else error
+        group = self.groups.get(group_id)
+        if group is None:
+            return None if generation_id < 0 else "ILLEGAL_GENERATION"
+        if group.is_in(DEAD):
+            return "COORDINATOR_NOT_AVAILABLE"
+        if anonymous or (generation_id < 0 and group.is_in(EMPTY)):
+            return None
+        if instance is not None:
+            known = group.static_members.get(instance)
+            if known is None:
+                return "UNKNOWN_MEMBER_ID"
+            if known != member_id:
+                return "FENCED_INSTANCE_ID"
+        elif member_id not in group.members:
+            return "UNKNOWN_MEMBER_ID"
+        if generation_id != group.generation_id:
+            return "ILLEGAL_GENERATION"
+        return None
+
     def apply_txn_offsets(self, committed: Mapping[str, Mapping[tuple[str, int], Any]]) -> None:
         """Make the offsets of a committed transaction visible (they are stored already)."""
         for group_id, offsets in committed.items():

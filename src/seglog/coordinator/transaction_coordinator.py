@@ -18,17 +18,44 @@ CompleteCommit      PrepareCommit (every marker written)
 CompleteAbort       PrepareAbort (every marker written)
 ==================  =====================================================
 
-Every move is stored in ``__transaction_state`` (:mod:`txn_log`) and
-fsynced before the request is answered, but the Complete states. Ending a
-transaction stores the Prepare state first, then writes a COMMIT or ABORT
-marker to every partition of the transaction (the ``__consumer_offsets``
-partition of each group whose offsets it commits included), fsyncs them, and
-stores the Complete state without an fsync of its own: it reaches the disk
-with the partition's next fsync, necessarily after the markers, and if a
-crash loses it the Prepare state is still there to complete again (markers
-written twice are harmless). A crash between the two leaves a Prepare state
-that :meth:`load` finds and completes, markers and all, before the
-coordinator serves, as Kafka's does.
+Every move is stored in ``__transaction_state`` (:mod:`txn_log`); what must
+be on disk before an answer, and in which order, is what keeps every
+transaction wholly visible or wholly invisible across a power cut:
+
+* InitProducerId fsyncs its record before answering: the new epoch fences
+  zombies, and a lost one would let them back.
+* The Ongoing record of AddPartitionsToTxn and AddOffsetsToTxn is *not*
+  fsynced. If a power cut loses it while data of the transaction survived,
+  :meth:`load` finds that data as an open transaction in its partition and
+  puts the partition back into the id's open transaction (or, for a producer
+  no id knows at that epoch, aborts it there), so nothing hangs.
+* A commit makes the transaction's data durable before its outcome can be:
+  every partition is fsynced first (the offsets TxnOffsetCommit stored
+  unsynced in ``__consumer_offsets`` included), then PrepareCommit is stored and fsynced,
+  then the markers are written and fsynced, then CompleteCommit is stored.
+  PrepareCommit on disk is the decision; with the data already durable, a
+  crash at any later point completes the commit at start (:meth:`load`) on
+  every partition, and never over a partition whose data was lost.
+* A commit with one data partition and no offsets has no other partition to
+  agree with: its COMMIT marker is the decision. The marker is written, then
+  CompleteCommit stored; no Prepare record is written (the state is
+  PrepareCommit in memory only). The marker is fsynced (with the data before
+  it) only when the partition's ``flush.messages`` is reached, as a plain
+  produce's records are: such a commit is as durable as the records it
+  commits. Recovery keeps a prefix of the partition, so a cut leaves the
+  marker with all the data before it, or an open transaction that
+  :meth:`load` puts back and the producer or the timeout ends (aborted, the
+  transaction is then wholly invisible).
+* An abort stores PrepareAbort (fsynced), writes the markers and fsyncs them:
+  a producer told "aborted" must not find its records committed by a later
+  EndTxn after a cut.
+* A Complete record following a stored Prepare record is fsynced before the
+  answer: were the Prepare record left the id's last on disk, :meth:`load`
+  would complete it again over the next transaction's data (same epoch).
+  After a one-partition commit it is not: if a cut loses it, nothing is left
+  to complete (a marker written twice is harmless anyway: with no open
+  transaction it changes nothing); if a cut keeps it and loses the marker,
+  the data is found open at start and put back into the transaction.
 
 Fencing: InitProducerId for an id bumps its epoch (a new producer id once the
 epoch would overflow); requests carrying an older epoch get PRODUCER_FENCED,
@@ -114,6 +141,8 @@ class TxnMetadata:
     bumped_from: tuple[int, int] | None = None
     #: Offsets committed in the open transaction: group → (topic, partition) → offset.
     pending_offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
+    #: The transaction version of the id's client, as Kafka stores it (value version 1).
+    client_transaction_version: int = 0
 
     def value(self) -> TxnLogValue:
         """What is stored for this state."""
@@ -125,6 +154,7 @@ class TxnMetadata:
             frozenset(self.partitions),
             self.last_update_ms,
             self.start_ms,
+            client_transaction_version=self.client_transaction_version,
         )
 
 
@@ -204,8 +234,13 @@ class TransactionCoordinator:
         abort_interval_ms: int = 10_000,
         id_expiration_ms: int = 604_800_000,
         expiration_interval_ms: int = 3_600_000,
+        transaction_version: int = 0,
     ) -> None:
         self.log_dir = log_dir
+        #: The ``transaction.version`` feature level in use; it picks the value
+        #: version of the records written, as Kafka's does.
+        self.transaction_version = transaction_version
+        self._value_version = txn_log.value_version(transaction_version)
         self.offsets = offsets
         #: Set by the broker when other nodes lead some partitions and ids.
         self.remote: RemotePartitions | None = None
@@ -269,7 +304,7 @@ class TransactionCoordinator:
             data = build_batch(
                 [
                     SimpleRecord(
-                        txn_log.encode_value(meta.value()),
+                        txn_log.encode_value(meta.value(), self._value_version),
                         txn_log.encode_key(meta.transactional_id),
                         now,
                     )
@@ -281,6 +316,24 @@ class TransactionCoordinator:
         except BaseException:
             meta.state, meta.last_update_ms = previous
             raise
+
+    def _move(self, meta: TxnMetadata, state: TxnState) -> None:
+        """Move ``meta`` to ``state`` in memory only (a state nothing needs stored)."""
+        if meta.state not in _ALLOWED_FROM.get(state, frozenset()):
+            raise AssertionError(f"{meta.state.kafka_name} -> {state.kafka_name} is not allowed")
+        meta.state, meta.last_update_ms = state, self.now_ms()
+
+    def _flush_partitions(self, meta: TxnMetadata) -> None:
+        """fsync the data of every partition of the transaction (before its decision is stored)."""
+        for topic, partition in sorted(meta.partitions):
+            if not self.log_dir.serves_partition(topic, partition):
+                continue  # another node's partition: its leader fsyncs its marker
+            try:
+                log = self.log_dir.log(topic, partition)
+            except SeglogError as exc:
+                logger.warning("cannot flush %s-%d: %s", topic, partition, exc)
+                continue
+            log.flush()
 
     def _store_tombstone(self, transactional_id: str) -> None:
         """Forget ``transactional_id`` durably (a null value: compaction drops the key)."""
@@ -318,6 +371,7 @@ class TransactionCoordinator:
                             partition,
                             exc,
                         )
+        self._adopt_open_transactions()
         pending = self.offsets.pending_txn_offsets
         for meta in self.txns.values():
             for _partition, key, value in pending.get(meta.producer_id, []):
@@ -352,7 +406,71 @@ class TransactionCoordinator:
             set(stored.partitions),
             stored.last_update_ms,
             stored.start_ms,
+            client_transaction_version=stored.client_transaction_version,
         )
+
+    def _adopt_open_transactions(self) -> None:
+        """Give every transaction left open in a partition an owner that will end it.
+
+        The Ongoing record is not fsynced, so a power cut can keep a
+        transaction's data and lose the record naming its partition. Such a
+        partition joins its producer's transaction again (restored as Ongoing
+        if the stored state is a finished one), to be ended by the producer or
+        by its timeout. After an unclean shutdown, a producer no transactional
+        id knows at that epoch can never be ended by anyone: its transaction is
+        aborted here.
+        """
+        by_producer = {meta.producer_id: meta for meta in self.txns.values()}
+        adopted: dict[str, set[tuple[str, int]]] = {}
+        for (topic, partition), log in sorted(self.log_dir.logs().items()):
+            if topic == txn_log.TOPIC:
+                continue
+            open_txns = [
+                (entry.producer_id, entry.epoch)
+                for entry in list(log.producer_state.producers.values())
+                if entry.current_txn_first_offset >= 0
+            ]
+            for producer_id, epoch in open_txns:
+                meta = by_producer.get(producer_id)
+                key = (topic, partition)
+                if meta is None and (self.remote is not None or self.log_dir.had_clean_shutdown):
+                    # With several nodes the producer's id may be another node's: only
+                    # its coordinator can end the transaction. After a clean shutdown
+                    # no record of ours was lost: the transaction is hanging (written
+                    # by a producer no coordinator here knows), and ending it is the
+                    # operator's call (`seglog transactions abort`), as in Kafka.
+                    continue
+                if (
+                    meta is None
+                    or meta.producer_epoch != epoch
+                    or (
+                        meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+                        and key not in meta.partitions
+                    )
+                ):
+                    logger.warning(
+                        "aborting the open transaction of producer %d (epoch %d) in %s-%d:"
+                        " no transactional id holds it",
+                        producer_id,
+                        epoch,
+                        topic,
+                        partition,
+                    )
+                    try:
+                        info = log.append_marker(producer_id, epoch, commit=False)
+                        log.flush(info.last_offset + 1)
+                    except SeglogError as exc:
+                        logger.error("cannot abort it in %s-%d: %s", topic, partition, exc)
+                    continue
+                if meta.state == TxnState.ONGOING and key in meta.partitions:
+                    continue
+                if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                    continue
+                adopted.setdefault(meta.transactional_id, set()).add(key)
+        for tid, partitions in adopted.items():
+            names = ", ".join(f"{t}-{p}" for t, p in sorted(partitions))
+            logger.info("restoring the open transaction of %s in %s", tid, names)
+            self._begin(self.txns[tid], partitions)
 
     @staticmethod
     def _restore_pending_offset(meta: TxnMetadata, key: bytes, value: bytes | None) -> None:
@@ -499,7 +617,9 @@ class TransactionCoordinator:
             meta.start_ms = self.now_ms()
         meta.partitions |= new
         try:
-            self._store(meta, TxnState.ONGOING)
+            # Not fsynced: a partition whose data outlives this record in a power
+            # cut is put back into the transaction by load().
+            self._store(meta, TxnState.ONGOING, sync=False)
         except SeglogError as exc:
             meta.partitions, meta.start_ms = before, start
             logger.error("cannot store transaction %s: %s", meta.transactional_id, exc)
@@ -519,8 +639,14 @@ class TransactionCoordinator:
         producer_id: int,
         epoch: int,
         offsets: dict[tuple[str, int], CommittedOffset],
+        *,
+        group_error: str = NONE,
     ) -> dict[tuple[str, int], str]:
-        """TxnOffsetCommit: store the offsets in the transaction, visible at its commit."""
+        """TxnOffsetCommit: store the offsets in the transaction, visible at its commit.
+
+        ``group_error``: the group coordinator's verdict on the committing
+        member, answered after the producer's own checks, as Kafka orders them.
+        """
         if self.remote is not None and not self.serves(transactional_id):
             return self._commit_offsets_for_remote(
                 transactional_id, group_id, producer_id, epoch, offsets
@@ -532,6 +658,8 @@ class TransactionCoordinator:
             if meta.state != TxnState.ONGOING or joined not in meta.partitions:
                 # Kafka's coordinator answers so when AddOffsetsToTxn did not come first.
                 error = "INVALID_TXN_STATE"
+            else:
+                error = group_error
         if error != NONE or meta is None:
             return dict.fromkeys(offsets, error)
         errors: dict[tuple[str, int], str] = {}
@@ -548,10 +676,9 @@ class TransactionCoordinator:
             (offset_key(group_id, t, p), offset_value(c)) for (t, p), c in accepted.items()
         ]
         try:
-            index, end = self.offsets.append_transactional(
-                group_id, records, self.now_ms(), producer_id, epoch
-            )
-            self.offsets.flush(index, end)
+            # Not fsynced: like the transaction's data, the offsets are made
+            # durable by EndTxn's commit before its decision is.
+            self.offsets.append_transactional(group_id, records, self.now_ms(), producer_id, epoch)
         except SeglogError as exc:
             logger.error("cannot store offsets of %s: %s", transactional_id, exc)
             return dict.fromkeys(offsets, "COORDINATOR_NOT_AVAILABLE")
@@ -653,6 +780,12 @@ class TransactionCoordinator:
         state = meta.state
         if state == TxnState.ONGOING:
             try:
+                if commit and len(meta.partitions) == 1 and not meta.pending_offsets:
+                    # One partition: its marker is the decision (see the module docstring).
+                    self._move(meta, TxnState.PREPARE_COMMIT)
+                    return EndResult(NONE, self._complete(meta, commit=True, prepared=False))
+                if commit:
+                    self._flush_partitions(meta)
                 self._store(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
                 return EndResult(NONE, self._complete(meta, commit=commit))
             except SeglogError as exc:
@@ -689,6 +822,7 @@ class TransactionCoordinator:
             set(meta.partitions),
             meta.last_update_ms,
             meta.start_ms,
+            client_transaction_version=meta.client_transaction_version,
         )
 
     def list_transactions(
@@ -779,9 +913,19 @@ class TransactionCoordinator:
         return expired
 
     def _complete(
-        self, meta: TxnMetadata, *, commit: bool
+        self, meta: TxnMetadata, *, commit: bool, prepared: bool = True
     ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
-        """Write the markers of a Prepare state, then store the Complete state."""
+        """Write the markers of a Prepare state, then store the Complete state.
+
+        ``prepared``: the Prepare state is stored. Its Complete record is then
+        fsynced too, or a cut could keep the Prepare record as the id's last
+        and complete it again over the next transaction's data (same epoch).
+        Without it (a one-partition commit), the local marker is a record like
+        any other: fsynced when the partition's flush.messages says so, as a
+        plain produce's records are (a power cut may lose it, and the data
+        with it: the transaction is then wholly invisible, or found open and
+        ended).
+        """
         ordered = sorted(meta.partitions)
         remote = [tp for tp in ordered if not self.log_dir.serves_partition(*tp)]
         errors, committed = self.write_markers(
@@ -790,6 +934,7 @@ class TransactionCoordinator:
             [tp for tp in ordered if tp not in remote],
             commit=commit,
             coordinator_epoch=COORDINATOR_EPOCH,
+            sync=prepared,
         )
         if remote:
             # Partitions other nodes lead: their leaders write the markers.
@@ -822,11 +967,12 @@ class TransactionCoordinator:
         # A complete transaction has no partitions, as Kafka stores and describes it.
         partitions, meta.partitions = meta.partitions, set()
         try:
-            # Not fsynced: the markers are durable already, so this record can only
-            # ever become durable after them (with the partition's next fsync), and
-            # if a crash loses it, the Prepare state before it completes again.
+            # The markers are durable already (after a stored Prepare), so this
+            # record can only ever become durable after them.
             self._store(
-                meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, sync=False
+                meta,
+                TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
+                sync=prepared,
             )
         except BaseException:
             meta.partitions = partitions
@@ -881,11 +1027,14 @@ class TransactionCoordinator:
         *,
         commit: bool,
         coordinator_epoch: int,
+        sync: bool = True,
     ) -> tuple[dict[tuple[str, int], str], dict[str, dict[tuple[str, int], CommittedOffset]]]:
         """Write the producer's marker to each local partition, then fsync them all.
 
-        Returns an error name per partition (NONE once the marker is durable)
-        and, for a commit, the offsets the durable markers made visible
+        With ``sync`` false a partition is fsynced only when its
+        ``flush.messages`` is reached, as for any other record. Returns an
+        error name per partition (NONE once the marker is written, and fsynced
+        if due) and, for a commit, the offsets the markers made visible
         (group → offsets), for the group coordinator.
         """
         errors: dict[tuple[str, int], str] = {}
@@ -908,7 +1057,8 @@ class TransactionCoordinator:
         for key, result in written:
             assert result.log is not None
             try:
-                result.log.flush(result.end_offset)
+                if sync or result.log.unflushed_messages >= result.log.config.flush_messages:
+                    result.log.flush(result.end_offset)
             except SeglogError as exc:
                 logger.error("cannot fsync the marker in %s-%d: %s", *key, exc)
                 errors[key] = exc.kafka_error

@@ -215,6 +215,13 @@ async def txn_offset_commit(
                 p.get("committed_leader_epoch", -1),
                 None,
             )
+    # The member checks read the groups, which live on the event loop.
+    group_error = state.coordinator.validate_txn_offset_commit(
+        body["group_id"],
+        body.get("generation_id", -1),
+        body.get("member_id", ""),
+        body.get("group_instance_id"),
+    )
     errors = await _call(
         state,
         lambda: coordinator.commit_offsets(
@@ -223,6 +230,7 @@ async def txn_offset_commit(
             body["producer_id"],
             body["producer_epoch"],
             offsets,
+            group_error=group_error or "NONE",
         ),
     )
     if errors is None:
