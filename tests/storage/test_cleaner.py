@@ -9,8 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seglog.config import LogConfig
+from seglog.records import batch
 from seglog.records.builder import SimpleRecord, build_batch
+from seglog.records.compression import Codec
 from seglog.storage.cleaner import Cleaner, cleanable_range
+from seglog.storage.log import Log
+from seglog.storage.verify import verify_log
 from tests.storage.conftest import BASE_TS, LogFactory, make_batch
 from tests.storage.test_log import read_all
 
@@ -301,3 +305,57 @@ def test_a_damaged_batch_stops_the_cleaning_instead_of_dropping_what_follows(
         _clean(log)
     assert log.segments[0] is segment and segment.size == size
     log.close()
+
+
+_DAY_MS = 86_400_000
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    batches=st.lists(
+        st.tuples(
+            st.lists(
+                st.tuples(
+                    st.sampled_from([b"a", b"b", b"c", b"d"]), st.none() | st.binary(max_size=30)
+                ),
+                min_size=1,
+                max_size=6,
+            ),
+            st.sampled_from(list(Codec)),
+            st.sampled_from([batch.CREATE_TIME, batch.LOG_APPEND_TIME]),
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_cleaning_any_batches_keeps_the_newest_record_of_each_key(
+    batches: list[tuple[list[tuple[bytes | None, bytes | None]], Codec, int]],
+) -> None:
+    """Whatever the codec and timestamp type, what stays is each key's newest record, with
+    its offset, timestamp and value; its tombstones go after delete.retention.ms."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Log.open(Path(tmp) / "t-0", COMPACT)
+        try:
+            for i, (pairs, codec, timestamp_type) in enumerate(batches):
+                log.append(
+                    build_batch(
+                        [
+                            SimpleRecord(value, key, BASE_TS + 10 * i + j)
+                            for j, (key, value) in enumerate(pairs)
+                        ],
+                        codec=codec,
+                        timestamp_type=timestamp_type,
+                    )
+                )
+            log.roll()
+            before = read_all(log)
+            newest = {r.key: r.offset for r in before if r.key is not None}
+            expected = [r for r in before if r.key is not None and newest[r.key] == r.offset]
+            _clean(log, BASE_TS)
+            assert read_all(log) == expected
+            _clean(log, BASE_TS + _DAY_MS + 1)
+            assert read_all(log) == [r for r in expected if r.value is not None]
+            report = verify_log(log)
+            assert report.ok, report.problems
+        finally:
+            log.close()

@@ -268,3 +268,105 @@ def decode_entries(buf: BytesLike) -> Iterator[Record]:
             return
         yield from decode_entry(view[position : position + size])
         position += size
+
+
+#: What :func:`scan_slots` gives for each record: ``(offset, key, is_tombstone,
+#: timestamp_delta, start, body, after_timestamp, end)``, positions in the buffer
+#: scanned: the record's length prefix at ``start``, its attributes at ``body``,
+#: the offset delta at ``after_timestamp``, and ``end`` just past it.
+RecordSlot = tuple[int, bytes | None, bool, int, int, int, int, int]
+
+
+def scan_slots(data: bytes, start: int, end: int, base_offset: int, count: int) -> list[RecordSlot]:
+    """Where each of the ``count`` records in ``data[start:end]`` lies, with its key.
+
+    For compaction: the key, offset and tombstone flag decide what stays, and
+    the positions let what stays be copied as bytes rather than rebuilt from
+    values. Values and headers are skipped unread. ``data`` is ``bytes`` (not a
+    view) so that a key is one slice. Short varints are decoded inline: this
+    loop runs once per record of a compacted log, twice per cleaning.
+
+    Raises CorruptRecordError when a record or its key or value runs past the
+    record, or the records do not end where the block does.
+    """
+    out: list[RecordSlot] = []
+    append = out.append
+    pos = start
+    for _ in range(count):
+        # length (at most 5 bytes: a varint)
+        if pos + 1 < end and (raw := data[pos]) < 0x80:
+            length = (raw >> 1) ^ -(raw & 1)
+            body = pos + 1
+        elif pos + 2 < end and (second := data[pos + 1]) < 0x80:
+            raw = (data[pos] & 0x7F) | (second << 7)
+            length = (raw >> 1) ^ -(raw & 1)
+            body = pos + 2
+        else:
+            length, body = decode_varint(data, pos)
+        record_end = body + length
+        # Six bytes: attributes and five one-byte fields, the least a record takes.
+        if length < 6 or record_end > end:
+            raise CorruptRecordError(
+                f"record of length {length} runs past the batch at offset {base_offset}"
+            )
+        # timestamp delta (varlong), after the attributes byte
+        p = body + 1
+        if (raw := data[p]) < 0x80:
+            ts_delta = (raw >> 1) ^ -(raw & 1)
+            after_ts = p + 1
+        else:
+            ts_delta, after_ts = decode_varlong(data, p)
+        # offset delta
+        if after_ts < record_end and (raw := data[after_ts]) < 0x80:
+            offset_delta = (raw >> 1) ^ -(raw & 1)
+            p = after_ts + 1
+        else:
+            offset_delta, p = decode_varint(data, after_ts)
+        # key
+        if p < record_end and (raw := data[p]) < 0x80:
+            key_length = (raw >> 1) ^ -(raw & 1)
+            p += 1
+        else:
+            key_length, p = decode_varint(data, p)
+        if key_length >= 0:
+            key: bytes | None = data[p : p + key_length]
+            p += key_length
+            if p > record_end:
+                raise CorruptRecordError("record field runs past the end of the record")
+        elif key_length == -1:
+            key = None
+        else:
+            raise CorruptRecordError(f"negative field length {key_length}")
+        # value: only whether it is null, and that it fits
+        if p + 1 < record_end and (raw := data[p]) < 0x80:
+            value_length = (raw >> 1) ^ -(raw & 1)
+            p += 1
+        elif p + 2 < record_end and (second := data[p + 1]) < 0x80:
+            raw = (data[p] & 0x7F) | (second << 7)
+            value_length = (raw >> 1) ^ -(raw & 1)
+            p += 2
+        else:
+            value_length, p = decode_varint(data, p)
+        if value_length < -1 or p + value_length >= record_end:
+            # >=: the header count (at least one byte) follows the value.
+            raise CorruptRecordError(
+                f"record at offset {base_offset + offset_delta} runs past its length {length}"
+            )
+        append(
+            (
+                base_offset + offset_delta,
+                key,
+                value_length == -1,
+                ts_delta,
+                pos,
+                body,
+                after_ts,
+                record_end,
+            )
+        )
+        pos = record_end
+    if pos != end:
+        raise CorruptRecordError(
+            f"batch at offset {base_offset} has {end - pos} bytes after its {count} records"
+        )
+    return out
