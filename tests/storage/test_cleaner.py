@@ -359,3 +359,42 @@ def test_cleaning_any_batches_keeps_the_newest_record_of_each_key(
             assert report.ok, report.problems
         finally:
             log.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    keys=st.lists(st.sampled_from([b"a", b"b", b"c", b"d", b"e", b"f"]), min_size=2, max_size=6),
+    batches=st.integers(2, 30),
+    slots=st.integers(1, 8),
+)
+def test_a_small_dedupe_buffer_cleans_a_prefix_and_keeps_every_newest_record(
+    keys: list[bytes], batches: int, slots: int
+) -> None:
+    """With room for a few keys only, the cleaning stops early: what it keeps is a
+    subsequence of the log holding every key's newest record."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Log.open(Path(tmp) / "t-0", COMPACT)
+        try:
+            for i in range(batches):
+                log.append(
+                    build_batch(
+                        [
+                            SimpleRecord(b"v%d" % i, key, BASE_TS + i)
+                            for key in keys[i % len(keys) :] + keys[: i % len(keys)]
+                        ]
+                    )
+                )
+            log.roll()
+            before = read_all(log)
+            newest = {r.key: r for r in before}
+            target = cleanable_range(log, 0, BASE_TS)
+            stats = Cleaner(slots * 27, clock=lambda: BASE_TS / 1000).clean(target)
+            after = read_all(log)
+            assert stats.records_kept <= stats.records_read
+            assert set(after) <= set(before)
+            assert [r.offset for r in after] == sorted(r.offset for r in after)
+            assert set(newest.values()) <= set(after)
+            report = verify_log(log)
+            assert report.ok, report.problems
+        finally:
+            log.close()

@@ -179,6 +179,32 @@ class OffsetMap:
         #: The map itself, for the loops that fill or read it once per record.
         self.entries: dict[bytes, int] = {}
         self.latest_offset = -1
+        #: The keys of mapped batches that may stay whole, by base offset, with
+        #: their CRC: see :meth:`remember`.
+        self.batch_keys: dict[int, tuple[int, list[bytes]]] = {}
+        self._remembered = 0
+
+    def remember(
+        self, header: batch.BatchHeader, keys: list[bytes | None], tombstones: bool
+    ) -> None:
+        """Keep the keys of a mapped batch, so that the copy need not walk it again.
+
+        Only for a batch whose records are keyed, none a tombstone, at offsets
+        ``base_offset, base_offset + 1, ...`` as a producer writes them: such a
+        batch stays whole exactly when every key maps to its own record, which
+        the copy checks with one lookup per key. The keys kept are at most
+        ``capacity``, so this costs the map's order of memory at most.
+        """
+        count = len(keys)
+        if (
+            tombstones
+            or count != header.last_offset_delta + 1
+            or self._remembered + count > self.capacity
+            or None in keys
+        ):
+            return
+        self.batch_keys[header.base_offset] = (header.crc, keys)  # type: ignore[assignment]
+        self._remembered += count
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -288,18 +314,33 @@ def build_offset_map(
                 offset_map.latest_offset = max(offset_map.latest_offset, last_offset)
                 continue
             if header is None:
-                pairs = [(r.offset, r.key) for r in record_codec.decode_entry(entry_bytes.data)]
+                records = record_codec.decode_entry(entry_bytes.data)
+                offsets = [r.offset for r in records]
+                batch_keys = [r.key for r in records]
             else:
-                pairs = [(slot[0], slot[1]) for slot in _slots(entry_bytes)]
-            if offset_map.full and any(key is not None and key not in keys for _, key in pairs):
+                slots = _slots(entry_bytes)
+                offsets = [slot[0] for slot in slots]
+                batch_keys = [slot[1] for slot in slots]
+            if offset_map.full and any(key is not None and key not in keys for key in batch_keys):
                 # Stop before a batch that would not fit: clean up to here.
                 return base_offset, records_read
-            records_read += len(pairs)
+            records_read += len(offsets)
             if base_offset >= start:
-                keys.update((key, offset) for offset, key in pairs if key is not None)
+                if header is not None:
+                    offset_map.remember(header, batch_keys, any(slot[2] for slot in slots))
+                if None in batch_keys:
+                    keys.update(
+                        (key, offset)
+                        for key, offset in zip(batch_keys, offsets, strict=True)
+                        if key is not None
+                    )
+                else:
+                    keys.update(zip(batch_keys, offsets, strict=True))  # type: ignore[arg-type]
             else:
                 keys.update(
-                    (key, offset) for offset, key in pairs if key is not None and offset >= start
+                    (key, offset)
+                    for key, offset in zip(batch_keys, offsets, strict=True)
+                    if key is not None and offset >= start
                 )
             offset_map.latest_offset = max(offset_map.latest_offset, last_offset)
     return end, records_read
@@ -423,6 +464,7 @@ class Cleaner:
         written = kept_records = 0
         latest = offset_map.latest_offset
         newest = offset_map.entries.get
+        batch_keys = offset_map.batch_keys
         for entry_bytes in _entries(source):
             if len(out) >= _WRITE_CHUNK:
                 # Written as it goes: memory stays bounded whatever segment.bytes is.
@@ -447,6 +489,17 @@ class Cleaner:
                 out += chunk
                 kept_records += header.record_count
                 continue
+            remembered = batch_keys.pop(header.base_offset, None)
+            if remembered is not None and remembered[0] == header.crc:
+                # Keyed records at consecutive offsets, no tombstone: the batch
+                # stays whole if each key's newest record is its own.
+                base = header.base_offset
+                batch_of_keys = remembered[1]
+                if list(map(newest, batch_of_keys)) == list(range(base, base + len(batch_of_keys))):
+                    out_entries.append(entry_bytes.describe()._replace(position=len(out)))
+                    out += chunk
+                    kept_records += len(batch_of_keys)
+                    continue
             dropped = header in aborted  # every record of an aborted transaction goes
             slots = [] if dropped else _slots(entry_bytes)
             existing_horizon = header.delete_horizon_ms if header.has_delete_horizon else None
