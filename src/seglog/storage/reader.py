@@ -389,12 +389,12 @@ class BatchWalk:
             if size < _HEADER_SIZE or position + size > stop:
                 return None
             if max_timestamp >= timestamp and base + last_delta >= starting_offset:
-                data = (
-                    memoryview(chunk)[rel : rel + size]
-                    if rel + size <= len(chunk)
-                    else read(position, size)
-                )
-                found = record_codec.first_at_or_after(data, timestamp, starting_offset)
+                if rel + size <= len(chunk):
+                    found = record_codec.first_at_or_after(chunk, timestamp, starting_offset, rel)
+                else:
+                    found = record_codec.first_at_or_after(
+                        read(position, size), timestamp, starting_offset
+                    )
                 if found is not None:
                     return found
             read_size = self._read_size = _HEADER_SIZE if size > SCAN_CHUNK else SCAN_CHUNK
