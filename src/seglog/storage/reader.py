@@ -289,6 +289,9 @@ _SPAN_AND_MAX_TIMESTAMP = struct.Struct(">qi11xi8xq")
 # How much a walk that checks CRCs reads at a time.
 _VALID_CHUNK = 1 << 20
 
+#: ``scan(chunk, position)``: check the entries of ``chunk`` (the file's bytes from
+#: ``position``), as :func:`~seglog.records.log_entries.scan` does.
+ChunkScan = Callable[[memoryview, int], ScanResult]
 #: ``read(position, length)``: up to ``length`` bytes of a ``.log`` at ``position``.
 Read = Callable[[int, int], bytes]
 #: ``read_into(view, position)``: fill ``view`` from ``position``; the bytes read
@@ -422,7 +425,9 @@ class BatchWalk:
                 raw = self._read(info.position, _HEADER_SIZE)
                 yield batch.BatchHeader._make(batch.HEADER.unpack(raw))
 
-    def valid_chunks(self, start: int, stop: int) -> Iterator[tuple[int, list[EntryInfo]]]:
+    def valid_chunks(
+        self, start: int, stop: int, scan: ChunkScan | None = None
+    ) -> Iterator[tuple[int, list[EntryInfo]]]:
         """The whole, valid entries from ``start``, every byte read and every CRC checked:
         (position of a chunk, its entries with positions relative to it), chunk by chunk.
 
@@ -432,6 +437,10 @@ class BatchWalk:
         end of a chunk is read again from its start with the next chunk; the
         walk stops at the first entry that is not whole and valid, exactly where
         a scan of the whole file would. Recovery and the check of a tail use it.
+
+        ``scan(chunk, chunk_position)`` checks a chunk in place of
+        :func:`~seglog.records.log_entries.scan` (recovery indexes the entries
+        as it checks them); the entries yielded are those it lists.
         """
         read_into = self._read_into
         buffer = bytearray(min(_VALID_CHUNK, max(stop - start, 0)))
@@ -441,7 +450,10 @@ class BatchWalk:
             view = memoryview(buffer)
             try:
                 length = read_into(view[:wanted], chunk_start)
-                result = log_entries.scan(view[:length], check_crc=True)
+                if scan is None:
+                    result = log_entries.scan(view[:length], check_crc=True)
+                else:
+                    result = scan(view[:length], chunk_start)
             finally:
                 view.release()
             yield chunk_start, result.entries
