@@ -185,7 +185,7 @@ def first_record_timestamp(buf: BytesLike, position: int = 0) -> tuple[int, int]
 
 # What a lookup by time needs of a v2 header: base offset, batch length, magic,
 # attributes, last offset delta, base and max timestamps, record count.
-_TIME_FIELDS = struct.Struct(">qi4xb4xhiqq14xi")
+TIME_FIELDS = struct.Struct(">qi4xb4xhiqq14xi")
 
 
 def first_at_or_after(
@@ -201,7 +201,7 @@ def first_at_or_after(
     available = len(buf) - position
     if available >= batch.HEADER_SIZE:
         base_offset, length, magic, attributes, last_delta, base_ts, max_ts, count = (
-            _TIME_FIELDS.unpack_from(buf, position)
+            TIME_FIELDS.unpack_from(buf, position)
         )
     else:
         magic = -1
@@ -227,6 +227,36 @@ def first_at_or_after(
         data = buf
         pos = position + batch.HEADER_SIZE
         end = position + length + batch.LOG_OVERHEAD
+    return first_in_records(
+        data,
+        pos,
+        end,
+        count,
+        base_offset,
+        attributes,
+        base_ts,
+        max_ts,
+        last_delta,
+        timestamp,
+        min_offset,
+    )
+
+
+def first_in_records(
+    data: BytesLike,
+    pos: int,
+    end: int,
+    count: int,
+    base_offset: int,
+    attributes: int,
+    base_ts: int,
+    max_ts: int,
+    last_delta: int,
+    timestamp: int,
+    min_offset: int,
+) -> tuple[int, int] | None:
+    """:func:`first_at_or_after` over the (uncompressed) records ``data[pos:end]`` of a
+    batch whose header fields the caller read already, as a walk of headers does."""
     log_append = attributes & batch.TIMESTAMP_TYPE_MASK
     if log_append and (max_ts < timestamp or base_offset + last_delta < min_offset):
         return None

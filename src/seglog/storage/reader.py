@@ -283,9 +283,8 @@ SCAN_CHUNK = 8 * 1024
 _HEADER_SIZE = batch.HEADER_SIZE
 _MAGIC_OFFSET = batch.MAGIC_OFFSET
 _LOG_OVERHEAD = batch.LOG_OVERHEAD
-# From a v2 header: base offset, batch length, last offset delta (and max timestamp).
+# From a v2 header: base offset, batch length, last offset delta.
 _SPAN = struct.Struct(">qi11xi")
-_SPAN_AND_MAX_TIMESTAMP = struct.Struct(">qi11xi8xq")
 # How much a walk that checks CRCs reads at a time.
 _VALID_CHUNK = 1 << 20
 
@@ -379,7 +378,7 @@ class BatchWalk:
         chunk = b""
         chunk_start = position
         read_size = self._read_size
-        unpack = _SPAN_AND_MAX_TIMESTAMP.unpack_from
+        unpack = record_codec.TIME_FIELDS.unpack_from
         while position + _LOG_OVERHEAD <= stop:
             rel = position - chunk_start
             if rel + _HEADER_SIZE > len(chunk):
@@ -387,16 +386,38 @@ class BatchWalk:
                 chunk_start, rel = position, 0
             if rel + _HEADER_SIZE > len(chunk) or chunk[rel + _MAGIC_OFFSET] != 2:
                 break
-            base, length, last_delta, max_timestamp = unpack(chunk, rel)
+            base, length, _, attributes, last_delta, base_ts, max_timestamp, count = unpack(
+                chunk, rel
+            )
             size = length + _LOG_OVERHEAD
             if size < _HEADER_SIZE or position + size > stop:
                 return None
             if max_timestamp >= timestamp and base + last_delta >= starting_offset:
                 if rel + size <= len(chunk):
                     found = record_codec.first_at_or_after(chunk, timestamp, starting_offset, rel)
-                else:
+                elif attributes & batch.COMPRESSION_MASK or last_delta < 0 or count < 0:
                     found = record_codec.first_at_or_after(
                         read(position, size), timestamp, starting_offset
+                    )
+                else:
+                    # The header is read already: only the records, walked as they are.
+                    records = read(position + _HEADER_SIZE, size - _HEADER_SIZE)
+                    if len(records) < size - _HEADER_SIZE:
+                        raise CorruptRecordError(
+                            f"truncated record batch at position {position}: length {size}"
+                        )
+                    found = record_codec.first_in_records(
+                        records,
+                        0,
+                        len(records),
+                        count,
+                        base,
+                        attributes,
+                        base_ts,
+                        max_timestamp,
+                        last_delta,
+                        timestamp,
+                        starting_offset,
                     )
                 if found is not None:
                     return found
