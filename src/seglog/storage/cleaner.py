@@ -496,7 +496,7 @@ class Cleaner:
                 base = header.base_offset
                 batch_of_keys = remembered[1]
                 if list(map(newest, batch_of_keys)) == list(range(base, base + len(batch_of_keys))):
-                    out_entries.append(entry_bytes.describe()._replace(position=len(out)))
+                    out_entries.append(_entry_info(header, len(out)))
                     out += chunk
                     kept_records += len(batch_of_keys)
                     continue
@@ -545,14 +545,30 @@ class Cleaner:
                         last_offset=header.last_offset,
                         delete_horizon_ms=new_horizon,
                     )
-            info = log_entries.read_entry(new_bytes, 0, check_crc=False)
-            out_entries.append(info._replace(position=len(out)))
+            if new_bytes is chunk:
+                out_entries.append(_entry_info(header, len(out)))
+            else:
+                info = log_entries.read_entry(new_bytes, 0, check_crc=False)
+                out_entries.append(info._replace(position=len(out)))
             out += new_bytes
             kept_records += len(keep)
         if out:
             dest.append([out], out_entries)
             written += len(out)
         return source.size, written, kept_records
+
+
+def _entry_info(header: batch.BatchHeader, position: int) -> log_entries.EntryInfo:
+    """What an append needs of a v2 batch copied as it is, from its header."""
+    return log_entries.EntryInfo(
+        position,
+        header.size,
+        batch.CURRENT_MAGIC,
+        header.base_offset,
+        header.last_offset,
+        header.max_timestamp,
+        header.record_count,
+    )
 
 
 def _clean_legacy(
