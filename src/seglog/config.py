@@ -354,6 +354,7 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     _broker("log.dir", Type.STRING, "./data"),
     _broker("log.dirs", Type.STRING, None),
     _broker("metrics.port", Type.INT, None, between(0, 65535)),
+    _broker("nodes", Type.STRING, "1"),
     _broker("auto.create.topics.enable", Type.BOOLEAN, True),
     _broker("num.partitions", Type.INT, 1, at_least(1)),
     # --- network limits

@@ -70,6 +70,12 @@ class InvalidProducerEpochError(SeglogError):
     kafka_error = "INVALID_PRODUCER_EPOCH"
 
 
+class TransactionCoordinatorFencedError(SeglogError):
+    """A transaction marker from a coordinator epoch older than the one the partition knows."""
+
+    kafka_error = "TRANSACTION_COORDINATOR_FENCED"
+
+
 class OffsetOutOfRangeError(SeglogError):
     """A read from an offset below the log start or above the log end."""
 
@@ -80,6 +86,12 @@ class UnknownTopicOrPartitionError(SeglogError):
     """A topic or partition that does not exist in this log directory."""
 
     kafka_error = "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+class NotLeaderOrFollowerError(SeglogError):
+    """The partition exists but this process does not serve it (another node leads it)."""
+
+    kafka_error = "NOT_LEADER_OR_FOLLOWER"
 
 
 class TopicExistsError(SeglogError):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import itertools
 import time
 from collections.abc import Iterator
@@ -14,7 +15,9 @@ from seglog.coordinator import txn_log
 from seglog.coordinator.offset_store import CommittedOffset, OffsetStore
 from seglog.coordinator.transaction_coordinator import TransactionCoordinator, TxnState
 from seglog.records import batch, control
+from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage.log_dir import LogDir
+from tests.storage.faulty_env import FaultyEnv
 
 _ids = itertools.count(1000)
 
@@ -220,3 +223,48 @@ def test_a_stalled_transaction_is_aborted_and_its_producer_fenced(tmp_path: Path
     coordinator.load()
     assert "x" not in coordinator.txns
     log_dir.close()
+
+
+def test_write_markers_reports_each_partitions_error(tmp_path: Path) -> None:
+    env = FaultyEnv(tmp_path)
+    log_dir = LogDir.open(tmp_path / "data", env=env)
+    try:
+        log_dir.create_topic("t", 3)
+        coordinator = TransactionCoordinator(
+            log_dir,
+            OffsetStore(log_dir, partitions=3),
+            new_producer_id=lambda: next(_ids),
+            clock=time.time,
+        )
+        data = build_batch(
+            [SimpleRecord(b"v", timestamp=int(time.time() * 1000))],
+            producer_id=77,
+            producer_epoch=2,
+            base_sequence=0,
+            is_transactional=True,
+        )
+        for p in range(3):
+            log_dir.log("t", p).append(data, from_client=False)
+        # An fsync of partition 1 fails: its marker is written but not durable.
+        env.fail("fsync", error=errno.EIO, path_contains="t-1")
+        wanted = [("t", 0), ("t", 1), ("t", 5), ("gone", 0)]
+        errors, committed = coordinator.write_markers(
+            77, 2, wanted, commit=True, coordinator_epoch=3
+        )
+        assert errors == {
+            ("t", 0): "NONE",
+            ("t", 1): "KAFKA_STORAGE_ERROR",
+            ("t", 5): "UNKNOWN_TOPIC_OR_PARTITION",
+            ("gone", 0): "UNKNOWN_TOPIC_OR_PARTITION",
+        }
+        assert committed == {}
+        done, _ = coordinator.write_markers(77, 2, [("t", 2)], commit=True, coordinator_epoch=3)
+        assert done == {("t", 2): "NONE"}
+        older, _ = coordinator.write_markers(77, 2, [("t", 2)], commit=True, coordinator_epoch=2)
+        assert older == {("t", 2): "TRANSACTION_COORDINATOR_FENCED"}
+        fenced, _ = coordinator.write_markers(77, 1, [("t", 2)], commit=True, coordinator_epoch=3)
+        assert fenced == {("t", 2): "INVALID_PRODUCER_EPOCH"}
+        assert log_dir.log("t", 0).last_stable_offset == 2
+    finally:
+        env.clear_faults()
+        log_dir.close()

@@ -152,3 +152,25 @@ def test_log_append_time_topics_and_a_lost_map(target: BrokerProcess, tmp_path: 
     again.target.close()
     assert (report.records, report.resumed) == (0, 5)
     assert len(target_records(target.bootstrap, "stamped", 0)) == 5
+
+
+def test_only_committed_transactional_data_is_copied(target: BrokerProcess, tmp_path: Path) -> None:
+    from seglog.storage.log_dir import LogDir
+    from tests.mirror.test_source import write_transactions
+
+    root = tmp_path / "source"
+    write_transactions(root)
+    mirror = _mirror(root, target, tmp_path / "map.json")
+    mirror.run()
+    # Aborted data never goes; the open transaction's waits for its marker.
+    assert [r.value for r in target_records(target.bootstrap, "txn", 0)] == [
+        b"p0", b"c0", b"c1", b"p1",
+    ]  # fmt: skip
+    with LogDir.open(root) as logs:
+        logs.log("txn", 0).append_marker(102, 0, commit=True)
+    report = mirror.run()
+    mirror.target.close()
+    assert report.errors == []
+    assert [r.value for r in target_records(target.bootstrap, "txn", 0)] == [
+        b"p0", b"c0", b"c1", b"p1", b"o0", b"p2",
+    ]  # fmt: skip

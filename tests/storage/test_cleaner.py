@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import tempfile
 from pathlib import Path
 
@@ -9,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seglog.config import LogConfig
-from seglog.records import batch
+from seglog.records import batch, control, log_entries
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.records.compression import Codec
+from seglog.records.record import decode_records
 from seglog.storage.cleaner import Cleaner, cleanable_range
 from seglog.storage.log import Log
 from seglog.storage.verify import verify_log
@@ -398,3 +401,196 @@ def test_a_small_dedupe_buffer_cleans_a_prefix_and_keeps_every_newest_record(
             assert report.ok, report.problems
         finally:
             log.close()
+
+
+# ------------------------------------------------------------ transaction markers
+
+TXN_COMPACT = LogConfig(
+    cleanup_policy="compact",
+    segment_bytes=700,
+    min_cleanable_dirty_ratio=0.01,
+    delete_retention_ms=1000,
+)
+
+
+def _txn(log, pid: int, seq: int, key: bytes, value: bytes, *, commit: bool) -> None:  # type: ignore[no-untyped-def]
+    """A transaction of one record, ended by its marker."""
+    log.append(
+        build_batch(
+            [SimpleRecord(value + b"." * 40, key, BASE_TS)],
+            producer_id=pid,
+            producer_epoch=0,
+            base_sequence=seq,
+            is_transactional=True,
+        )
+    )
+    log.append_marker(pid, 0, commit=commit)
+
+
+def _read_committed(log) -> list[tuple[int, bytes | None, bytes | None]]:  # type: ignore[no-untyped-def]
+    """(offset, key, value) as a read_committed consumer sees them: Kafka's consumer rule.
+
+    The aborted transactions of the fetch (from the ``.txnindex``) name producers
+    whose transactional batches are skipped from the transaction's first offset
+    until that producer's ABORT marker; control batches are never returned.
+    """
+    aborted = sorted(log.aborted_transactions(0, log.log_end_offset), key=lambda a: a.first_offset)
+    skipping: set[int] = set()
+    out = []
+    offset = 0
+    while offset < log.last_stable_offset:
+        result = log.read(offset, 1 << 20)
+        if result.data is None:
+            break
+        region = result.data.region
+        data = os.pread(region.fd, region.length, region.position)
+        entries = log_entries.scan(data).entries
+        for entry in entries:
+            header = batch.read_header(data, entry.position)
+            if entry.last_offset < offset or header.base_offset >= log.last_stable_offset:
+                continue
+            while aborted and aborted[0].first_offset <= header.last_offset:
+                skipping.add(aborted.pop(0).producer_id)
+            if header.is_control:
+                marker = control.read_marker(data, entry.position)
+                if marker is not None and not marker.is_commit:
+                    skipping.discard(header.producer_id)
+                continue
+            if header.is_transactional and header.producer_id in skipping:
+                continue
+            out.extend(
+                (r.offset, r.key, r.value)
+                for r in decode_records(data, entry.position)
+                if r.offset >= offset
+            )
+        offset = entries[-1].next_offset
+    return out
+
+
+def _latest_committed(log) -> dict[bytes | None, bytes | None]:  # type: ignore[no-untyped-def]
+    return {key: value for _, key, value in _read_committed(log)}
+
+
+def _markers(log) -> list[batch.BatchHeader]:  # type: ignore[no-untyped-def]
+    return [h for s in log.segments for h in s.batch_headers() if h.is_control]
+
+
+def test_markers_go_after_delete_retention_once_their_transactions_data_is_gone(
+    open_log: LogFactory,
+) -> None:
+    log = open_log(TXN_COMPACT)
+    a, b = 4000, 4001
+    _txn(log, a, 0, b"k1", b"a0", commit=True)  # 0-1: overwritten by offset 8 below
+    _txn(log, b, 0, b"k1", b"b0", commit=False)  # 2-3: aborted
+    _txn(log, a, 1, b"k2", b"a1", commit=True)  # 4-5: stays (k2's newest)
+    _txn(log, b, 1, b"k3", b"b1", commit=True)  # 6-7: stays (k3's newest)
+    log.append(make_batch([b"plain" + b"." * 40], keys=[b"k1"]))  # 8
+    for i in range(12):
+        log.append(make_batch([b"f" * 40], keys=[b"filler%d" % (i % 2)]))
+    log.roll()
+    expected = _latest_committed(log)
+    assert expected[b"k1"].startswith(b"plain") and b"k3" in expected
+    markers_before = [(h.last_offset, h.has_delete_horizon) for h in _markers(log)]
+    assert markers_before == [(1, False), (3, False), (5, False), (7, False)]
+
+    # 1st cleaning: the data of the first two transactions goes (overwritten,
+    # aborted); having met it, the cleaning keeps every marker as it is.
+    _clean(log, BASE_TS)
+    assert [(h.last_offset, h.has_delete_horizon) for h in _markers(log)] == markers_before
+    values = [value for _, _, value in _read_committed(log)]
+    assert not any(v.startswith((b"a0", b"b0")) for v in values if v)
+    assert _latest_committed(log) == expected
+    assert [t.last_offset for t in log.aborted_transactions(0, log.log_end_offset)] == [3]
+
+    # 2nd: no data of those two is left: their markers get a delete horizon.
+    _clean(log, BASE_TS + 10)
+    horizons = {h.last_offset: h.delete_horizon_ms for h in _markers(log) if h.has_delete_horizon}
+    assert horizons == {1: BASE_TS + 10 + 1000, 3: BASE_TS + 10 + 1000}
+    _clean(log, BASE_TS + 500)  # before the horizon: kept
+    assert [h.last_offset for h in _markers(log)] == [1, 3, 5, 7]
+    assert _latest_committed(log) == expected
+
+    # After the horizon they go, the aborted transaction's index entry with them;
+    # the markers of transactions whose data remains never do.
+    _clean(log, BASE_TS + 1010)
+    assert [h.last_offset for h in _markers(log)] == [5, 7]
+    assert log.aborted_transactions(0, log.log_end_offset) == []
+    for segment in log.segments:
+        for header in segment.batch_headers():
+            if header.is_control:  # a kept marker still reads as one
+                found = segment.translate_offset(header.base_offset)
+                assert found is not None
+                data = segment.read_bytes(found.position, header.size)
+                assert control.read_marker(data) is not None
+    _clean(log, BASE_TS + 100_000)
+    assert [h.last_offset for h in _markers(log)] == [5, 7]
+    assert _latest_committed(log) == expected
+    assert log.last_stable_offset == log.log_end_offset
+
+
+def test_a_marker_that_is_its_producers_last_batch_is_kept(open_log: LogFactory) -> None:
+    log = open_log(TXN_COMPACT)
+    # Producer 4000 wrote nothing here: its abort marker is all the state has of it.
+    log.append_marker(4000, 0, commit=False)
+    for i in range(16):
+        log.append(make_batch([b"f" * 40], keys=[b"filler%d" % (i % 2)]))
+    log.roll()
+    for now in (BASE_TS, BASE_TS + 10, BASE_TS + 5000):
+        _clean(log, now)
+    assert [h.producer_id for h in _markers(log)] == [4000]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["commit", "abort", "plain"]),
+            st.integers(0, 2),  # producer
+            st.sampled_from([b"k0", b"k1", b"k2", b"k3"]),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_cleaning_keeps_exactly_what_read_committed_readers_see(
+    writes: list[tuple[str, int, bytes]],
+) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        factory = LogFactory(Path(root))
+        log = factory(TXN_COMPACT)
+        sequences = [0, 0, 0]
+        for i, (kind, producer, key) in enumerate(writes):
+            value = b"%s-%d" % (kind.encode(), i)
+            if kind == "plain":
+                log.append(make_batch([value + b"." * 40], keys=[key]))
+            else:
+                pid = 5000 + producer
+                _txn(log, pid, sequences[producer], key, value, commit=kind == "commit")
+                sequences[producer] += 1
+        for i in range(12):
+            log.append(make_batch([b"f" * 40], keys=[b"filler%d" % (i % 2)]))
+        log.roll()
+        expected = _latest_committed(log)
+        committed_before = set(_read_committed(log))
+        for now in (BASE_TS, BASE_TS + 10, BASE_TS + 2000, BASE_TS + 4000):
+            _clean(log, now)
+            seen = _read_committed(log)
+            assert _latest_committed(log) == expected
+            assert set(seen) <= committed_before
+            everything = [r.value or b"" for r in read_all(log)]
+            assert not any(v.startswith(b"abort") for v in everything)
+            assert log.last_stable_offset == log.log_end_offset
+        # A marker is left only where its transaction still has data before it.
+        by_producer: dict[int, list[batch.BatchHeader]] = {}
+        for segment in log.segments:
+            for header in segment.batch_headers():
+                by_producer.setdefault(header.producer_id, []).append(header)
+        for pid, headers in by_producer.items():
+            if pid < 0:
+                continue
+            for before, marker in itertools.pairwise([None, *headers]):
+                if marker is not None and marker.is_control and marker is not headers[-1]:
+                    assert before is not None and not before.is_control, (
+                        f"a marker of {pid} outlived its data"
+                    )
+        factory.check()

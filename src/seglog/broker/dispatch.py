@@ -48,6 +48,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: transactions.add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: transactions.add_offsets_to_txn,
     ApiKey.END_TXN: transactions.end_txn,
+    ApiKey.WRITE_TXN_MARKERS: transactions.write_txn_markers,
     ApiKey.TXN_OFFSET_COMMIT: transactions.txn_offset_commit,
     ApiKey.DESCRIBE_TRANSACTIONS: transactions.describe_transactions,
     ApiKey.LIST_TRANSACTIONS: transactions.list_transactions,

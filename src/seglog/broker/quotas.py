@@ -146,6 +146,14 @@ class ClientQuotas:
                 settings[entity] = {k: float(v) for k, v in entry["values"].items()}
         return cls(path, settings, env=env)
 
+    def reload(self) -> None:
+        """Read the quota file again (another process sharing the directory changed it)."""
+        if self.path is None:
+            return
+        fresh = ClientQuotas.load(self.path.parent, env=self._env)
+        self._settings = fresh._settings
+        self._rates.clear()
+
     @property
     def active(self) -> bool:
         """Whether any quota is set (nothing is measured otherwise)."""

@@ -14,6 +14,7 @@ import contextlib
 import errno
 import functools
 import logging
+import os
 import signal
 import time
 from typing import Any
@@ -23,6 +24,9 @@ from seglog.broker.handlers.groups import load_groups
 from seglog.broker.handlers.transactions import stop_transaction_timers
 from seglog.broker.limits import Connections
 from seglog.broker.metrics import metrics_text
+from seglog.broker.nodes import transactions as node_transactions
+from seglog.broker.nodes.cluster import Cluster
+from seglog.broker.nodes.node_log_dir import NodeLogDir, open_node_log_dir
 from seglog.broker.security.authorizer import Authorizer
 from seglog.broker.security.listener import ListenerSecurity
 from seglog.broker.settings import BrokerSettings
@@ -77,8 +81,22 @@ class _AcceptErrors:
 class Broker:
     """A running broker; :meth:`serve` until :meth:`stop`."""
 
-    def __init__(self, settings: BrokerSettings) -> None:
-        self.settings = settings
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        cluster: Cluster | None = None,
+        *,
+        clean_shutdown: bool = False,
+    ) -> None:
+        """A broker alone (``cluster`` None), or one node of a cluster sharing the log directory.
+
+        A node is told by its supervisor whether its partitions were closed
+        cleanly (``clean_shutdown``); alone, the clean-shutdown marker says.
+        """
+        self.settings = settings if cluster is None else cluster.node_settings(settings)
+        settings = self.settings
+        self.cluster = cluster
+        self._clean_shutdown = clean_shutdown
         self.log_dir: LogDir | None = None
         self.state: BrokerState | None = None
         self._servers: list[asyncio.Server] = []
@@ -113,13 +131,35 @@ class Broker:
             descriptors.reserve(),
         )
         asyncio.get_running_loop().set_exception_handler(_AcceptErrors().handle)
-        self.log_dir = LogDir.open(
-            settings.log_dir,
-            defaults=settings.log_defaults,
-            settings=settings.log_dir_settings,
-        )
+        if self.cluster is None:
+            self.log_dir = LogDir.open(
+                settings.log_dir,
+                defaults=settings.log_defaults,
+                settings=settings.log_dir_settings,
+            )
+        else:
+            node_log_dir = open_node_log_dir(
+                self.cluster,
+                settings.log_defaults,
+                settings.log_dir_settings,
+                clean_shutdown=self._clean_shutdown,
+            )
+            self.log_dir = node_log_dir
+            node_log_dir.start_channel()
         self.log_dir.start_background()
-        self.state = BrokerState(settings, self.log_dir)
+        self.state = BrokerState(settings, self.log_dir, self.cluster)
+        if isinstance(self.log_dir, NodeLogDir):
+            node_transactions.install(self.state, self.log_dir, asyncio.get_running_loop())
+            state = self.state
+
+            def reload(request: dict[str, Any]) -> dict[str, Any]:
+                # ACLs or client quotas changed on another node (see nodes.shared).
+                if authorizer is not None:
+                    authorizer.reload()
+                state.quotas.reload()
+                return {"ok": True}
+
+            self.log_dir.handlers["reload"] = reload
         self._group_load = asyncio.create_task(load_groups(self.state))
         self.connections.start_reaper()
         for security in secured:
@@ -199,8 +239,19 @@ class Broker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop)
+        watch = asyncio.create_task(self._watch_parent()) if self.cluster is not None else None
         await self._stopped.wait()
+        if watch is not None:
+            watch.cancel()
         await self._shutdown()
+
+    async def _watch_parent(self) -> None:
+        """A node stops when its supervisor is gone (killed, say): it must not serve alone."""
+        parent = os.getppid()
+        while os.getppid() == parent:
+            await asyncio.sleep(1.0)
+        logger.error("the supervising process %d is gone: stopping", parent)
+        self.stop()
 
     def stop(self) -> None:
         """Ask the broker to stop."""
@@ -222,13 +273,17 @@ class Broker:
                 await self._group_load  # its thread reads the log directory
             await stop_transaction_timers(self.state)
             self.state.coordinator.shutdown()
+        if isinstance(self.log_dir, NodeLogDir):
+            self.log_dir.stop_channel()
         if self.log_dir is not None:
             self.log_dir.close()
         logger.info("stopped cleanly")
 
 
-async def run_broker(settings: BrokerSettings) -> None:
-    """Start a broker and serve until a signal stops it."""
-    broker = Broker(settings)
+async def run_broker(
+    settings: BrokerSettings, cluster: Cluster | None = None, *, clean_shutdown: bool = False
+) -> None:
+    """Start a broker (or one node of a cluster) and serve until a signal stops it."""
+    broker = Broker(settings, cluster, clean_shutdown=clean_shutdown)
     await broker.start()
     await broker.serve()

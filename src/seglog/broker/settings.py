@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,27 @@ SERVED_SECURITY_PROTOCOLS = SECURITY_PROTOCOLS
 """The ones seglog speaks: all of Kafka's."""
 DEFAULT_SECURITY_PROTOCOL_MAP = {name: name for name in SECURITY_PROTOCOLS}
 """Kafka's default ``listener.security.protocol.map``: each protocol's own name."""
+
+MAX_NODES = 1024
+"""The most nodes one ``seglog serve`` runs (producer ids leave room for this many)."""
+
+
+def node_count(value: object) -> int:
+    """The ``nodes`` setting: a count from 1 to :data:`MAX_NODES`, or ``auto`` (the cores)."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return max(1, min(MAX_NODES, os.cpu_count() or 1))
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_NODES:
+        raise InvalidConfigError(
+            f"Invalid value {value} for configuration nodes: "
+            f"expected a number of nodes from 1 to {MAX_NODES}, or auto"
+        )
+    return count
+
 
 _LISTENER = re.compile(r"([A-Za-z0-9_]+)://\[?([0-9a-zA-Z\-%._:]*?)\]?:([0-9]+)")
 
@@ -136,6 +158,8 @@ class BrokerSettings:
     num_partitions: int = 1
     cluster_id: str | None = None
     metrics_port: int | None = None
+    nodes: int = 1
+    """How many broker processes (nodes) share the log directory (``nodes``)."""
     log_defaults: LogConfig = field(default_factory=LogConfig)
     log_dir_settings: LogDirSettings = field(default_factory=LogDirSettings)
     properties: Mapping[str, str] = field(default_factory=dict)
@@ -251,6 +275,7 @@ class BrokerSettings:
             num_partitions=config["num.partitions"],
             cluster_id=config["cluster.id"],
             metrics_port=config["metrics.port"],
+            nodes=node_count(config["nodes"]),
             log_defaults=LogConfig.from_broker_properties(config),
             log_dir_settings=LogDirSettings.from_properties(config),
             properties=dict(properties),

@@ -19,6 +19,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.quotas import ClientQuotas
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.storage_errors import StorageErrorLog
@@ -62,9 +63,13 @@ class Metrics:
 class BrokerState:
     """What every handler may use."""
 
-    def __init__(self, settings: BrokerSettings, log_dir: LogDir) -> None:
+    def __init__(
+        self, settings: BrokerSettings, log_dir: LogDir, cluster: Cluster | None = None
+    ) -> None:
         self.settings = settings
         self.log_dir = log_dir
+        #: The other nodes sharing the log directory (None: this broker is alone).
+        self.cluster = cluster
         self.metrics = Metrics()
         # Storage errors answered to clients, logged with their cause (rate-limited).
         self.storage_errors = StorageErrorLog()
@@ -102,7 +107,9 @@ class BrokerState:
         self.transactions_timer: asyncio.Task[None] | None = None
 
     def next_producer_id(self) -> int:
-        """A fresh producer id for InitProducerId."""
+        """A fresh producer id for InitProducerId (unique across the nodes)."""
+        if self.cluster is not None:
+            return self.cluster.producer_id(next(self._producer_ids))
         return next(self._producer_ids)
 
     def topic_id(self, topic: str) -> uuid.UUID:

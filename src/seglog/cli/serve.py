@@ -1,12 +1,15 @@
-"""``seglog serve``: run the broker."""
+"""``seglog serve``: run the broker (or ``--nodes N`` of them over one log directory)."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 
 import click
 
+from seglog.broker.nodes.cluster import Cluster
+from seglog.broker.nodes.supervisor import run_supervisor
 from seglog.broker.server import run_broker
 from seglog.broker.settings import BrokerSettings
 from seglog.config import load_properties
@@ -23,7 +26,22 @@ from seglog.config import load_properties
     metavar="KEY=VALUE",
     help="A broker property that overrides the file (repeatable), e.g. log.dirs=/var/seglog.",
 )
-def serve(properties_file: Path | None, overrides: tuple[str, ...]) -> None:
+@click.option(
+    "--nodes",
+    default=None,
+    metavar="N|auto",
+    help="Run N broker processes (nodes) over the log directory, node i on every listener's "
+    "port + i; auto: one per core. Overrides the nodes property [default: 1].",
+)
+@click.option("--node-index", type=int, default=None, hidden=True)
+@click.option("--node-clean", is_flag=True, default=False, hidden=True)
+def serve(
+    properties_file: Path | None,
+    overrides: tuple[str, ...],
+    nodes: str | None,
+    node_index: int | None,
+    node_clean: bool,
+) -> None:
     """Run the broker, as Kafka's kafka-server-start does.
 
     With no file and no overrides it listens on 127.0.0.1:9092 with data in ./data.
@@ -34,5 +52,19 @@ def serve(properties_file: Path | None, overrides: tuple[str, ...]) -> None:
         if not sep:
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--override")
         properties[key.strip()] = value.strip()
+    if nodes is not None:
+        properties["nodes"] = nodes
     settings = BrokerSettings.from_properties(properties)
-    asyncio.run(run_broker(settings))
+    if node_index is not None:
+        # One node of a supervisor's cluster (internal options, set by the supervisor).
+        cluster = Cluster.for_node(settings, settings.nodes, node_index)
+        asyncio.run(run_broker(settings, cluster, clean_shutdown=node_clean))
+    elif settings.nodes > 1:
+        node_args = [str(properties_file)] if properties_file else []
+        for item in overrides:
+            node_args += ["--override", item]
+        # A number, so that every node counts the same whatever "auto" would say.
+        node_args += ["--nodes", str(settings.nodes)]
+        sys.exit(run_supervisor(settings, node_args))
+    else:
+        asyncio.run(run_broker(settings))

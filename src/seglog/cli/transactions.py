@@ -1,10 +1,12 @@
-"""``seglog transactions``: list and describe transactions, like kafka-transactions.sh.
+"""``seglog transactions``: list, describe, find hanging and abort transactions,
+like kafka-transactions.sh.
 
 confluent-kafka has no admin call for transactions, so the command speaks the
-two requests itself (ListTransactions, DescribeTransactions) over a plain
-connection to the broker, encoded by :mod:`seglog.protocol`. One broker
-is the coordinator of every transactional id, so no coordinator lookup is
-needed. PLAINTEXT listeners only.
+requests itself (ListTransactions, DescribeTransactions, DescribeProducers,
+Metadata, WriteTxnMarkers) over a plain connection to the broker, encoded by
+:mod:`seglog.protocol`. One broker is the coordinator of every transactional
+id, so no coordinator lookup is needed; ``abort`` sends its marker to the
+partition's leader, as Kafka's tool does. PLAINTEXT listeners only.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ def _with_connection(func: Any) -> Any:
 
 @click.group("transactions")
 def transactions() -> None:
-    """List and describe transactions (like kafka-transactions.sh)."""
+    """List, describe, find hanging and abort transactions (like kafka-transactions.sh)."""
 
 
 @transactions.command("list")
@@ -182,6 +184,296 @@ def describe_transaction(bootstrap_server: str, timeout: float, transactional_id
     ]
     for line in text_table(rows):
         click.echo(line)
+
+
+def _describe_producers(
+    bootstrap: str, timeout: float, partitions: list[tuple[str, int]]
+) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """Each partition's active producers (DescribeProducers); a failed partition is an error."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(partition)
+    answer = _request(
+        bootstrap,
+        timeout,
+        ApiKey.DESCRIBE_PRODUCERS,
+        0,
+        {"topics": [{"name": t, "partition_indexes": p} for t, p in by_topic.items()]},
+    )
+    found: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for topic in answer["topics"]:
+        for entry in topic["partitions"]:
+            where = f"{topic['name']}-{entry['partition_index']}"
+            _check(entry["error_code"], f"cannot describe the producers of {where}")
+            found[(topic["name"], entry["partition_index"])] = entry["active_producers"]
+    return found
+
+
+def _metadata(bootstrap: str, timeout: float, topics: list[str] | None) -> Any:
+    """Metadata v4 (no auto-creation) of ``topics``, or of every topic for None."""
+    body = {
+        "topics": None if topics is None else [{"name": t} for t in topics],
+        "allow_auto_topic_creation": False,
+    }
+    return _request(bootstrap, timeout, ApiKey.METADATA, 4, body)
+
+
+def _leader(bootstrap: str, timeout: float, topic: str, partition: int) -> str:
+    """``host:port`` of the partition's leader."""
+    answer = _metadata(bootstrap, timeout, [topic])
+    (described,) = answer["topics"]
+    _check(described["error_code"], f"cannot find {topic}")
+    for entry in described["partitions"]:
+        if entry["partition_index"] == partition:
+            _check(entry["error_code"], f"cannot find the leader of {topic}-{partition}")
+            for broker in answer["brokers"]:
+                if broker["node_id"] == entry["leader_id"]:
+                    return f"{broker['host']}:{broker['port']}"
+            raise ClientError(f"{topic}-{partition} has no leader")
+    raise ClientError(f"cannot find {topic}-{partition}: UNKNOWN_TOPIC_OR_PARTITION")
+
+
+@transactions.command("abort")
+@_with_connection
+@click.option("--topic", required=True, help="The partition's topic.")
+@click.option("--partition", type=click.IntRange(min=0), required=True, help="The partition.")
+@click.option(
+    "--start-offset",
+    type=click.IntRange(min=0),
+    default=None,
+    help="The first offset of the transaction to abort (its producer is looked up).",
+)
+@click.option("--producer-id", type=click.IntRange(min=0), default=None, help="Its producer id.")
+@click.option(
+    "--producer-epoch", type=click.IntRange(0, 32767), default=None, help="Its producer epoch."
+)
+@click.option("--coordinator-epoch", type=int, default=None, help="Its coordinator epoch.")
+def abort_transaction(
+    bootstrap_server: str,
+    timeout: float,
+    topic: str,
+    partition: int,
+    start_offset: int | None,
+    producer_id: int | None,
+    producer_epoch: int | None,
+    coordinator_epoch: int | None,
+) -> None:
+    """Abort a hanging transaction of one partition: an ABORT marker written by its leader.
+
+    Name the transaction by its first offset (--start-offset, as find-hanging
+    shows it), or by --producer-id, --producer-epoch and --coordinator-epoch.
+    """
+    if start_offset is None and producer_id is None:
+        raise click.UsageError(
+            "The transaction to abort must be identified either with --start-offset "
+            "or with --producer-id, --producer-epoch, and --coordinator-epoch"
+        )
+    where = f"{topic}-{partition}"
+    try:
+        if start_offset is not None:
+            producers = _describe_producers(bootstrap_server, timeout, [(topic, partition)])
+            found = [
+                p
+                for p in producers[(topic, partition)]
+                if p["current_txn_start_offset"] == start_offset
+            ]
+            if not found:
+                raise ClientError(
+                    f"Could not find any open transactions starting at offset {start_offset} "
+                    f"on partition {where}"
+                )
+            producer_id = found[0]["producer_id"]
+            producer_epoch = found[0]["producer_epoch"]
+            coordinator_epoch = found[0]["coordinator_epoch"]
+        elif producer_epoch is None:
+            raise click.UsageError("Missing required argument --producer-epoch")
+        elif coordinator_epoch is None:
+            raise click.UsageError("Missing required argument --coordinator-epoch")
+        assert producer_id is not None and producer_epoch is not None
+        assert coordinator_epoch is not None
+        # A producer that never saw a marker has coordinator epoch -1: 0 is at
+        # most any coordinator's epoch, as Kafka's tool reasons.
+        coordinator_epoch = max(coordinator_epoch, 0)
+        leader = _leader(bootstrap_server, timeout, topic, partition)
+        answer = _request(
+            leader,
+            timeout,
+            ApiKey.WRITE_TXN_MARKERS,
+            1,
+            {
+                "markers": [
+                    {
+                        "producer_id": producer_id,
+                        "producer_epoch": producer_epoch,
+                        "transaction_result": False,
+                        "topics": [{"name": topic, "partition_indexes": [partition]}],
+                        "coordinator_epoch": coordinator_epoch,
+                    }
+                ]
+            },
+        )
+        what = (
+            f"Failed to abort the transaction of producer {producer_id} "
+            f"(epoch {producer_epoch}, coordinator epoch {coordinator_epoch}) in {where}"
+        )
+        for marker in answer["markers"]:
+            for result in marker["topics"]:
+                for entry in result["partitions"]:
+                    _check(entry["error_code"], what)
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+_HANGING_HEADERS = [
+    "Topic",
+    "Partition",
+    "ProducerId",
+    "ProducerEpoch",
+    "CoordinatorEpoch",
+    "StartOffset",
+    "LastTimestamp",
+    "Duration(min)",
+]
+
+
+def _partitions_to_search(
+    bootstrap: str,
+    timeout: float,
+    topic: str | None,
+    partition: int | None,
+    broker_id: int | None,
+) -> list[tuple[str, int]]:
+    if topic is not None and partition is not None:
+        return [(topic, partition)]
+    answer = _metadata(bootstrap, timeout, None if topic is None else [topic])
+    found = []
+    for described in answer["topics"]:
+        _check(described["error_code"], f"cannot describe {described['name']}")
+        for entry in described["partitions"]:
+            if broker_id is None or broker_id in entry["replica_nodes"]:
+                found.append((described["name"], entry["partition_index"]))
+    return sorted(found)
+
+
+@transactions.command("find-hanging")
+@_with_connection
+@click.option("--broker-id", type=int, default=None, help="Search this broker's partitions.")
+@click.option("--topic", default=None, help="Search this topic's partitions.")
+@click.option("--partition", type=click.IntRange(min=0), default=None, help="Only this partition.")
+@click.option(
+    "--max-transaction-timeout",
+    type=click.IntRange(min=0),
+    default=15,
+    show_default=True,
+    metavar="MINUTES",
+    help="Only transactions idle for longer than this.",
+)
+def find_hanging(
+    bootstrap_server: str,
+    timeout: float,
+    broker_id: int | None,
+    topic: str | None,
+    partition: int | None,
+    max_transaction_timeout: int,
+) -> None:
+    """Find hanging transactions: open in a partition, unknown to their coordinator.
+
+    A transaction is a candidate when its producer wrote nothing for more than
+    --max-transaction-timeout minutes; it hangs when no transactional id holds
+    its producer id, or when the id's current transaction does not include the
+    partition (its coordinator will never write its marker). Abort one with
+    ``seglog transactions abort``.
+    """
+    if topic is None and broker_id is None:
+        raise click.UsageError(
+            "The `find-hanging` command requires either --topic or --broker-id to limit "
+            "the scope of the search"
+        )
+    if partition is not None and topic is None:
+        raise click.UsageError("The --partition argument requires --topic to be provided")
+    try:
+        partitions = _partitions_to_search(bootstrap_server, timeout, topic, partition, broker_id)
+        producers = _describe_producers(bootstrap_server, timeout, partitions) if partitions else {}
+        now = int(time.time() * 1000)
+        limit_ms = max_transaction_timeout * 60_000
+        candidates = [
+            (tp, p)
+            for tp, active in sorted(producers.items())
+            for p in active
+            if p["current_txn_start_offset"] >= 0 and now - p["last_timestamp"] > limit_ms
+        ]
+        hanging = _hanging(bootstrap_server, timeout, candidates)
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None
+    rows = [list(_HANGING_HEADERS)]
+    for (name, index), p in hanging:
+        rows.append(
+            [
+                name,
+                str(index),
+                str(p["producer_id"]),
+                str(p["producer_epoch"]),
+                str(p["coordinator_epoch"]),
+                str(p["current_txn_start_offset"]),
+                str(p["last_timestamp"]),
+                str((now - p["last_timestamp"]) // 60_000),
+            ]
+        )
+    for line in text_table(rows):
+        click.echo(line)
+
+
+#: States in which the coordinator still writes markers to the transaction's partitions.
+_MARKERS_EXPECTED = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
+
+
+def _hanging(
+    bootstrap: str, timeout: float, candidates: list[tuple[tuple[str, int], dict[str, Any]]]
+) -> list[tuple[tuple[str, int], dict[str, Any]]]:
+    """The candidates whose coordinator does not expect to write their marker."""
+    if not candidates:
+        return []
+    listed = _request(
+        bootstrap,
+        timeout,
+        ApiKey.LIST_TRANSACTIONS,
+        0,
+        {
+            "state_filters": [],
+            "producer_id_filters": sorted({p["producer_id"] for _, p in candidates}),
+        },
+    )
+    _check(listed["error_code"], "cannot list transactions")
+    ids = {t["producer_id"]: t["transactional_id"] for t in listed["transaction_states"]}
+    partitions: dict[str, set[tuple[str, int]] | None] = {}
+    if ids:
+        described = _request(
+            bootstrap,
+            timeout,
+            ApiKey.DESCRIBE_TRANSACTIONS,
+            0,
+            {"transactional_ids": sorted(set(ids.values()))},
+        )
+        not_found = error_codes.code_for("TRANSACTIONAL_ID_NOT_FOUND")
+        for state in described["transaction_states"]:
+            tid = state["transactional_id"]
+            if state["error_code"] == not_found:
+                partitions[tid] = None
+                continue
+            _check(state["error_code"], f"cannot describe {tid}")
+            if state["transaction_state"] not in _MARKERS_EXPECTED:
+                partitions[tid] = None
+                continue
+            partitions[tid] = {(t["topic"], p) for t in state["topics"] for p in t["partitions"]}
+    hanging = []
+    for tp, producer in candidates:
+        tid = ids.get(producer["producer_id"])
+        expected = partitions.get(tid) if tid is not None else None
+        # DescribeTransactions lists the partitions of the ongoing transaction and
+        # those still waiting for a marker: any other cannot expect one.
+        if expected is None or tp not in expected:
+            hanging.append((tp, producer))
+    return hanging
 
 
 __all__ = ["transactions"]

@@ -101,6 +101,8 @@ class CoordinatorBase:
         coordinator partition without a leader), else None."""
         if self.failed_partitions and self.store.partition_for(group_id) in self.failed_partitions:
             return "COORDINATOR_NOT_AVAILABLE"
+        if not self.store.serves(group_id):
+            return "NOT_COORDINATOR"  # another node of the cluster coordinates it
         return None
 
     def _current(self, group: Group) -> bool:

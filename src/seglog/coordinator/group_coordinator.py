@@ -92,7 +92,7 @@ from seglog.coordinator.requests import (
     OffsetCommitEntry,
     SyncResult,
 )
-from seglog.errors import SeglogError
+from seglog.errors import NotLeaderOrFollowerError, SeglogError
 from seglog.storage.log_dir import LogDir
 
 # ------------------------------------------------------------ the coordinator
@@ -200,6 +200,8 @@ def create_coordinator(
     def partition_exists(topic: str, partition: int) -> bool:
         try:
             log_dir.log(topic, partition)
+        except NotLeaderOrFollowerError:
+            return True  # another node of the cluster leads it
         except SeglogError:
             return False
         return True

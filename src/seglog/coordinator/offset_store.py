@@ -389,6 +389,10 @@ class OffsetStore:
         """The partition holding ``group``'s records."""
         return partition_for(group, self.partitions)
 
+    def serves(self, group: str) -> bool:
+        """Whether this process leads ``group``'s partition (another node may)."""
+        return self.log_dir.serves_partition(TOPIC, self.partition_for(group))
+
     def _log(self, group: str) -> Log:
         self.ensure_topic()
         return self.log_dir.log(TOPIC, self.partition_for(group))
@@ -457,6 +461,8 @@ class OffsetStore:
             return groups
         skipped = 0
         for partition in range(self.partitions):
+            if not self.log_dir.serves_partition(TOPIC, partition):
+                continue  # another node's groups
             # A group lives in one partition: a partition that fails part-way
             # contributes nothing rather than a group's state cut short.
             found: dict[str, LoadedGroup] = {}

@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from seglog.coordinator import txn_log
 from seglog.coordinator.offset_store import (
@@ -69,6 +70,20 @@ logger = logging.getLogger(__name__)
 
 NONE = "NONE"
 MAX_EPOCH = 32_767 - 1  # Short.MaxValue - 1: the last epoch handed out before a new id
+#: The epoch of this coordinator's markers: one broker leads every
+#: ``__transaction_state`` partition, at Kafka's first leader epoch.
+COORDINATOR_EPOCH = 0
+#: Marker errors that leave nothing to mark (a deleted partition, a transaction a
+#: newer epoch or coordinator ended already): the coordinator completes anyway.
+_MARKER_SETTLED = frozenset(
+    {
+        NONE,
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        "INVALID_PRODUCER_EPOCH",
+        "PRODUCER_FENCED",
+        "TRANSACTION_COORDINATOR_FENCED",
+    }
+)
 
 _ALLOWED_FROM: dict[TxnState, frozenset[TxnState]] = {
     TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT}),
@@ -122,6 +137,47 @@ class InitResult:
     producer_epoch: int = -1
 
 
+class RemotePartitions(Protocol):
+    """The partitions and transactional ids other nodes of a cluster lead.
+
+    The broker provides it when several nodes share the log directory (it
+    knows how to reach them); the coordinator never opens a socket itself.
+    """
+
+    def write_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[tuple[str, int]],
+        *,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> dict[tuple[str, int], str]:
+        """Have each partition's leader write and fsync the marker; an error name each."""
+        ...
+
+    def verify_partition(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
+    ) -> str:
+        """Ask the id's coordinator :meth:`TransactionCoordinator.verify_partition`."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerWritten:
+    """What :meth:`TransactionCoordinator.write_marker` did to one partition."""
+
+    error: str
+    #: The partition's log and the offset after the marker, to fsync (when written).
+    log: Log | None = None
+    end_offset: int = -1
+    #: For a commit in ``__consumer_offsets``: the offsets it makes visible.
+    committed_offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(
+        default_factory=dict
+    )
+    message: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class EndResult:
     """EndTxn's answer, and the offsets its commit made visible (group → offsets)."""
@@ -151,6 +207,11 @@ class TransactionCoordinator:
     ) -> None:
         self.log_dir = log_dir
         self.offsets = offsets
+        #: Set by the broker when other nodes lead some partitions and ids.
+        self.remote: RemotePartitions | None = None
+        #: Offsets made visible by commits :meth:`abort_timed_out` completed, for
+        #: the group coordinator (the caller takes them).
+        self.late_commits: list[dict[str, dict[tuple[str, int], CommittedOffset]]] = []
         self._new_producer_id = new_producer_id
         self._clock = clock
         self.max_timeout_ms = max_timeout_ms
@@ -190,6 +251,10 @@ class TransactionCoordinator:
     def partition_for(self, transactional_id: str) -> int:
         """The ``__transaction_state`` partition of ``transactional_id``."""
         return partition_for(transactional_id, self.partitions)
+
+    def serves(self, transactional_id: str) -> bool:
+        """Whether this process coordinates ``transactional_id`` (another node may)."""
+        return self.log_dir.serves_partition(txn_log.TOPIC, self.partition_for(transactional_id))
 
     def _store(self, meta: TxnMetadata, state: TxnState, *, sync: bool = True) -> None:
         """Move ``meta`` to ``state``: appended (and fsynced, with ``sync``) before it changes."""
@@ -238,6 +303,8 @@ class TransactionCoordinator:
         self.txns.clear()
         if txn_log.TOPIC in self.log_dir.topics():
             for partition in range(self.partitions):
+                if not self.log_dir.serves_partition(txn_log.TOPIC, partition):
+                    continue  # another node's transactional ids
                 for record in self.log_dir.read_records(
                     txn_log.TOPIC, partition, 0, max_bytes=1 << 62
                 ):
@@ -306,6 +373,8 @@ class TransactionCoordinator:
         """InitProducerId with a transactional id: a new epoch, fencing earlier producers."""
         if not transactional_id:
             return InitResult("INVALID_REQUEST")
+        if not self.serves(transactional_id):
+            return InitResult("NOT_COORDINATOR")
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             return InitResult("INVALID_TRANSACTION_TIMEOUT")
         meta = self.txns.get(transactional_id)
@@ -354,6 +423,8 @@ class TransactionCoordinator:
     # ------------------------------------------------------ adding partitions
 
     def _check_producer(self, transactional_id: str, producer_id: int, epoch: int) -> str:
+        if not self.serves(transactional_id):
+            return "NOT_COORDINATOR"
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return "INVALID_PRODUCER_ID_MAPPING"
@@ -450,6 +521,10 @@ class TransactionCoordinator:
         offsets: dict[tuple[str, int], CommittedOffset],
     ) -> dict[tuple[str, int], str]:
         """TxnOffsetCommit: store the offsets in the transaction, visible at its commit."""
+        if self.remote is not None and not self.serves(transactional_id):
+            return self._commit_offsets_for_remote(
+                transactional_id, group_id, producer_id, epoch, offsets
+            )
         error = self._check_producer(transactional_id, producer_id, epoch)
         meta = self.txns.get(transactional_id)
         if error == NONE and meta is not None:
@@ -483,6 +558,50 @@ class TransactionCoordinator:
         meta.pending_offsets.setdefault(group_id, {}).update(accepted)
         return errors
 
+    def _commit_offsets_for_remote(
+        self,
+        transactional_id: str,
+        group_id: str,
+        producer_id: int,
+        epoch: int,
+        offsets: dict[tuple[str, int], CommittedOffset],
+    ) -> dict[tuple[str, int], str]:
+        """TxnOffsetCommit of a group coordinated here in a transaction another node coordinates.
+
+        That node checks the group's partition joined the transaction; the
+        offsets are then held here, by producer, as those of a transaction
+        found open at load are, until its marker settles them.
+        """
+        assert self.remote is not None
+        partition = self.offsets.partition_for(group_id)
+        error = self.remote.verify_partition(
+            transactional_id, producer_id, epoch, OFFSETS_TOPIC, partition
+        )
+        if error != NONE:
+            return dict.fromkeys(offsets, error)
+        errors = {
+            key: NONE if self._partition_exists(*key) else "UNKNOWN_TOPIC_OR_PARTITION"
+            for key in offsets
+        }
+        records: list[tuple[bytes, bytes | None]] = [
+            (offset_key(group_id, t, p), offset_value(c))
+            for (t, p), c in offsets.items()
+            if errors[(t, p)] == NONE
+        ]
+        if not records:
+            return errors
+        try:
+            index, end = self.offsets.append_transactional(
+                group_id, records, self.now_ms(), producer_id, epoch
+            )
+            self.offsets.flush(index, end)
+        except SeglogError as exc:
+            logger.error("cannot store offsets of %s: %s", transactional_id, exc)
+            return dict.fromkeys(offsets, "COORDINATOR_NOT_AVAILABLE")
+        held = self.offsets.pending_txn_offsets.setdefault(producer_id, [])
+        held.extend((index, key, value) for key, value in records)
+        return errors
+
     def verify_partition(
         self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
     ) -> str:
@@ -491,7 +610,12 @@ class TransactionCoordinator:
         Only a partition added to the producer's open transaction may take
         its data: a batch written anywhere else would never get a marker and
         would hold the partition's LSO for good (a "hanging" transaction).
+        An id another node coordinates is checked there.
         """
+        if self.remote is not None and not self.serves(transactional_id):
+            return self.remote.verify_partition(
+                transactional_id, producer_id, epoch, topic, partition
+            )
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return "INVALID_PRODUCER_ID_MAPPING"
@@ -519,6 +643,8 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, epoch: int, commit: bool
     ) -> EndResult:
         """EndTxn: commit or abort the open transaction, markers written before the answer."""
+        if not self.serves(transactional_id):
+            return EndResult("NOT_COORDINATOR")
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return EndResult("INVALID_PRODUCER_ID_MAPPING")
@@ -537,6 +663,13 @@ class TransactionCoordinator:
         ):
             return EndResult(NONE)  # a retry of an EndTxn that was done
         if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            if self.remote is not None and (state == TxnState.PREPARE_COMMIT) == commit:
+                # The markers failed on a node that was down: the retry tries again.
+                try:
+                    return EndResult(NONE, self._complete(meta, commit=commit))
+                except SeglogError as exc:
+                    logger.error("cannot end the transaction of %s: %s", transactional_id, exc)
+                    return EndResult("COORDINATOR_NOT_AVAILABLE")
             return EndResult("CONCURRENT_TRANSACTIONS")
         return EndResult("INVALID_TXN_STATE")
 
@@ -598,6 +731,18 @@ class TransactionCoordinator:
         now = self.now_ms()
         aborted = []
         for meta in list(self.txns.values()):
+            if self.remote is not None and meta.state in (
+                TxnState.PREPARE_COMMIT,
+                TxnState.PREPARE_ABORT,
+            ):
+                # Its markers failed on a node that was down: try again now.
+                try:
+                    committed = self._complete(meta, commit=meta.state == TxnState.PREPARE_COMMIT)
+                    if committed:
+                        self.late_commits.append(committed)
+                except SeglogError as exc:
+                    logger.warning("cannot complete %s yet: %s", meta.transactional_id, exc)
+                continue
             if meta.state != TxnState.ONGOING or meta.start_ms < 0:
                 continue
             if now <= meta.start_ms + meta.timeout_ms:
@@ -637,36 +782,172 @@ class TransactionCoordinator:
         self, meta: TxnMetadata, *, commit: bool
     ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
         """Write the markers of a Prepare state, then store the Complete state."""
-        touched: list[tuple[Log, int]] = []
-        for topic, partition in sorted(meta.partitions):
-            try:
-                log = self.log_dir.log(topic, partition)
-            except SeglogError as exc:
-                # A partition deleted since it joined: nothing left to mark.
-                logger.warning("no marker for %s-%d: %s", topic, partition, exc)
-                continue
-            try:
-                info = log.append_marker(
-                    meta.producer_id, meta.producer_epoch, commit=commit, coordinator_epoch=0
-                )
-            except SeglogError as exc:
-                if exc.kafka_error in ("INVALID_PRODUCER_EPOCH", "PRODUCER_FENCED"):
-                    # A newer epoch already ended this producer's transaction there.
-                    logger.warning("no marker for %s-%d: %s", topic, partition, exc)
-                    continue
-                raise
-            touched.append((log, info.last_offset + 1))
-        for log, end in touched:
-            log.flush(end)
-        committed = dict(meta.pending_offsets) if commit else {}
-        meta.pending_offsets = {}
-        # Not fsynced: the markers are durable already, so this record can only
-        # ever become durable after them (with the partition's next fsync), and
-        # if a crash loses it, the Prepare state before it completes again.
-        self._store(
-            meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, sync=False
+        ordered = sorted(meta.partitions)
+        remote = [tp for tp in ordered if not self.log_dir.serves_partition(*tp)]
+        errors, committed = self.write_markers(
+            meta.producer_id,
+            meta.producer_epoch,
+            [tp for tp in ordered if tp not in remote],
+            commit=commit,
+            coordinator_epoch=COORDINATOR_EPOCH,
         )
+        if remote:
+            # Partitions other nodes lead: their leaders write the markers.
+            if self.remote is None:
+                errors.update(dict.fromkeys(remote, "NOT_LEADER_OR_FOLLOWER"))
+            else:
+                errors.update(
+                    self.remote.write_markers(
+                        meta.producer_id,
+                        meta.producer_epoch,
+                        remote,
+                        commit=commit,
+                        coordinator_epoch=COORDINATOR_EPOCH,
+                    )
+                )
+        failed = {tp: error for tp, error in errors.items() if error not in _MARKER_SETTLED}
+        if failed:
+            raise SeglogError(
+                "cannot write the markers of "
+                f"{meta.transactional_id}: "
+                + ", ".join(f"{t}-{p}: {error}" for (t, p), error in sorted(failed.items()))
+            )
+        for (topic, partition), error in errors.items():
+            if error != NONE:
+                # A partition deleted since it joined, or a newer epoch already ended
+                # this producer's transaction there: nothing left to mark.
+                logger.warning("no marker for %s-%d: %s", topic, partition, error)
+        # Whatever was not marked (a deleted offsets partition) is gone with its transaction.
+        meta.pending_offsets = {}
+        # A complete transaction has no partitions, as Kafka stores and describes it.
+        partitions, meta.partitions = meta.partitions, set()
+        try:
+            # Not fsynced: the markers are durable already, so this record can only
+            # ever become durable after them (with the partition's next fsync), and
+            # if a crash loses it, the Prepare state before it completes again.
+            self._store(
+                meta, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, sync=False
+            )
+        except BaseException:
+            meta.partitions = partitions
+            raise
         return committed
+
+    # --------------------------------------------------------------- markers
+
+    def write_marker(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> MarkerWritten:
+        """Append a COMMIT or ABORT marker of the producer to a local partition (no fsync).
+
+        The one way a marker is written, for the coordinator's own
+        transactions and for WriteTxnMarkers alike. In a ``__consumer_offsets``
+        partition the marker also settles the producer's offsets held there:
+        a commit hands them back (visible once the marker is durable), an
+        abort drops them. Errors are Kafka's names: UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_PRODUCER_EPOCH for an epoch older than the partition's,
+        TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older than the
+        last marker's, KAFKA_STORAGE_ERROR.
+        """
+        try:
+            log = self.log_dir.log(topic, partition)
+            info = log.append_marker(
+                producer_id,
+                producer_epoch,
+                commit=commit,
+                coordinator_epoch=coordinator_epoch,
+            )
+        except SeglogError as exc:
+            return MarkerWritten(exc.kafka_error, message=str(exc))
+        except OSError as exc:
+            return MarkerWritten("KAFKA_STORAGE_ERROR", message=str(exc))
+        offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        if topic == OFFSETS_TOPIC:
+            offsets = self._take_pending_offsets(producer_id, partition)
+        return MarkerWritten(NONE, log, info.last_offset + 1, offsets if commit else {})
+
+    def write_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[tuple[str, int]],
+        *,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> tuple[dict[tuple[str, int], str], dict[str, dict[tuple[str, int], CommittedOffset]]]:
+        """Write the producer's marker to each local partition, then fsync them all.
+
+        Returns an error name per partition (NONE once the marker is durable)
+        and, for a commit, the offsets the durable markers made visible
+        (group → offsets), for the group coordinator.
+        """
+        errors: dict[tuple[str, int], str] = {}
+        written: list[tuple[tuple[str, int], MarkerWritten]] = []
+        for topic, partition in partitions:
+            result = self.write_marker(
+                topic,
+                partition,
+                producer_id,
+                producer_epoch,
+                commit=commit,
+                coordinator_epoch=coordinator_epoch,
+            )
+            errors[(topic, partition)] = result.error
+            if result.log is not None:
+                written.append(((topic, partition), result))
+            elif result.error == "KAFKA_STORAGE_ERROR":
+                logger.error("cannot write a marker to %s-%d: %s", topic, partition, result.message)
+        committed: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        for key, result in written:
+            assert result.log is not None
+            try:
+                result.log.flush(result.end_offset)
+            except SeglogError as exc:
+                logger.error("cannot fsync the marker in %s-%d: %s", *key, exc)
+                errors[key] = exc.kafka_error
+                continue
+            for group, offsets in result.committed_offsets.items():
+                committed.setdefault(group, {}).update(offsets)
+        return errors, committed
+
+    def _take_pending_offsets(
+        self, producer_id: int, partition: int
+    ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
+        """Remove the producer's open offsets held in ``__consumer_offsets`` ``partition``."""
+        taken: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        known = False
+        for meta in list(self.txns.values()):
+            if meta.producer_id != producer_id:
+                continue
+            known = True
+            for group in [
+                g for g in meta.pending_offsets if self.offsets.partition_for(g) == partition
+            ]:
+                taken.setdefault(group, {}).update(meta.pending_offsets.pop(group))
+        # Offsets found at load: restored into their transactional id's state
+        # when the coordinator knows it, else only here (a hanging transaction).
+        held = self.offsets.pending_txn_offsets.get(producer_id)
+        if held:
+            rest = [entry for entry in held if entry[0] != partition]
+            if not known:
+                holder = TxnMetadata("", producer_id, -1, 0)
+                for _partition, key, value in held:
+                    if _partition == partition:
+                        self._restore_pending_offset(holder, key, value)
+                for group, offsets in holder.pending_offsets.items():
+                    taken.setdefault(group, {}).update(offsets)
+            if rest:
+                self.offsets.pending_txn_offsets[producer_id] = rest
+            else:
+                del self.offsets.pending_txn_offsets[producer_id]
+        return taken
 
 
 def create_transaction_coordinator(
@@ -702,6 +983,7 @@ def create_transaction_coordinator(
 __all__ = [
     "EndResult",
     "InitResult",
+    "MarkerWritten",
     "TransactionCoordinator",
     "TxnMetadata",
     "create_transaction_coordinator",

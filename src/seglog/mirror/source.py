@@ -13,7 +13,14 @@ seglog's or Kafka's). Committed offsets come from the partitions of
 Kafka-protocol broker through confluent-kafka.
 
 Control batches (transaction markers) are never records: their offsets are
-gaps in what a source yields, like the offsets compaction removed.
+gaps in what a source yields, like the offsets compaction removed. Both
+sources read as a read_committed consumer does: a partition ends at its last
+stable offset (the undecided data of an open transaction waits for its
+marker) and the records of aborted transactions are left out. A broker does
+so for librdkafka's default ``isolation.level``; a log directory through the
+``.txnindex`` files and producer snapshots (:mod:`seglog.storage.reader`, as
+Spark's files mode reads them). Committed offsets of a log directory count
+those of a transaction only once it committed, as the group coordinator does.
 """
 
 from __future__ import annotations
@@ -149,20 +156,23 @@ class LogDirSource:
             raise SeglogError(f"{topic}-{partition} is not a partition of {self.root}") from None
 
     def bounds(self, topic: str, partition: int) -> tuple[int, int]:
-        """The first segment's base (raised to the log start checkpoint) and the tail."""
+        """The first segment's base (raised to the log start checkpoint) and the last
+        stable offset (the tail when no transaction is open)."""
         try:
             part = self._partition(topic, partition)
         except SeglogError:
             return 0, 0  # defined but never written
-        end = part.next_offset()
+        end = reader.last_stable_offset(part, part.next_offset())
         first = part.bases[0] if part.bases else 0
         start = reader.log_start_offsets(self.root).get((topic, partition), 0)
         return min(max(first, start), end), end
 
     def records(self, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
-        """The records of ``[start, end)``, segment by segment from the offset index's position."""
+        """The committed records of ``[start, end)``, segment by segment from the offset
+        index's position; ``end`` is at most the last stable offset."""
         part = self._partition(topic, partition)
-        yield from _partition_records(part, start, end)
+        end = min(end, reader.last_stable_offset(part, part.next_offset()))
+        yield from _partition_records(part, start, end, reader.AbortedTransactions(part, start))
 
     def committed(self, groups: re.Pattern[str]) -> dict[str, dict[tuple[str, int], int]]:
         """The last commit of each (group, topic, partition) in ``__consumer_offsets``.
@@ -176,7 +186,12 @@ class LogDirSource:
             if topic != offset_store.TOPIC:
                 continue
             part = reader.PartitionReader(directory)
-            for rec in _partition_records(part, 0, part.next_offset()):
+            end = part.next_offset()
+            # Offsets of an open transaction are not committed yet (the coordinator
+            # holds them until the marker); those after it are.
+            undecided = reader.open_transactions(part, end)
+            aborted = reader.AbortedTransactions(part, 0)
+            for rec in _partition_records(part, 0, end, aborted, undecided):
                 if rec.key is None:
                     continue
                 try:
@@ -204,7 +219,15 @@ class LogDirSource:
         """Nothing is held open between calls."""
 
 
-def _partition_records(part: reader.PartitionReader, start: int, end: int) -> Iterator[Record]:
+def _partition_records(
+    part: reader.PartitionReader,
+    start: int,
+    end: int,
+    aborted: reader.AbortedTransactions,
+    undecided: dict[int, int] | None = None,
+) -> Iterator[Record]:
+    """The records of ``[start, end)`` but markers, aborted transactions' and those of
+    ``undecided`` (open transactions: producer id → first offset)."""
     for base in part.segments_between(start, end):
         try:
             segment = part.open_segment(base)
@@ -219,7 +242,13 @@ def _partition_records(part: reader.PartitionReader, start: int, end: int) -> It
                         continue
                     if header.base_offset >= end:
                         return
-                    if header.is_control:
+                    if header.is_control or aborted.holds(header):
+                        continue
+                    if (
+                        undecided
+                        and header.is_transactional
+                        and header.base_offset >= undecided.get(header.producer_id, end)
+                    ):
                         continue
                     decoded = record_codec.decode_records(entry.buffer, entry.start)
                 else:

@@ -39,14 +39,13 @@ from pathlib import Path
 
 import pyarrow as pa  # type: ignore[import-untyped]
 
-from seglog.errors import SeglogError
-from seglog.records import batch, legacy
+from seglog.records import legacy
 from seglog.records import record as record_codec
 from seglog.spark.arrow import ColumnBuilder
 from seglog.spark.offsets import OffsetRange, PartitionOffsets, TopicPartition
 from seglog.spark.options import Strategy, select_partitions
 from seglog.spark.transport import BATCH_ROWS, Transport, data_loss
-from seglog.storage import filenames, producer_state, reader, txn_index
+from seglog.storage import filenames, reader
 from seglog.storage.reader import PartitionReader, SegmentReader
 
 __all__ = ["SCAN_TASK_BYTES", "FilesTransport"]
@@ -107,7 +106,7 @@ class FilesTransport(Transport):
         for tp in tps:
             part = self._partition(tp)
             latest = part.next_offset()
-            out[tp] = _last_stable_offset(part, latest) if self.read_committed else latest
+            out[tp] = reader.last_stable_offset(part, latest) if self.read_committed else latest
         return out
 
     def offsets_for_times(
@@ -181,11 +180,11 @@ class FilesTransport(Transport):
                 fail_on_data_loss,
             )
             until = latest
-        aborted: _Aborted | None = None
+        aborted: reader.AbortedTransactions | None = None
         if self.read_committed:
             # Never past the last stable offset (not yet decided, so not lost).
-            until = min(until, _last_stable_offset(part, latest))
-            aborted = _Aborted(part, start)
+            until = min(until, reader.last_stable_offset(part, latest))
+            aborted = reader.AbortedTransactions(part, start)
         if start >= until:
             return
         builder = ColumnBuilder(tp.topic, tp.partition, include_headers)
@@ -210,7 +209,7 @@ def _read_segment(
     start: int,
     until: int,
     builder: ColumnBuilder,
-    aborted: _Aborted | None = None,
+    aborted: reader.AbortedTransactions | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Add the records of ``[start, until)`` found from ``position`` on; yield full batches.
 
@@ -233,78 +232,3 @@ def _read_segment(
             builder.add_records(records, legacy.timestamp_type(data), start, until)
         if len(builder) >= BATCH_ROWS:
             yield builder.build()
-
-
-class _Aborted:
-    """The aborted transactions of a partition from ``start`` on, by producer."""
-
-    def __init__(self, part: PartitionReader, start: int) -> None:
-        self._spans: dict[int, list[tuple[int, int]]] = {}
-        for base in part.segments_between(start, 2**63 - 1):
-            path = part.directory / f"{filenames.offset_name(base)}{filenames.TXN_INDEX_SUFFIX}"
-            try:
-                entries = txn_index.read(path)
-            except SeglogError:
-                continue
-            for entry in entries:
-                if entry.last_offset >= start:
-                    self._spans.setdefault(entry.producer_id, []).append(
-                        (entry.first_offset, entry.last_offset)
-                    )
-
-    def holds(self, header: batch.BatchHeader) -> bool:
-        """True for a data batch of an aborted transaction."""
-        if not header.is_transactional or header.is_control:
-            return False
-        spans = self._spans.get(header.producer_id)
-        return spans is not None and any(
-            first <= header.base_offset <= last for first, last in spans
-        )
-
-
-def _last_stable_offset(part: PartitionReader, latest: int) -> int:
-    """The first offset of the oldest transaction with no marker yet, else ``latest``.
-
-    The open transactions are those of the newest producer snapshot at or below
-    ``latest``, then updated by the batch headers after it (a marker ends its
-    producer's transaction, a transactional batch opens one).
-    """
-    open_txns: dict[int, int] = {}
-    since = part.bases[0] if part.bases else 0
-    snapshots = sorted(
-        offset
-        for name in os.listdir(part.directory)
-        if name.endswith(filenames.SNAPSHOT_SUFFIX)
-        and (offset := filenames.parse_base_offset(name)) is not None
-        and offset <= latest
-    )
-    for offset in reversed(snapshots):
-        try:
-            entries = producer_state.read_snapshot(filenames.snapshot_path(part.directory, offset))
-        except (SeglogError, FileNotFoundError):
-            continue
-        open_txns = {
-            e.producer_id: e.current_txn_first_offset
-            for e in entries
-            if e.current_txn_first_offset >= 0
-        }
-        since = max(offset, since)
-        break
-    for base in part.segments_between(since, latest):
-        try:
-            segment = part.open_segment(base)
-        except FileNotFoundError:
-            continue
-        with segment:
-            position = segment.position_for(since) if base <= since else 0
-            for entry in segment.read_entries(position):
-                header = entry.header
-                if header is None or header.last_offset < since:
-                    continue
-                if header.base_offset >= latest:
-                    break
-                if header.is_control:
-                    open_txns.pop(header.producer_id, None)
-                elif header.is_transactional:
-                    open_txns.setdefault(header.producer_id, header.base_offset)
-    return min(open_txns.values(), default=latest)

@@ -52,9 +52,17 @@ open transaction's records may still be aborted). The batches of aborted
 transactions (known from the ``.txnindex``) take no part in the offset map,
 so an aborted record never hides the committed one before it, and are
 dropped by the copy, as Kafka's cleaner discards them. Transaction markers
-(control batches) are copied as they are and never enter the offset map;
-Kafka removes a marker once the transaction's data is gone and
-``delete.retention.ms`` has passed, seglog keeps them.
+(control batches) never enter the offset map. A marker stays as long as data
+of the transaction it ends may remain: a cleaning that meets any batch of the
+producer's transaction before the marker (one it keeps, or drops only now)
+copies the marker as it is. The first cleaning that meets no such batch
+stamps the marker with a delete horizon, like a tombstone's; a cleaning after
+the horizon drops it, and the ``.txnindex`` entry of an aborted transaction
+goes with its marker. This is Kafka's ``CleanedTransactionMetadata`` rule,
+applied over the whole cleaning rather than one segment group at a time, so
+that a marker is never dropped while its transaction's data sits in an earlier
+group. A marker that is its producer's last batch in the producer state is
+kept, as Kafka keeps such a batch (``RETAIN_EMPTY``) for rebuilding the state.
 
 Tombstones. The first cleaning that meets a batch holding tombstones stamps it
 with a delete horizon (``now + delete.retention.ms``, attribute bit 6 and the
@@ -78,7 +86,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from seglog.errors import SeglogError, StorageError
-from seglog.records import batch, log_entries
+from seglog.records import batch, control, log_entries
 from seglog.records import builder as batch_builder
 from seglog.records import record as record_codec
 from seglog.records.compression import Codec
@@ -250,6 +258,37 @@ class AbortedBatches:
         )
 
 
+class MarkerTracker:
+    """Which transaction markers a cleaning may let go (Kafka's ``CleanedTransactionMetadata``).
+
+    Fed every batch of the cleaning in offset order: a producer's
+    transactional data batch marks its open transaction as met; its marker
+    ends that transaction and is removable only if no batch of it was met.
+    """
+
+    def __init__(self) -> None:
+        self._met: set[int] = set()
+
+    def on_data(self, header: batch.BatchHeader | None) -> None:
+        """A data batch of the cleaning (kept or dropped)."""
+        if header is not None and header.is_transactional and not header.is_control:
+            self._met.add(header.producer_id)
+
+    def on_marker(self, header: batch.BatchHeader, data: bytes | memoryview) -> bool:
+        """A control batch: True if its transaction left no data the cleaning met."""
+        if header.record_count == 0:
+            return True  # already emptied
+        try:
+            marker = control.read_marker(data)
+        except SeglogError:
+            marker = None
+        if marker is None:
+            return False  # no transaction marker: kept as it is
+        met = header.producer_id in self._met
+        self._met.discard(header.producer_id)
+        return not met
+
+
 def _records_of(entry_bytes: reader.EntryBytes) -> tuple[bytes, int, int]:
     """The records block of a v2 batch as ``(data, start, end)``, decompressed if need be.
 
@@ -413,6 +452,7 @@ class Cleaner:
             uppers.append(upper)
         stats_read = stats_written = kept = 0
         horizon = now_ms + log.config.delete_retention_ms
+        markers = MarkerTracker()
         for group in _group_segments(chosen, log.config.segment_bytes, uppers):
             cleaned = LogSegment.create(
                 log.directory,
@@ -423,9 +463,18 @@ class Cleaner:
                 env=log.env,
             )
             try:
+                removed_markers: list[int] = []
                 for segment in group:
                     read, written, count = self._copy_segment(
-                        segment, cleaned, offset_map, now_ms, horizon, last_offsets, aborted
+                        segment,
+                        cleaned,
+                        offset_map,
+                        now_ms,
+                        horizon,
+                        last_offsets,
+                        aborted,
+                        markers,
+                        removed_markers,
                     )
                     stats_read += read
                     stats_written += written
@@ -434,7 +483,7 @@ class Cleaner:
                 cleaned.flush()
                 # Retention by time falls back to the file's mtime: keep the original's.
                 log.env.set_mtime(cleaned.log_path, log.env.stat(group[-1].log_path).st_mtime)
-                log.replace_segments([cleaned], group)
+                log.replace_segments([cleaned], group, removed_markers=removed_markers)
             except BaseException:
                 cleaned.delete()
                 raise
@@ -458,6 +507,8 @@ class Cleaner:
         horizon: int,
         last_offsets: dict[int, int],
         aborted: AbortedBatches,
+        markers: MarkerTracker,
+        removed_markers: list[int],
     ) -> tuple[int, int, int]:
         out = bytearray()
         out_entries: list[log_entries.EntryInfo] = []
@@ -472,7 +523,7 @@ class Cleaner:
                 written += len(out)
                 out = bytearray()
                 out_entries = []
-            chunk = entry_bytes.data
+            chunk: bytes | memoryview = entry_bytes.data
             header = entry_bytes.header
             if header is None:
                 new_legacy, count = _clean_legacy(entry_bytes, offset_map, horizon)
@@ -484,11 +535,30 @@ class Cleaner:
                 kept_records += count
                 continue
             if header.is_control:
-                # A transaction marker: what readers and recovery need to end it.
-                out_entries.append(entry_bytes.describe()._replace(position=len(out)))
+                # A transaction marker: what readers and recovery need to end it,
+                # while its transaction may have data left (see the module doc).
+                entry = entry_bytes.describe()
+                removable = markers.on_marker(header, chunk) and (
+                    last_offsets.get(header.producer_id) != header.last_offset
+                )
+                marker_horizon = header.delete_horizon_ms if header.has_delete_horizon else None
+                if removable and marker_horizon is not None and now_ms >= marker_horizon:
+                    removed_markers.append(header.last_offset)
+                    continue
+                if removable and marker_horizon is None:
+                    chunk = batch_builder.rebuild_batch(
+                        header,
+                        record_codec.decode_entry(chunk),
+                        base_offset=entry.base_offset,
+                        last_offset=entry.last_offset,
+                        delete_horizon_ms=horizon,
+                    )
+                    entry = log_entries.read_entry(chunk, 0, check_crc=False)
+                out_entries.append(entry._replace(position=len(out)))
                 out += chunk
                 kept_records += header.record_count
                 continue
+            markers.on_data(header)
             remembered = batch_keys.pop(header.base_offset, None)
             if remembered is not None and remembered[0] == header.crc:
                 # Keyed records at consecutive offsets, no tombstone: the batch
@@ -681,7 +751,8 @@ class LogCleaner:
             offsets = self._read_checkpoint()
             offsets = {k: v for k, v in offsets.items() if k in self.log_dir.logs()}
             offsets[key] = stats.end_offset
-            checkpoints.write_offset_checkpoint(self.checkpoint_path, offsets, env=self.log_dir.env)
+            # Sharing the directory, other processes' lines are kept.
+            self.log_dir.merge_checkpoint(checkpoints.CLEANER_OFFSET_CHECKPOINT, offsets)
             self.history.append(stats)
             logger.info(
                 "cleaned %s [%d, %d): %d → %d bytes in %.2fs",

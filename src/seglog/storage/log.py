@@ -51,7 +51,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -415,13 +415,14 @@ class Log:
         An abort adds the transaction to the ``.txnindex`` of the segment the
         marker lands in. The caller flushes (the coordinator does before it
         answers EndTxn). Raises InvalidProducerEpochError for an epoch older
-        than the producer's.
+        than the producer's, TransactionCoordinatorFencedError for a
+        coordinator epoch older than the producer's last marker's.
         """
         now = _now_ms(self._clock) if now_ms is None else now_ms
         with self._lock:
             self._check_open()
             state = self._producer_state
-            state.check_marker(producer_id, producer_epoch)
+            state.check_marker(producer_id, producer_epoch, coordinator_epoch)
             offset = self._log_end_offset
             data = control.build_marker(
                 producer_id,
@@ -859,21 +860,27 @@ class Log:
             return len(doomed)
 
     def replace_segments(
-        self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]
+        self,
+        new_segments: Sequence[LogSegment],
+        old_segments: Sequence[LogSegment],
+        *,
+        removed_markers: Collection[int] = (),
     ) -> None:
         """Swap cleaned segments (suffix ``.cleaned``) in for ``old_segments``, crash-safely.
 
         The order is Kafka's: ``.cleaned`` → ``.swap`` (descending base),
         originals → ``.deleted``, ``.swap`` → final names, fsync the directory.
         A crash at any step leaves files that :func:`recovery.load_segments`
-        completes or rolls back.
+        completes or rolls back. ``removed_markers`` are the offsets of the
+        transaction markers the cleaning dropped: their aborted transactions
+        leave the ``.txnindex``.
         """
         with self._lock:
             self._check_open()
             current = set(map(id, self._segments))
             if any(id(s) not in current for s in old_segments):
                 raise StorageError(f"segments of {self.directory.name} changed while being cleaned")
-            self._carry_txn_indexes(new_segments, old_segments)
+            self._carry_txn_indexes(new_segments, old_segments, set(removed_markers))
             for segment in sorted(new_segments, key=lambda s: -s.base_offset):
                 segment.flush()
                 segment.change_suffix(filenames.SWAP_SUFFIX)
@@ -889,16 +896,24 @@ class Log:
             self._delete_scheduler(list(old_segments), self._config.file_delete_delay_ms)
 
     def _carry_txn_indexes(
-        self, new_segments: Sequence[LogSegment], old_segments: Sequence[LogSegment]
+        self,
+        new_segments: Sequence[LogSegment],
+        old_segments: Sequence[LogSegment],
+        removed_markers: set[int],
     ) -> None:
         """Give cleaned segments the aborted transactions of the ones they replace.
 
-        The cleaner keeps aborted records (it does not yet remove them), so
-        read_committed readers still need the entries: each goes to the new
-        segment that holds its marker's offset.
+        Each entry goes to the new segment that holds its marker's offset, but
+        for those whose marker the cleaning removed (their data went before
+        the marker could).
         """
         env = self._env
-        entries = [e for old in old_segments for e in txn_index.read(old.txn_index_path, env=env)]
+        entries = [
+            e
+            for old in old_segments
+            for e in txn_index.read(old.txn_index_path, env=env)
+            if e.last_offset not in removed_markers
+        ]
         if not entries or not new_segments:
             return
         ordered = sorted(new_segments, key=lambda s: s.base_offset)

@@ -9,7 +9,8 @@ Layout (Kafka's, plus one file of seglog's own for topic definitions)::
       recovery-point-offset-checkpoint    "topic partition offset" lines
       log-start-offset-checkpoint
       cleaner-offset-checkpoint
-      seglog-topics.json                  topic id, partition count, config overrides
+      seglog-topics.json                  topic id, partition count, config overrides,
+                                          replica assignment (when recorded)
       <topic>-<partition>/                one Log each (see log.py)
         partition.metadata
 
@@ -20,6 +21,15 @@ Kafka writes, so Kafka's tools can read the partitions.
 On open, the clean-shutdown marker is read and removed, as Kafka does; if it
 was absent every partition is recovered from its recovery point. Directories
 left by a deleted topic (``*-delete``) are removed.
+
+Several processes may share one directory, each serving some of its
+partitions (one broker node per core): each is opened with a predicate naming
+the partitions it serves (``serves``), its own lock file, and the clean-shutdown
+state decided by whoever supervises them. Such a process opens only its
+partitions, answers NotLeaderOrFollowerError for the others, merges its lines
+into the shared checkpoint files under a file lock (never dropping another
+process's lines), and re-reads the topic list on :meth:`LogDir.refresh`. Only
+the one opened with ``writes_topics`` writes the topic list.
 
 Background work (retention, delayed file deletion, flush.ms, checkpoints and
 the compaction cleaner) is driven by :meth:`LogDir.run_maintenance`, which a
@@ -50,6 +60,7 @@ from seglog.errors import (
     InvalidPartitionsError,
     InvalidTopicError,
     LogDirLockedError,
+    NotLeaderOrFollowerError,
     StorageError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
@@ -63,6 +74,8 @@ logger = logging.getLogger(__name__)
 TOPICS_FILE = "seglog-topics.json"
 _NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 LOCK_FILE = ".lock"
+CHECKPOINT_LOCK_FILE = ".checkpoint.lock"
+"""Held (flock) while a process sharing the directory merges its lines into a checkpoint."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +127,29 @@ class TopicInfo:
     topic_id: uuid.UUID
     partitions: int
     overrides: dict[str, str] = field(default_factory=dict)
+    #: Kafka's replica assignment: the node ids of each partition (one each
+    #: here, its leader), or None where none was recorded.
+    replicas: list[list[int]] | None = None
+
+    def copy(self) -> TopicInfo:
+        """A copy that shares nothing mutable with this one."""
+        return TopicInfo(
+            self.name,
+            self.topic_id,
+            self.partitions,
+            dict(self.overrides),
+            None if self.replicas is None else [list(r) for r in self.replicas],
+        )
+
+    def replicas_of(self, partition: int) -> list[int] | None:
+        """The recorded replicas of ``partition``, or None."""
+        if self.replicas is None or partition >= len(self.replicas):
+            return None
+        return self.replicas[partition]
+
+
+Serves = Callable[[TopicInfo, int], bool]
+"""Whether this process serves partition ``partition`` of a topic."""
 
 
 @dataclass(order=True)
@@ -138,6 +174,10 @@ class LogDir:
         *,
         clock: Any = time.time,
         env: io.Env | None = None,
+        serves: Serves | None = None,
+        lock_file: str = LOCK_FILE,
+        clean_shutdown: bool | None = None,
+        writes_topics: bool = True,
     ) -> None:
         # Every file operation of the directory, its partitions and the cleaner
         # goes through this one environment.
@@ -172,6 +212,13 @@ class LogDir:
         self._threads: list[threading.Thread] = []
         self.cleaner: Any = None
         self.meta_properties: dict[str, str] = {}
+        # Sharing the directory with other processes (see the module docstring).
+        self._serves = serves
+        self._lock_file = lock_file
+        self._given_clean_shutdown = clean_shutdown
+        self._writes_topics = writes_topics
+        # Topics seen deleted while open: their checkpoint lines go at the next merge.
+        self._forgotten: set[str] = set()
 
     # ------------------------------------------------------------------ open
 
@@ -184,12 +231,23 @@ class LogDir:
         settings: LogDirSettings | None = None,
         clock: Any = time.time,
         env: io.Env | None = None,
-    ) -> LogDir:
+        serves: Serves | None = None,
+        lock_file: str = LOCK_FILE,
+        clean_shutdown: bool | None = None,
+        writes_topics: bool = True,
+    ) -> Self:
         """Open (creating if needed) the log directory at ``path`` and load every partition.
 
         ``env`` is the file system every partition, checkpoint and the cleaner
         use (the process's default environment when None): two directories in
         one process may run over different ones.
+
+        For a process sharing the directory with others: ``serves`` picks the
+        partitions it opens (all when None), ``lock_file`` is its own lock,
+        ``clean_shutdown`` says whether its partitions were closed cleanly
+        (None: the clean-shutdown marker says, and is consumed and written
+        here; otherwise the marker is left alone), and only the process opened
+        with ``writes_topics`` writes the topic list.
         """
         env = io.env_or_default(env)
         directory = Path(path)
@@ -200,6 +258,10 @@ class LogDir:
             settings if settings is not None else LogDirSettings(),
             clock=clock,
             env=env,
+            serves=serves,
+            lock_file=lock_file,
+            clean_shutdown=clean_shutdown,
+            writes_topics=writes_topics,
         )
         log_dir._acquire_lock()
         try:
@@ -210,7 +272,7 @@ class LogDir:
         return log_dir
 
     def _acquire_lock(self) -> None:
-        fd = self._env.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT)
+        fd = self._env.open(self.path / self._lock_file, os.O_RDWR | os.O_CREAT)
         try:
             locked = self._env.lock(fd)
         except BaseException:
@@ -219,7 +281,7 @@ class LogDir:
         if not locked:
             self._env.close(fd)
             raise LogDirLockedError(
-                f"{self.path} is in use by another process (its {LOCK_FILE} is locked)"
+                f"{self.path} is in use by another process (its {self._lock_file} is locked)"
             ) from None
         self._lock_fd = fd
 
@@ -240,7 +302,10 @@ class LogDir:
                 env=self._env,
             )
         self.meta_properties = checkpoints.read_meta_properties(self.path, env=self._env)
-        self._had_clean_shutdown = checkpoints.consume_clean_shutdown(self.path, env=self._env)
+        if self._given_clean_shutdown is None:
+            self._had_clean_shutdown = checkpoints.consume_clean_shutdown(self.path, env=self._env)
+        else:
+            self._had_clean_shutdown = self._given_clean_shutdown
         self._topics = self._read_topics()
         recovery_points = checkpoints.read_offset_checkpoint(
             self.path / checkpoints.RECOVERY_POINT_CHECKPOINT, env=self._env
@@ -253,7 +318,7 @@ class LogDir:
         if not self._had_clean_shutdown and partitions:
             logger.warning("%s was not shut down cleanly: recovering its partitions", self.path)
         for name in sorted(self._env.listdir(self.path)):
-            if name.endswith(filenames.DELETE_DIR_SUFFIX):
+            if name.endswith(filenames.DELETE_DIR_SUFFIX) and self._writes_topics:
                 # A deletion that a crash interrupted: finish it.
                 self._env.rmtree(self.path / name)
         for (topic, partition), entry in sorted(partitions.items(), key=lambda item: item[1]):
@@ -264,6 +329,8 @@ class LogDir:
                 self._topics[topic] = info
             info.partitions = max(info.partitions, partition + 1)
             key = (topic, partition)
+            if not self.serves(info, partition):
+                continue
             recovery_point = recovery_points.get(key, 0)
             start_offset = start_offsets.get(key, 0)
 
@@ -287,18 +354,109 @@ class LogDir:
 
             self._open_at_start(key, open_existing)
         # Partitions a topic declares but whose directory is gone are created empty.
-        for info in self._topics.values():
-            for partition in range(info.partitions):
-                key = (info.name, partition)
-                if key not in self._logs and key not in self._offline:
-                    self._open_at_start(key, functools.partial(self._create_log, info, partition))
+        self._open_declared()
         for key in self._offline:
             if key in recovery_points:
                 self._offline_recovery[key] = recovery_points[key]
             if key in start_offsets:
                 self._offline_start[key] = start_offsets[key]
-        self._write_topics()
+        if self._writes_topics:
+            self._write_topics()
         self.checkpoint()
+
+    def serves(self, info: TopicInfo, partition: int) -> bool:
+        """Whether this process serves ``partition`` of ``info`` (all, unless shared)."""
+        return self._serves is None or self._serves(info, partition)
+
+    def serves_partition(self, topic: str, partition: int) -> bool:
+        """Whether this process serves ``partition`` of ``topic`` (True for unknown topics)."""
+        info = self._topics.get(topic)
+        return info is None or self.serves(info, partition)
+
+    def _open_declared(self) -> list[tuple[str, int]]:
+        """Open (creating empty) the served partitions the topics declare and lack; their keys."""
+        opened = []
+        for info in list(self._topics.values()):
+            for partition in range(info.partitions):
+                key = (info.name, partition)
+                if key in self._logs or key in self._offline or not self.serves(info, partition):
+                    continue
+                directory = self.path / filenames.partition_dir_name(info.name, partition)
+                if directory.exists():
+                    recovery = checkpoints.read_offset_checkpoint(
+                        self.path / checkpoints.RECOVERY_POINT_CHECKPOINT, env=self._env
+                    )
+
+                    def open_existing(
+                        directory: Path = directory, key: tuple[str, int] = key, rp: int = 0
+                    ) -> Log:
+                        return Log.open(
+                            directory,
+                            self.topic_config(key[0]),
+                            recovery_point=rp,
+                            had_clean_shutdown=False,
+                            clock=self._clock,
+                            delete_scheduler=self._schedule_deletion,
+                            producer_id_expiration_ms=self.settings.producer_id_expiration_ms,
+                            env=self._env,
+                        )
+
+                    opener: Callable[[], Log] = functools.partial(
+                        open_existing, rp=recovery.get(key, 0)
+                    )
+                else:
+                    opener = functools.partial(self._create_log, info, partition)
+                self._open_at_start(key, opener)
+                opened.append(key)
+        return opened
+
+    def refresh(self) -> list[tuple[str, int]]:
+        """Re-read the topic list another process wrote; open and close partitions to match.
+
+        New topics and partitions this process serves are opened (created
+        empty if their directory does not exist yet), deleted topics' partitions
+        are closed (their files are the writer's to remove), changed configs
+        apply at once. Returns the partitions opened.
+        """
+        with self._admin_lock:
+            self._check_open()
+            fresh = self._read_topics()
+            with self._lock:
+                gone = [name for name in self._topics if name not in fresh]
+                closing = [(key, log) for key, log in self._logs.items() if key[0] in gone] + [
+                    (key, log)
+                    for key, log in self._logs.items()
+                    if key[0] in fresh and fresh[key[0]].topic_id != self._topics[key[0]].topic_id
+                ]
+                for key, _log in closing:
+                    del self._logs[key]
+                for name in gone:
+                    self._forgotten.add(name)
+                    for key in [k for k in self._offline if k[0] == name]:
+                        del self._offline[key]
+                changed = [
+                    name
+                    for name, info in fresh.items()
+                    if name in self._topics and info.overrides != self._topics[name].overrides
+                ]
+                self._topics = fresh
+                for name in fresh:
+                    self._forgotten.discard(name)
+            for _key, closed in closing:
+                try:
+                    closed.close()
+                except StorageError as exc:
+                    logger.error("cannot close %s: %s", closed.directory, exc)
+            for name in changed:
+                config = self.topic_config(name)
+                for partition in range(fresh[name].partitions):
+                    log = self._logs.get((name, partition))
+                    if log is not None:
+                        log.update_config(config)
+            opened = self._open_declared()
+            if opened or closing:
+                self.checkpoint()
+            return opened
 
     def _open_at_start(self, key: tuple[str, int], opener: Callable[[], Log]) -> None:
         """Open one partition; a failure marks it offline instead of refusing the start."""
@@ -329,7 +487,13 @@ class LogDir:
             raw = json.loads(data.decode("utf-8"))
             return {
                 name: TopicInfo(
-                    name, uuid.UUID(spec["id"]), int(spec["partitions"]), dict(spec["configs"])
+                    name,
+                    uuid.UUID(spec["id"]),
+                    int(spec["partitions"]),
+                    dict(spec["configs"]),
+                    [[int(node) for node in r] for r in spec["replicas"]]
+                    if spec.get("replicas") is not None
+                    else None,
                 )
                 for name, spec in raw["topics"].items()
             }
@@ -341,11 +505,7 @@ class LogDir:
             payload = {
                 "version": 1,
                 "topics": {
-                    info.name: {
-                        "id": str(info.topic_id),
-                        "partitions": info.partitions,
-                        "configs": dict(info.overrides),
-                    }
+                    info.name: _topic_spec(info)
                     for info in sorted(self._topics.values(), key=lambda i: i.name)
                 },
             }
@@ -360,20 +520,13 @@ class LogDir:
     def topics(self) -> dict[str, TopicInfo]:
         """A copy of every topic's definition, by name."""
         with self._lock:
-            return {
-                name: TopicInfo(i.name, i.topic_id, i.partitions, dict(i.overrides))
-                for name, i in self._topics.items()
-            }
+            return {name: i.copy() for name, i in self._topics.items()}
 
     def topic(self, name: str) -> TopicInfo | None:
         """A copy of one topic's definition, or None: without copying :meth:`topics`."""
         with self._lock:
             i = self._topics.get(name)
-            return (
-                None
-                if i is None
-                else TopicInfo(i.name, i.topic_id, i.partitions, dict(i.overrides))
-            )
+            return None if i is None else i.copy()
 
     def has_topic(self, name: str) -> bool:
         """Whether ``name`` exists: the produce path's check, without copying :meth:`topics`."""
@@ -401,8 +554,15 @@ class LogDir:
         name: str,
         partitions: int | None = None,
         configs: Mapping[str, object] | None = None,
+        *,
+        replicas: Callable[[int, int], list[list[int]]] | None = None,
     ) -> TopicInfo:
         """Create a topic with ``partitions`` partitions and topic-level ``configs``.
+
+        ``replicas(first, count)``, when given, is the replica assignment to
+        record for partitions ``first`` to ``first + count - 1``; only the
+        partitions this process serves are created here (the others by
+        theirs, at :meth:`refresh`).
 
         Raises TopicExistsError, InvalidTopicError, InvalidPartitionsError or
         InvalidConfigError; nothing is created then.
@@ -419,14 +579,17 @@ class LogDir:
                 raise TopicExistsError(f"topic '{name}' already exists")
             self._check_collision(name)
             descriptors.check_room_for_partitions(count, f"topic '{name}'")
-            info = TopicInfo(name, uuid.uuid4(), count, overrides)
+            info = TopicInfo(
+                name, uuid.uuid4(), count, overrides, replicas(0, count) if replicas else None
+            )
             # All or nothing: the topic is recorded (in memory and in the topics
             # file) only once every partition exists; a failure removes what was made.
             logs = self._create_logs(info, range(count))
             with self._lock:
                 # Partitions first: whoever sees the topic finds every partition.
-                self._logs.update(((name, p), log) for p, log in enumerate(logs))
+                self._logs.update(((name, log.partition), log) for log in logs)
                 self._topics[name] = info
+                self._forgotten.discard(name)
             try:
                 self._write_topics()
             except BaseException:
@@ -449,10 +612,13 @@ class LogDir:
                 raise InvalidTopicError(f"Topic '{name}' collides with existing topic: {existing}")
 
     def _create_logs(self, info: TopicInfo, partitions: range) -> list[Log]:
-        """Create the partitions ``partitions`` of ``info``; on failure, none of them."""
+        """Create the served partitions ``partitions`` of ``info``; on failure, none of them."""
         logs: list[Log] = []
+        partition = partitions.start
         try:
             for partition in partitions:
+                if not self.serves(info, partition):
+                    continue
                 directory = self.path / filenames.partition_dir_name(info.name, partition)
                 if directory.exists():
                     # Left by a creation that a crash interrupted (never recorded): start afresh.
@@ -461,7 +627,7 @@ class LogDir:
         except BaseException as exc:
             logger.error(
                 "cannot create partition %d of topic %s; removing the %d created: %s",
-                partitions.start + len(logs),
+                partition,
                 info.name,
                 len(logs),
                 exc,
@@ -469,9 +635,7 @@ class LogDir:
             )
             self._discard_logs(logs)
             # The partition whose creation failed may have left its directory.
-            failed = self.path / filenames.partition_dir_name(
-                info.name, partitions.start + len(logs)
-            )
+            failed = self.path / filenames.partition_dir_name(info.name, partition)
             self._env.rmtree(failed)
             raise
         return logs
@@ -485,8 +649,17 @@ class LogDir:
                 logger.exception("cannot close %s", log.directory)
             self._env.rmtree(log.directory)
 
-    def create_partitions(self, name: str, total: int) -> None:
-        """Grow ``name`` to ``total`` partitions (Kafka never shrinks a topic)."""
+    def create_partitions(
+        self,
+        name: str,
+        total: int,
+        *,
+        replicas: Callable[[int, int], list[list[int]]] | None = None,
+    ) -> None:
+        """Grow ``name`` to ``total`` partitions (Kafka never shrinks a topic).
+
+        ``replicas`` as for :meth:`create_topic`, for the new partitions.
+        """
         with self._admin_lock:
             self._check_open()
             info = self._require_topic(name)
@@ -499,17 +672,27 @@ class LogDir:
                 total - info.partitions, f"partitions of topic '{name}'"
             )
             previous = info.partitions
-            logs = self._create_logs(info, range(previous, total))
+            previous_replicas = info.replicas
+            if replicas is not None:
+                # Partitions recorded without an assignment keep none (empty lists).
+                known = list(info.replicas or [[] for _ in range(previous)])
+                info.replicas = known + replicas(previous, total - previous)
+            try:
+                logs = self._create_logs(info, range(previous, total))
+            except BaseException:
+                info.replicas = previous_replicas
+                raise
             with self._lock:
-                self._logs.update(((name, previous + i), log) for i, log in enumerate(logs))
+                self._logs.update(((name, log.partition), log) for log in logs)
                 info.partitions = total
             try:
                 self._write_topics()
             except BaseException:
                 with self._lock:
                     info.partitions = previous
-                    for i in range(len(logs)):
-                        self._logs.pop((name, previous + i), None)
+                    info.replicas = previous_replicas
+                    for log in logs:
+                        self._logs.pop((name, log.partition), None)
                 self._discard_logs(logs)
                 raise
 
@@ -574,6 +757,7 @@ class LogDir:
             if not failures:
                 with self._lock:
                     del self._topics[name]
+                    self._forgotten.add(name)
                 self._write_topics()
             self._env.fsync_dir(self.path)
             self.checkpoint()
@@ -583,6 +767,23 @@ class LogDir:
                     f"cannot delete topic '{name}': {len(failures)} partition(s) could not be "
                     f"removed; partition {first_partition}: {first_error}"
                 ) from first_error
+
+    def release_topic(self, name: str) -> None:
+        """Close this process's partitions of ``name``, which another process is deleting.
+
+        They are no longer served here; :meth:`refresh` forgets the topic once
+        it is gone from the topic list.
+        """
+        with self._admin_lock:
+            with self._lock:
+                released = [key for key in self._logs if key[0] == name]
+                logs = [self._logs.pop(key) for key in released]
+                self._forgotten.add(name)
+            for log in logs:
+                try:
+                    log.close()
+                except StorageError as exc:
+                    logger.error("cannot close %s: %s", log.directory, exc)
 
     def _require_topic(self, name: str) -> TopicInfo:
         info = self._topics.get(name)
@@ -599,6 +800,15 @@ class LogDir:
             reason = self._offline.get((topic, partition))
             if reason is not None:
                 raise StorageError(f"partition {partition} of topic '{topic}' is offline: {reason}")
+            info = self._topics.get(topic)
+            if info is not None and 0 <= partition < info.partitions:
+                served = self.serves(info, partition)
+            else:
+                served = True
+            if not served:
+                raise NotLeaderOrFollowerError(
+                    f"partition {partition} of topic '{topic}' is served by another node"
+                )
             raise UnknownTopicOrPartitionError(
                 f"this log directory has no partition {partition} of topic '{topic}'"
             )
@@ -717,14 +927,13 @@ class LogDir:
     def _write_checkpoints(self) -> None:
         logs = dict(self._logs)
         # Offline partitions keep the entries they had, for the start that opens them.
-        checkpoints.write_offset_checkpoint(
-            self.path / checkpoints.RECOVERY_POINT_CHECKPOINT,
+        self.merge_checkpoint(
+            checkpoints.RECOVERY_POINT_CHECKPOINT,
             {**self._offline_recovery, **{k: log.recovery_point for k, log in logs.items()}},
-            env=self._env,
         )
         # Kafka lists only partitions whose start has moved past their first segment.
-        checkpoints.write_offset_checkpoint(
-            self.path / checkpoints.LOG_START_OFFSET_CHECKPOINT,
+        self.merge_checkpoint(
+            checkpoints.LOG_START_OFFSET_CHECKPOINT,
             {
                 **self._offline_start,
                 **{
@@ -733,8 +942,43 @@ class LogDir:
                     if log.log_start_offset > log.segments[0].base_offset
                 },
             },
-            env=self._env,
         )
+
+    def _foreign(self, key: tuple[str, int]) -> bool:
+        """Whether a checkpoint line is another process's to keep or drop."""
+        if self._serves is None or key[0] in self._forgotten:
+            return False
+        info = self._topics.get(key[0])
+        return info is None or key[1] >= info.partitions or not self._serves(info, key[1])
+
+    def merge_checkpoint(self, name: str, entries: Mapping[tuple[str, int], int]) -> None:
+        """Replace this process's lines of the offset checkpoint ``name`` with ``entries``.
+
+        Alone in the directory, ``entries`` is the whole file. Sharing it, the
+        lines of partitions other processes serve are kept, read under a file
+        lock that every process takes for its read-merge-write.
+        """
+        path = self.path / name
+        if self._serves is None:
+            checkpoints.write_offset_checkpoint(path, entries, env=self._env)
+            return
+        fd = self._env.open(self.path / CHECKPOINT_LOCK_FILE, os.O_RDWR | os.O_CREAT)
+        try:
+            # Held for one small read and write: wait for it.
+            while not self._env.lock(fd):
+                time.sleep(0.001)
+            try:
+                try:
+                    current = checkpoints.read_offset_checkpoint(path, env=self._env)
+                except StorageError:
+                    current = {}  # rewritten whole below; the owners' next merge restores theirs
+                merged = {k: v for k, v in current.items() if self._foreign(k)}
+                merged.update(entries)
+                checkpoints.write_offset_checkpoint(path, merged, env=self._env)
+            finally:
+                self._env.unlock(fd)
+        finally:
+            self._env.close(fd)
 
     def run_maintenance(self, now_ms: int | None = None) -> None:
         """One pass of every background duty whose interval has passed."""
@@ -810,7 +1054,7 @@ class LogDir:
                 # A partition taken offline by an I/O error is recovered by the
                 # next start, as after a crash: no clean-shutdown marker then.
                 offline = [log for log in self._logs.values() if log.offline_reason is not None]
-                if failure is None and not offline:
+                if failure is None and not offline and self._given_clean_shutdown is None:
                     checkpoints.write_clean_shutdown(self.path, env=self._env)
             finally:
                 self._closed = True
@@ -838,6 +1082,40 @@ class LogDir:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _topic_spec(info: TopicInfo) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "id": str(info.topic_id),
+        "partitions": info.partitions,
+        "configs": dict(info.overrides),
+    }
+    if info.replicas is not None:
+        spec["replicas"] = info.replicas
+    return spec
+
+
+def read_topic_list(path: Path, *, env: io.Env | None = None) -> dict[str, TopicInfo]:
+    """The topic list of the log directory at ``path``, with the partition directories
+    that no topic declares adopted (as :meth:`LogDir.open` adopts them); no partition
+    is opened. For whoever prepares a directory before the processes sharing it start."""
+    log_dir = LogDir(path, LogConfig(), LogDirSettings(), env=env)
+    topics = log_dir._read_topics()
+    for topic, partition in reader.partition_dirs(path):
+        info = topics.get(topic)
+        if info is None:
+            info = topics[topic] = TopicInfo(topic, uuid.uuid4(), 0)
+        info.partitions = max(info.partitions, partition + 1)
+    return topics
+
+
+def write_topic_list(
+    path: Path, topics: Mapping[str, TopicInfo], *, env: io.Env | None = None
+) -> None:
+    """Replace the topic list of the log directory at ``path`` (atomically)."""
+    log_dir = LogDir(path, LogConfig(), LogDirSettings(), env=env)
+    log_dir._topics = dict(topics)
+    log_dir._write_topics()
 
 
 def _base64_uuid(value: uuid.UUID) -> str:

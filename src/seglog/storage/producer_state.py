@@ -58,7 +58,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from seglog.errors import InvalidProducerEpochError, OutOfOrderSequenceError, StorageError
+from seglog.errors import (
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    StorageError,
+    TransactionCoordinatorFencedError,
+)
 from seglog.records.batch import BatchHeader
 from seglog.records.crc32c import crc32c
 from seglog.storage import filenames, io
@@ -296,13 +301,22 @@ class ProducerStateManager:
 
     # ----------------------------------------------------- transactions
 
-    def check_marker(self, producer_id: int, epoch: int) -> None:
-        """Refuse a marker from an epoch older than the producer's (a fenced coordinator call)."""
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int = -1) -> None:
+        """Refuse a marker from an epoch older than the producer's (a fenced coordinator call),
+        or from a coordinator epoch older than the last marker's (a stale coordinator's).
+        """
         entry = self._producers.get(producer_id)
-        if entry is not None and epoch < entry.epoch:
+        if entry is None:
+            return
+        if epoch < entry.epoch:
             raise InvalidProducerEpochError(
                 f"a transaction marker of producer {producer_id} has epoch {epoch}, "
                 f"below the current epoch {entry.epoch}"
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"a transaction marker of producer {producer_id} has coordinator epoch "
+                f"{coordinator_epoch}, below the last one seen, {entry.coordinator_epoch}"
             )
 
     def complete_txn(

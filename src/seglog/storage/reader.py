@@ -66,12 +66,13 @@ from seglog.errors import CorruptRecordError, SeglogError, StorageError
 from seglog.records import batch, log_entries
 from seglog.records import record as record_codec
 from seglog.records.log_entries import EntryInfo, ScanResult
-from seglog.storage import checkpoints, filenames
+from seglog.storage import checkpoints, filenames, producer_state, txn_index
 from seglog.storage.offset_index import ENTRY_SIZE as _OFFSET_ENTRY_SIZE
 from seglog.storage.time_index import ENTRY as _TIME_ENTRY
 
 __all__ = [
     "SCAN_CHUNK",
+    "AbortedTransactions",
     "BatchWalk",
     "EntryBytes",
     "Located",
@@ -81,7 +82,9 @@ __all__ = [
     "Tail",
     "TimeIndexView",
     "TopicDefinition",
+    "last_stable_offset",
     "log_start_offsets",
+    "open_transactions",
     "partition_dirs",
     "read_entries",
     "scan_tail",
@@ -876,3 +879,89 @@ class PartitionReader:
                 if found is not None:
                     return found[0]
         return None
+
+
+# ---------------------------------------------------------------- transactions
+# What a read_committed reader of the files needs (Spark's files mode, the
+# mirror): where the undecided part of a partition begins, and which batches
+# belong to aborted transactions.
+
+
+class AbortedTransactions:
+    """The aborted transactions of a partition from ``start`` on (its ``.txnindex`` files)."""
+
+    def __init__(self, part: PartitionReader, start: int) -> None:
+        self._spans: dict[int, list[tuple[int, int]]] = {}
+        for base in part.segments_between(start, 2**63 - 1):
+            path = part.directory / f"{filenames.offset_name(base)}{filenames.TXN_INDEX_SUFFIX}"
+            try:
+                entries = txn_index.read(path)
+            except SeglogError:
+                continue
+            for entry in entries:
+                if entry.last_offset >= start:
+                    self._spans.setdefault(entry.producer_id, []).append(
+                        (entry.first_offset, entry.last_offset)
+                    )
+
+    def holds(self, header: batch.BatchHeader) -> bool:
+        """True for a data batch of an aborted transaction."""
+        if not header.is_transactional or header.is_control:
+            return False
+        spans = self._spans.get(header.producer_id)
+        return spans is not None and any(
+            first <= header.base_offset <= last for first, last in spans
+        )
+
+
+def open_transactions(part: PartitionReader, latest: int) -> dict[int, int]:
+    """The transactions with no marker below ``latest``: producer id → first offset.
+
+    Those of the newest producer snapshot at or below ``latest``, then updated
+    by the batch headers after it (a marker ends its producer's transaction, a
+    transactional batch opens one).
+    """
+    open_txns: dict[int, int] = {}
+    since = part.bases[0] if part.bases else 0
+    snapshots = sorted(
+        offset
+        for name in os.listdir(part.directory)
+        if name.endswith(filenames.SNAPSHOT_SUFFIX)
+        and (offset := filenames.parse_base_offset(name)) is not None
+        and offset <= latest
+    )
+    for offset in reversed(snapshots):
+        try:
+            entries = producer_state.read_snapshot(filenames.snapshot_path(part.directory, offset))
+        except (SeglogError, FileNotFoundError):
+            continue
+        open_txns = {
+            e.producer_id: e.current_txn_first_offset
+            for e in entries
+            if e.current_txn_first_offset >= 0
+        }
+        since = max(offset, since)
+        break
+    for base in part.segments_between(since, latest):
+        try:
+            segment = part.open_segment(base)
+        except FileNotFoundError:
+            continue
+        with segment:
+            position = segment.position_for(since) if base <= since else 0
+            for entry in segment.read_entries(position):
+                header = entry.header
+                if header is None or header.last_offset < since:
+                    continue
+                if header.base_offset >= latest:
+                    break
+                if header.is_control:
+                    open_txns.pop(header.producer_id, None)
+                elif header.is_transactional:
+                    open_txns.setdefault(header.producer_id, header.base_offset)
+    return open_txns
+
+
+def last_stable_offset(part: PartitionReader, latest: int) -> int:
+    """The first offset of the oldest transaction with no marker yet, else ``latest``."""
+    return min(open_transactions(part, latest).values(), default=latest)

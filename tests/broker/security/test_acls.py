@@ -355,3 +355,32 @@ def test_transactions_need_write_on_the_transactional_id(acl_broker: Secured, to
     allowed.begin_transaction()
     allowed.produce(topic, b"v")
     allowed.commit_transaction(10)
+
+
+def test_write_txn_markers_needs_cluster_action(acl_broker: Secured, topic: str) -> None:
+    marker = {
+        "producer_id": 1000,
+        "producer_epoch": 0,
+        "transaction_result": False,
+        "topics": [{"name": topic, "partition_indexes": [0]}],
+        "coordinator_epoch": 0,
+    }
+
+    def write(user: str, password: str) -> int:
+        client = RawClient(acl_broker.port)
+        client.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+        client.request(
+            ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": f"\0{user}\0{password}".encode()}
+        )
+        answer = client.request(ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [marker]})
+        client.close()
+        assert answer is not None
+        return int(answer["markers"][0]["topics"][0]["partitions"][0]["error_code"])
+
+    admin = _admin(acl_broker)
+    _create_topics(admin, topic)
+    _allow(admin, ResourceType.TOPIC, topic, AclOperation.ALL)
+    assert write("alice", "alice") == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    assert write("admin", "admin-secret") == 0
+    _allow(admin, ResourceType.BROKER, "kafka-cluster", AclOperation.CLUSTER_ACTION)
+    assert write("alice", "alice") == 0

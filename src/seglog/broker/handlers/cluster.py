@@ -199,8 +199,16 @@ async def describe_producers(
 def _partition_entry(state: BrokerState, topic: str, index: int) -> dict[str, Any]:
     node = state.settings.node_id
     offline = (topic, index) in state.log_dir.offline()
+    error = "KAFKA_STORAGE_ERROR"
+    cluster = state.cluster
+    info = state.log_dir.topic(topic) if cluster is not None else None
+    if cluster is not None and info is not None:
+        node = cluster.leader(info, index)
+        if node != cluster.node_id:
+            # Another node's partition: without a leader while that node is down.
+            offline, error = not cluster.alive(node), "LEADER_NOT_AVAILABLE"
     return {
-        "error_code": error_codes.code_for("KAFKA_STORAGE_ERROR") if offline else _NONE,
+        "error_code": error_codes.code_for(error) if offline else _NONE,
         "partition_index": index,
         "leader_id": -1 if offline else node,
         "leader_epoch": 0,

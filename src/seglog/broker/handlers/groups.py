@@ -9,8 +9,9 @@ a future that the coordinator resolves. An OffsetCommit is answered only after
 the ``__consumer_offsets`` partition it went to has been fsynced (in a worker
 thread), so an acknowledged commit survives a crash of the machine.
 
-This broker is the coordinator of every group; a client's host is not known
-to the handlers and is reported as ``unknown``.
+Alone, this broker is the coordinator of every group; one node of several
+coordinates the groups whose ``__consumer_offsets`` partition it leads, and
+FindCoordinator names the node for the others.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, TypeVar
 from seglog.broker.blocking import run_blocking
 from seglog.broker.handlers.transactions import load_transactions
 from seglog.broker.state import CLIENT_HOST, BrokerState
+from seglog.coordinator import txn_log
 from seglog.coordinator.group_coordinator import (
     GroupCoordinator,
     JoinRequest,
@@ -30,6 +32,7 @@ from seglog.coordinator.group_coordinator import (
     OffsetCommitEntry,
     SyncResult,
 )
+from seglog.coordinator.offset_store import TOPIC as OFFSETS_TOPIC
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 
@@ -79,7 +82,8 @@ async def load_groups(state: BrokerState) -> None:
 async def find_coordinator(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """FindCoordinator: this broker, for every group and every transactional id."""
+    """FindCoordinator: the node leading the key's ``__consumer_offsets`` or
+    ``__transaction_state`` partition (this broker, when alone)."""
     version = header.api_version
     key_type = body.get("key_type", GROUP_KEY)
     keys = body["coordinator_keys"] if version >= 4 else [body["key"]]
@@ -104,9 +108,16 @@ async def find_coordinator(
     port = listener.port if error == 0 else -1
 
     def answer(key: str) -> dict[str, Any]:
+        elsewhere = _other_coordinator(state, key_type, key) if error == 0 else None
+        if elsewhere is not None:
+            return {"key": key, **elsewhere, "error_message": None}
         # A group whose __consumer_offsets partition could not be loaded has no
         # coordinator, as in Kafka when that partition has no leader.
-        failed = state.coordinator.coordinator_error(key) if error == 0 else None
+        failed = (
+            state.coordinator.coordinator_error(key)
+            if error == 0 and key_type == GROUP_KEY
+            else None
+        )
         if failed is None:
             return {
                 "key": key,
@@ -130,6 +141,33 @@ async def find_coordinator(
     single = answer(keys[0])
     del single["key"]
     return {"throttle_time_ms": 0, **single}
+
+
+def _other_coordinator(state: BrokerState, key_type: int, key: str) -> dict[str, Any] | None:
+    """Where another node coordinates ``key``: that node's address, or no coordinator
+    while it is down; None when this node coordinates it (or is alone)."""
+    cluster = state.cluster
+    if cluster is None:
+        return None
+    if key_type == GROUP_KEY:
+        topic, partition = OFFSETS_TOPIC, state.coordinator.store.partition_for(key)
+    else:
+        topic, partition = txn_log.TOPIC, state.transactions.partition_for(key)
+    info = state.log_dir.topic(topic)
+    if info is None:
+        return None
+    leader = cluster.leader(info, partition)
+    if leader == cluster.node_id:
+        return None
+    if not cluster.alive(leader):
+        return {
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+            "error_code": _code("COORDINATOR_NOT_AVAILABLE"),
+        }
+    listener = cluster.advertised(state.settings.advertised, leader)
+    return {"node_id": leader, "host": listener.host, "port": listener.port, "error_code": 0}
 
 
 # ------------------------------------------------------- membership requests

@@ -37,14 +37,43 @@ async def api_versions(
     return api_versions_body()
 
 
-def _broker(state: BrokerState) -> dict[str, Any]:
+def _broker(state: BrokerState, node_id: int | None = None) -> dict[str, Any]:
     listener = state.settings.advertised
+    if node_id is not None and state.cluster is not None:
+        listener = state.cluster.advertised(listener, node_id)
     return {
-        "node_id": state.settings.node_id,
+        "node_id": state.settings.node_id if node_id is None else node_id,
         "host": listener.host,
         "port": listener.port,
         "rack": None,
     }
+
+
+def brokers(state: BrokerState) -> list[dict[str, Any]]:
+    """The live nodes, as Metadata lists them (this one alone without a cluster)."""
+    cluster = state.cluster
+    if cluster is None:
+        return [_broker(state)]
+    return [_broker(state, node) for node in cluster.node_ids() if cluster.alive(node)]
+
+
+def controller_id(state: BrokerState) -> int:
+    """The controller's id: the lowest node id, or this node while the controller is down.
+
+    Any node takes topic administration (it forwards it to the controller),
+    so naming a live node keeps admin clients working meanwhile.
+    """
+    cluster = state.cluster
+    if cluster is None:
+        return state.settings.node_id
+    return cluster.controller_id if cluster.alive(cluster.controller_id) else cluster.node_id
+
+
+def partition_leader(state: BrokerState, info: TopicInfo, partition: int) -> int:
+    """The node leading ``partition`` of ``info``."""
+    if state.cluster is None:
+        return state.settings.node_id
+    return state.cluster.leader(info, partition)
 
 
 def _partition_metadata(partition: int, node: int, *, offline: bool) -> dict[str, Any]:
@@ -76,14 +105,17 @@ def _topic_metadata(
 ) -> dict[str, Any]:
     if info is None:
         info = state.log_dir.topic(name)
-    node = state.settings.node_id
     partitions = []
     if info is not None:
         offline = state.log_dir.offline()
-        partitions = [
-            _partition_metadata(p, node, offline=(name, p) in offline)
-            for p in range(info.partitions)
-        ]
+        cluster = state.cluster
+        for p in range(info.partitions):
+            node = partition_leader(state, info, p)
+            if cluster is not None and node != cluster.node_id:
+                # Another node's partition: offline while that node is down.
+                partitions.append(_partition_metadata(p, node, offline=not cluster.alive(node)))
+            else:
+                partitions.append(_partition_metadata(p, node, offline=(name, p) in offline))
     return {
         "error_code": error,
         "name": name,
@@ -130,7 +162,7 @@ async def auto_create(state: BrokerState, *names: str) -> dict[str, int]:
 async def metadata(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """Metadata: this broker leads every partition."""
+    """Metadata: every live node, and each partition's leader."""
     requested = body.get("topics")
     version = header.api_version
     topics: list[dict[str, Any]] = []
@@ -175,9 +207,9 @@ async def metadata(
                 topics.append(_topic_metadata(state, name, unknown))
     return {
         "throttle_time_ms": 0,
-        "brokers": [_broker(state)],
+        "brokers": brokers(state),
         "cluster_id": state.cluster_id,
-        "controller_id": state.settings.node_id,
+        "controller_id": controller_id(state),
         "topics": topics,
         "cluster_authorized_operations": -2147483648,
     }
@@ -186,17 +218,17 @@ async def metadata(
 async def describe_cluster(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """DescribeCluster: one broker, which is also the controller."""
-    broker = _broker(state)
+    """DescribeCluster: the live nodes and the controller."""
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
         "error_message": None,
         "endpoint_type": 1,
         "cluster_id": state.cluster_id,
-        "controller_id": state.settings.node_id,
+        "controller_id": controller_id(state),
         "brokers": [
             {"broker_id": broker["node_id"], "host": broker["host"], "port": broker["port"]}
+            for broker in brokers(state)
         ],
         "cluster_authorized_operations": -2147483648,
     }

@@ -6,12 +6,14 @@ times in :mod:`seglog.broker.quotas`.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import math
 from typing import Any
 
 from seglog.broker import quotas
 from seglog.broker.blocking import run_blocking
+from seglog.broker.nodes.shared import change_shared
 from seglog.broker.state import BrokerState
 from seglog.errors import SeglogError
 from seglog.protocol import error_codes
@@ -104,7 +106,13 @@ async def alter_client_quotas(
         answers.append(answer)
     if changes and not body.get("validate_only"):
         try:
-            await run_blocking(state.log_dir.env, state.quotas.alter, changes)
+            await run_blocking(
+                state.log_dir.env,
+                change_shared,
+                state,
+                state.quotas.reload,
+                functools.partial(state.quotas.alter, changes),
+            )
         except SeglogError as exc:
             for answer in answers:
                 if answer["error_code"] == 0:

@@ -1,5 +1,6 @@
 """The transaction APIs: InitProducerId with a transactional id, AddPartitionsToTxn,
-AddOffsetsToTxn, TxnOffsetCommit and EndTxn.
+AddOffsetsToTxn, TxnOffsetCommit and EndTxn; and WriteTxnMarkers, a coordinator's
+request to the leader of a transaction's partitions.
 
 The coordinator's calls append to ``__transaction_state`` and data partitions
 and fsync before they return, so each runs in a worker thread, one at a time
@@ -69,6 +70,8 @@ async def _timers(state: BrokerState) -> None:
             except Exception:
                 logger.exception("cannot abort timed-out transactions")
                 continue
+        while coordinator.late_commits:
+            state.coordinator.apply_txn_offsets(coordinator.late_commits.pop(0))
         if aborted:
             await state.notify_data()
 
@@ -261,6 +264,67 @@ async def end_txn(
     if result.committed_offsets:
         state.coordinator.apply_txn_offsets(result.committed_offsets)
     return {"throttle_time_ms": 0, "error_code": _code(result.error)}
+
+
+#: How long WriteTxnMarkers waits for the coordinator's state to load before it
+#: answers NOT_LEADER_OR_FOLLOWER (retriable: the sender tries again).
+_LOAD_WAIT_SECONDS = 5.0
+
+
+async def write_txn_markers(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """WriteTxnMarkers: each marker appended to its partitions and fsynced, then the answer.
+
+    Partitions are written by the same function as the coordinator's own
+    markers, under the same lock, so that a marker and an EndTxn of the same
+    producer never interleave; a marker in ``__consumer_offsets`` settles the
+    producer's offsets held there, and a commit's are handed to the groups.
+    """
+    coordinator = state.transactions
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _LOAD_WAIT_SECONDS
+    while not coordinator.loaded and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+    results = []
+    for marker in body["markers"]:
+        wanted = [(t["name"], p) for t in marker["topics"] for p in t["partition_indexes"]]
+        outcome = await _call(
+            state,
+            functools.partial(
+                coordinator.write_markers,
+                marker["producer_id"],
+                marker["producer_epoch"],
+                list(dict.fromkeys(wanted)),
+                commit=marker["transaction_result"],
+                coordinator_epoch=marker["coordinator_epoch"],
+            ),
+        )
+        if outcome is None:
+            errors = dict.fromkeys(wanted, "NOT_LEADER_OR_FOLLOWER")
+        else:
+            errors, committed = outcome
+            if committed:
+                state.coordinator.apply_txn_offsets(committed)
+        results.append(
+            {
+                "producer_id": marker["producer_id"],
+                "topics": [
+                    {
+                        "name": topic["name"],
+                        "partitions": [
+                            {
+                                "partition_index": p,
+                                "error_code": _code(errors[(topic["name"], p)]),
+                            }
+                            for p in topic["partition_indexes"]
+                        ],
+                    }
+                    for topic in marker["topics"]
+                ],
+            }
+        )
+    return {"markers": results}
 
 
 async def describe_transactions(

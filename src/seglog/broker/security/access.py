@@ -538,6 +538,32 @@ def _end_txn(access: Access, version: int, body: dict[str, Any]) -> Decision:
     return Decision()
 
 
+def _write_txn_markers(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    # Broker to broker: CLUSTER_ACTION on the cluster, else every partition fails.
+    if access.cluster(Operation.CLUSTER_ACTION):
+        return Decision()
+    return Decision(
+        response={
+            "markers": [
+                {
+                    "producer_id": m["producer_id"],
+                    "topics": [
+                        {
+                            "name": t["name"],
+                            "partitions": [
+                                {"partition_index": p, "error_code": CLUSTER_FAILED}
+                                for p in t.get("partition_indexes") or []
+                            ],
+                        }
+                        for t in m.get("topics") or []
+                    ],
+                }
+                for m in body.get("markers") or []
+            ]
+        }
+    )
+
+
 def _txn_offset_commit(access: Access, version: int, body: dict[str, Any]) -> Decision:
     code = None
     if not access.allowed(Operation.WRITE, TXN, body["transactional_id"]):
@@ -690,6 +716,7 @@ PLANS: dict[int, Plan] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
     ApiKey.END_TXN: _end_txn,
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
     ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
     ApiKey.DESCRIBE_TRANSACTIONS: _named(
         "transactional_ids",

@@ -231,6 +231,12 @@ class Authorizer:
             return
         self._acls = [AclBinding(**item) for item in data.get("acls", [])]
 
+    def reload(self) -> None:
+        """Read the ACL file again (another process sharing the directory changed it)."""
+        with self._lock:
+            self._acls = []
+            self._load()
+
     def _save(self) -> None:
         text = json.dumps({"version": 1, "acls": [asdict(a) for a in self._acls]}, indent=1)
         write_private(self.path, text + "\n")

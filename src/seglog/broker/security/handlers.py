@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from pathlib import Path
 from typing import Any
 
+from seglog.broker.nodes.shared import change_shared
 from seglog.broker.security import sasl
 from seglog.broker.security.authorizer import (
     AclBinding,
@@ -269,7 +271,9 @@ async def create_acls(
                 {"error_code": error_codes.code_for("INVALID_REQUEST"), "error_message": problem}
             )
     if valid:
-        await asyncio.to_thread(authorizer.create, valid)
+        await asyncio.to_thread(
+            change_shared, state, authorizer.reload, functools.partial(authorizer.create, valid)
+        )
     return {"throttle_time_ms": 0, "results": results}
 
 
@@ -322,7 +326,12 @@ async def delete_acls(
                 for _ in filters
             ],
         }
-    removed = await asyncio.to_thread(authorizer.delete, [_filter(f) for f in filters])
+    removed = await asyncio.to_thread(
+        change_shared,
+        state,
+        authorizer.reload,
+        functools.partial(authorizer.delete, [_filter(f) for f in filters]),
+    )
     return {
         "throttle_time_ms": 0,
         "filter_results": [

@@ -52,6 +52,7 @@ ALL: tuple[Api, ...] = (
     producer.ADD_PARTITIONS_TO_TXN,
     producer.ADD_OFFSETS_TO_TXN,
     producer.END_TXN,
+    producer.WRITE_TXN_MARKERS,
     producer.TXN_OFFSET_COMMIT,
     acls.DESCRIBE_ACLS,
     acls.CREATE_ACLS,

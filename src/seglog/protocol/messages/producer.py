@@ -1,6 +1,6 @@
 """Producer ids and transactions: InitProducerId (22), AddPartitionsToTxn (24),
-AddOffsetsToTxn (25), EndTxn (26), TxnOffsetCommit (28), DescribeTransactions (65)
-and ListTransactions (66).
+AddOffsetsToTxn (25), EndTxn (26), WriteTxnMarkers (27), TxnOffsetCommit (28),
+DescribeTransactions (65) and ListTransactions (66).
 
 InitProducerId v2 is the first flexible version; v3 lets a producer bump its
 epoch by passing its current producer id and epoch. The transaction APIs are
@@ -146,6 +146,53 @@ END_TXN = Api(
     ),
 )
 """EndTxn (key 26): commit or abort (v5, transaction version 2, is not described)."""
+
+WRITE_TXN_MARKERS = Api(
+    27,
+    "WriteTxnMarkers",
+    "0-1",
+    flexible=1,
+    request=(
+        F(
+            "markers",
+            "[]struct",
+            fields=(
+                F("producer_id", "int64"),
+                F("producer_epoch", "int16"),
+                F("transaction_result", "bool"),
+                F(
+                    "topics",
+                    "[]struct",
+                    fields=(F("name", "string"), F("partition_indexes", "[]int32")),
+                ),
+                F("coordinator_epoch", "int32"),
+            ),
+        ),
+    ),
+    response=(
+        F(
+            "markers",
+            "[]struct",
+            fields=(
+                F("producer_id", "int64"),
+                F(
+                    "topics",
+                    "[]struct",
+                    fields=(
+                        F("name", "string"),
+                        F(
+                            "partitions",
+                            "[]struct",
+                            fields=(F("partition_index", "int32"), F("error_code", "int16")),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+"""WriteTxnMarkers (key 27): a coordinator asks a partition's leader to write markers
+(``transaction_result`` false is ABORT, true COMMIT)."""
 
 TXN_OFFSET_COMMIT = Api(
     28,

@@ -1,0 +1,180 @@
+"""Who the nodes of one ``seglog serve --nodes N`` are, and which of them are alive.
+
+Node ``i`` (0-based) has ``node.id = base + i`` and listens on every configured
+listener's port plus ``i``; the controller is node 0, the lowest id (Kafka's
+``controller_id``). Each node holds the lock file ``.lock-node-<id>`` in the
+log directory while it runs, so a node is alive exactly when that file is
+locked: a crashed process releases its lock at once, with nothing to clean up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seglog.broker.settings import MAX_NODES, BrokerSettings, Listener
+from seglog.errors import InvalidConfigError
+from seglog.storage import io
+from seglog.storage.log_dir import TopicInfo
+
+_ALIVE_CACHE_SECONDS = 0.5
+
+
+def _shifted(listener: Listener, offset: int) -> Listener:
+    return dataclasses.replace(listener, port=listener.port + offset)
+
+
+@dataclass
+class Cluster:
+    """The nodes sharing one log directory, seen from node ``index``."""
+
+    base_id: int
+    count: int
+    index: int
+    log_dir: Path
+    _alive: dict[int, tuple[float, bool]] = field(default_factory=dict, repr=False)
+    _alive_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def for_node(cls, settings: BrokerSettings, count: int, index: int) -> Cluster:
+        """Node ``index`` of the ``count`` nodes that ``settings`` configure."""
+        if not 0 <= index < count:
+            raise InvalidConfigError(f"node index {index} is not below the node count {count}")
+        return cls(settings.node_id, count, index, settings.log_dir)
+
+    @staticmethod
+    def check(settings: BrokerSettings, count: int) -> None:
+        """Refuse settings that cannot give ``count`` nodes their own ports."""
+        for listener in settings.listeners:
+            if listener.port == 0:
+                raise InvalidConfigError(
+                    f"listener {listener} has port 0: with {count} nodes each listener needs a "
+                    "fixed port (node i listens on that port + i)"
+                )
+            if listener.port + count - 1 > 65535:
+                raise InvalidConfigError(
+                    f"listener {listener}: ports {listener.port} to {listener.port + count - 1} "
+                    "do not all exist"
+                )
+
+    # ------------------------------------------------------------ identity
+
+    @property
+    def node_id(self) -> int:
+        """This node's id."""
+        return self.base_id + self.index
+
+    @property
+    def controller_id(self) -> int:
+        """The controller's id: the lowest."""
+        return self.base_id
+
+    @property
+    def is_controller(self) -> bool:
+        """Whether this node is the controller."""
+        return self.index == 0
+
+    def node_ids(self) -> list[int]:
+        """Every node's id, lowest first."""
+        return [self.base_id + i for i in range(self.count)]
+
+    def node_settings(self, settings: BrokerSettings) -> BrokerSettings:
+        """This node's settings: its id, and every port shifted by its index."""
+        offset = self.index
+        return dataclasses.replace(
+            settings,
+            node_id=self.node_id,
+            listeners=tuple(_shifted(x, offset) for x in settings.listeners),
+            advertised_listeners=None
+            if settings.advertised_listeners is None
+            else tuple(_shifted(x, offset) for x in settings.advertised_listeners),
+            metrics_port=None if settings.metrics_port is None else settings.metrics_port + offset,
+        )
+
+    def advertised(self, mine: Listener, node_id: int) -> Listener:
+        """Node ``node_id``'s address on the listener this node advertises as ``mine``."""
+        return _shifted(mine, node_id - self.node_id)
+
+    # ----------------------------------------------------------- placement
+
+    def leader(self, info: TopicInfo, partition: int) -> int:
+        """The node leading ``partition`` of ``info``: its recorded replica, else a default.
+
+        The default (used only until the assignment is recorded) spreads
+        partitions round-robin, so every node computes the same answer.
+        """
+        replicas = info.replicas_of(partition)
+        if replicas and self.base_id <= replicas[0] < self.base_id + self.count:
+            return replicas[0]
+        return self.base_id + partition % self.count
+
+    def serves(self, info: TopicInfo, partition: int) -> bool:
+        """Whether this node leads ``partition`` of ``info`` (the log directory's predicate)."""
+        return self.leader(info, partition) == self.node_id
+
+    def producer_id(self, sequence: int) -> int:
+        """A producer id no other node hands out: the node's index in the low bits."""
+        return sequence * MAX_NODES + self.index
+
+    # ------------------------------------------------------------- liveness
+
+    @staticmethod
+    def lock_file_of(node_id: int) -> str:
+        """The lock file node ``node_id`` holds while it runs."""
+        return f".lock-node-{node_id}"
+
+    @property
+    def lock_file(self) -> str:
+        """This node's lock file."""
+        return self.lock_file_of(self.node_id)
+
+    def alive(self, node_id: int) -> bool:
+        """Whether node ``node_id`` is running (its lock is held), cached for a moment."""
+        if node_id == self.node_id:
+            return True
+        now = time.monotonic()
+        with self._alive_lock:
+            cached = self._alive.get(node_id)
+            if cached is not None and now - cached[0] < _ALIVE_CACHE_SECONDS:
+                return cached[1]
+        alive = lock_held(self.log_dir / self.lock_file_of(node_id))
+        with self._alive_lock:
+            self._alive[node_id] = (now, alive)
+        return alive
+
+    def forget_liveness(self) -> None:
+        """Drop the cached liveness (after a call to a node failed, say)."""
+        with self._alive_lock:
+            self._alive.clear()
+
+    # -------------------------------------------------------------- channel
+
+    def channel_address(self, node_id: int) -> str:
+        """The control channel's address of node ``node_id``: an abstract Unix socket.
+
+        Named after the log directory, so two clusters on one machine never meet;
+        abstract, so that no file is left behind and no path length limit applies.
+        """
+        digest = hashlib.sha256(str(self.log_dir.resolve()).encode()).hexdigest()[:24]
+        return f"\0seglog-{digest}-node-{node_id}"
+
+
+def lock_held(path: Path) -> bool:
+    """Whether some process holds the ``flock`` of ``path`` (False if it does not exist)."""
+    env = io.env_or_default(None)
+    try:
+        fd = env.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        if env.lock(fd):
+            env.unlock(fd)
+            return False
+        return True
+    finally:
+        env.close(fd)

@@ -1,0 +1,384 @@
+"""``seglog serve --nodes N`` against confluent-kafka: one cluster of real processes."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
+
+from seglog.protocol import ApiKey, error_codes
+from seglog.records.builder import SimpleRecord, build_batch
+from seglog.storage import checkpoints
+from tests.broker.nodes.conftest import Cluster, Raw, listening, node_pids
+
+
+def code(name: str) -> int:
+    return error_codes.code_for(name)
+
+
+def create(cluster: Cluster, via: int, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(via)})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+
+
+def produce(cluster: Cluster, via: int, topic: str, values: dict[int, list[bytes]]) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(via), "acks": "all"})
+    failures: list[Any] = []
+    for partition, items in values.items():
+        for value in items:
+            producer.produce(
+                topic,
+                value=value,
+                partition=partition,
+                on_delivery=lambda err, _msg: failures.append(err) if err else None,
+            )
+    assert producer.flush(30) == 0
+    assert failures == []
+
+
+def consume(cluster: Cluster, via: int, topic: str, partition: int, count: int) -> list[bytes]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap(via),
+            "group.id": f"reader-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(values) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            values.append(message.value())
+    consumer.close()
+    return values
+
+
+def leaders(cluster: Cluster, via: int, topic: str) -> dict[int, int]:
+    metadata = AdminClient({"bootstrap.servers": cluster.bootstrap(via)}).list_topics(timeout=10)
+    return {p.id: p.leader for p in metadata.topics[topic].partitions.values()}
+
+
+def raw_produce(port: int, topic: str, partition: int) -> dict[str, Any]:
+    raw = Raw(port)
+    try:
+        body = raw.call(
+            ApiKey.PRODUCE,
+            9,
+            {
+                "transactional_id": None,
+                "acks": -1,
+                "timeout_ms": 10_000,
+                "topic_data": [
+                    {
+                        "name": topic,
+                        "partition_data": [
+                            {"index": partition, "records": build_batch([SimpleRecord(b"x")])}
+                        ],
+                    }
+                ],
+            },
+        )
+    finally:
+        raw.close()
+    return body["responses"][0]["partition_responses"][0]  # type: ignore[no-any-return]
+
+
+def test_three_nodes_serve_one_cluster(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(3)
+    # Created through a node that is not the controller: it forwards to node 1.
+    create(cluster, 2, "spread", 6)
+    metadata = AdminClient({"bootstrap.servers": cluster.bootstrap(3)}).list_topics(timeout=10)
+    assert {b.id: b.port for b in metadata.brokers.values()} == {
+        n: cluster.port(n) for n in (1, 2, 3)
+    }
+    assert metadata.controller_id == 1
+    led = leaders(cluster, 3, "spread")
+    assert sorted(led.values()) == [1, 1, 2, 2, 3, 3]
+
+    # A partition another node leads: NOT_LEADER_OR_FOLLOWER, as Kafka answers.
+    partition = next(p for p, node in led.items() if node == 2)
+    assert raw_produce(cluster.port(1), "spread", partition)["error_code"] == code(
+        "NOT_LEADER_OR_FOLLOWER"
+    )
+    assert raw_produce(cluster.port(2), "spread", partition)["error_code"] == 0
+    raw = Raw(cluster.port(3))
+    listed = raw.call(
+        ApiKey.LIST_OFFSETS,
+        5,
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": "spread",
+                    "partitions": [
+                        {"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
+                        for p in range(6)
+                    ],
+                }
+            ],
+        },
+    )
+    raw.close()
+    answers = {a["partition_index"]: a for a in listed["topics"][0]["partitions"]}
+    for p, node in led.items():
+        expected_code = 0 if node == 3 else code("NOT_LEADER_OR_FOLLOWER")
+        assert answers[p]["error_code"] == expected_code
+
+    # A group whose members talk to different nodes; both have partitions
+    # before anything is produced, so that both consume.
+    members = [
+        Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap(via),
+                "group.id": "spread-group",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": 6000,
+            }
+        )
+        for via in (1, 3)
+    ]
+    for member in members:
+        member.subscribe(["spread"])
+    seen: dict[int, int] = {}
+
+    def take(member: Consumer) -> None:
+        message = member.poll(0.1)
+        if message is not None and message.error() is None:
+            seen[message.partition()] = seen.get(message.partition(), 0) + 1
+            member.commit(message=message, asynchronous=False)
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for member in members:
+            take(member)
+        if sum(len(m.assignment()) for m in members) == 6 and all(m.assignment() for m in members):
+            break
+    owned = [{tp.partition for tp in m.assignment()} for m in members]
+    assert all(owned) and owned[0] | owned[1] == set(range(6)), owned
+
+    values = {p: [f"{p}-{i}".encode() for i in range(40)] for p in range(6)}
+    produce(cluster, 3, "spread", values)
+    expected = {p: 40 + (p == partition) for p in range(6)}
+    deadline = time.monotonic() + 30
+    while seen != expected and time.monotonic() < deadline:
+        for member in members:
+            take(member)
+    assert seen == expected
+    for member in members:
+        member.close()
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap(2), "group.id": "spread-group"})
+    committed = reader.committed([TopicPartition("spread", p) for p in range(6)], timeout=10)
+    reader.close()
+    assert sum(tp.offset for tp in committed) == sum(seen.values())
+
+    # Group requests to a node that does not coordinate the group: NOT_COORDINATOR.
+    raw = Raw(cluster.port(1))
+    found = raw.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+    coordinator = found["coordinators"][0]["node_id"]
+    raw.close()
+    other = next(n for n in (1, 2, 3) if n != coordinator)
+    raw = Raw(cluster.port(other))
+    again = raw.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+    assert again["coordinators"][0]["node_id"] == coordinator
+    beat = raw.call(
+        ApiKey.HEARTBEAT,
+        4,
+        {"group_id": "g", "generation_id": 1, "member_id": "m", "group_instance_id": None},
+    )
+    raw.close()
+    assert beat["error_code"] == code("NOT_COORDINATOR")
+
+    # Producer ids are unique across the nodes: each carries its node's index.
+    ids = []
+    for node in (1, 2, 3):
+        raw = Raw(cluster.port(node))
+        answer = raw.call(
+            ApiKey.INIT_PRODUCER_ID,
+            4,
+            {
+                "transactional_id": None,
+                "transaction_timeout_ms": 60000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+        )
+        raw.close()
+        assert answer["error_code"] == 0
+        ids.append(answer["producer_id"])
+    assert [i % 1024 for i in ids] == [0, 1, 2]
+
+    # Auto-creation, config changes and deletion through nodes that are not the controller.
+    auto = Producer({"bootstrap.servers": cluster.bootstrap(3)})
+    auto.produce("auto-created", value=b"v")
+    assert auto.flush(30) == 0
+    assert list(leaders(cluster, 1, "auto-created")) == [0]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(2)})
+    resource = ConfigResource("topic", "spread")
+    admin.incremental_alter_configs(
+        [
+            ConfigResource(
+                "topic",
+                "spread",
+                incremental_configs=[
+                    ConfigEntry(
+                        "retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET
+                    )
+                ],
+            )
+        ]
+    )[resource].result(30)
+    for node in (1, 3):
+        other_admin = AdminClient({"bootstrap.servers": cluster.bootstrap(node)})
+        described = other_admin.describe_configs([ConfigResource("topic", "spread")])
+        configs = next(iter(described.values())).result(30)
+        assert configs["retention.ms"].value == "3600000"
+    admin.delete_topics(["spread"])["spread"].result(30)
+    assert not list(cluster.data.glob("spread-*"))
+    for node in (1, 2, 3):
+        metadata = AdminClient({"bootstrap.servers": cluster.bootstrap(node)}).list_topics(
+            timeout=10
+        )
+        assert "spread" not in metadata.topics
+    create(cluster, 3, "spread", 2)  # the name is free again
+    assert sorted(leaders(cluster, 1, "spread")) == [0, 1]
+    grower = AdminClient({"bootstrap.servers": cluster.bootstrap(3)})
+    grower.create_partitions([NewPartitions("spread", 5)])["spread"].result(30)
+    grown = leaders(cluster, 2, "spread")
+    assert sorted(grown) == [0, 1, 2, 3, 4] and set(grown.values()) == {1, 2, 3}
+    produce(cluster, 1, "spread", {p: [b"grown"] for p in range(5)})
+
+    assert cluster.stop() == 0
+    assert (cluster.data / checkpoints.CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_a_killed_node_is_restarted_and_the_others_serve_meanwhile(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(3)
+    create(cluster, 1, "crash", 3)
+    led = {node: p for p, node in leaders(cluster, 1, "crash").items()}
+    before = {led[n]: [f"{n}-{i}".encode() for i in range(50)] for n in (1, 2, 3)}
+    produce(cluster, 1, "crash", before)
+    supervisor = cluster.process
+    assert supervisor is not None
+
+    for victim in (2, 1):  # a node, then the controller
+        old = cluster.kill_node(victim)
+        survivors = [n for n in (1, 2, 3) if n != victim]
+        for node in survivors:
+            assert raw_produce(cluster.port(node), "crash", led[node])["error_code"] == 0
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if cluster.node_pid(victim) != old and listening(cluster.port(victim)):
+                    break
+            except LookupError:
+                pass
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"node {victim} was not restarted")
+        # Every acknowledged record is still there after its recovery.
+        got = consume(cluster, victim, "crash", led[victim], 50)
+        assert got[:50] == before[led[victim]]
+
+    # Topic administration works again through any node once the controller is back.
+    create(cluster, 3, "after-crash", 2)
+    assert sorted(leaders(cluster, 2, "after-crash").values()) in ([1, 2], [1, 3], [2, 3])
+    pids = node_pids(supervisor.pid)
+    assert cluster.stop() == 0
+    time.sleep(0.2)
+    assert all(not listening(cluster.port(n)) for n in (1, 2, 3))
+    assert all(subprocess.run(["kill", "-0", str(p)], capture_output=True).returncode for p in pids)
+
+
+def test_three_nodes_restarted_as_two_reassign_leadership(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(3)
+    create(cluster, 1, "shrink", 6)
+    values = {p: [f"{p}-{i}".encode() for i in range(20)] for p in range(6)}
+    produce(cluster, 2, "shrink", values)
+    assert cluster.stop() == 0
+
+    cluster.start(nodes=2)
+    led = leaders(cluster, 1, "shrink")
+    assert set(led.values()) == {1, 2}
+    for partition in range(6):
+        assert consume(cluster, led[partition], "shrink", partition, 20) == values[partition]
+    topics = json.loads((cluster.data / "seglog-topics.json").read_text())
+    assert all(r[0] in (1, 2) for r in topics["topics"]["shrink"]["replicas"])
+    # The files never moved: one directory per partition, as before.
+    assert sorted(p.name for p in cluster.data.glob("shrink-*")) == [
+        f"shrink-{p}" for p in range(6)
+    ]
+
+    # A second, unrelated serve of the same directory is refused.
+    other = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "seglog",
+            "serve",
+            "--override",
+            f"log.dirs={cluster.data}",
+            "--override",
+            f"listeners=PLAINTEXT://127.0.0.1:{cluster.base + 5}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert other.returncode != 0 and "in use" in other.stderr
+    assert cluster.stop() == 0
+
+
+def test_a_node_that_cannot_start_stops_the_supervisor(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cluster = Cluster(tmp_path / "busy", 2)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", cluster.port(2)))  # node 2's port, bound (not listening)
+        started = time.monotonic()
+        try:
+            with pytest.raises(RuntimeError, match="exited"):
+                cluster.start()
+        finally:
+            cluster.kill()
+        assert time.monotonic() - started < 20
+        assert not listening(cluster.port(1))
+
+
+def test_nodes_stop_when_the_supervisor_is_killed(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(2)
+    create(cluster, 1, "orphans", 2)
+    values = {p: [f"{p}-{i}".encode() for i in range(10)] for p in range(2)}
+    produce(cluster, 2, "orphans", values)
+    assert cluster.process is not None
+    pids = node_pids(cluster.process.pid)
+    cluster.process.kill()
+    cluster.process.wait(10)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(
+        subprocess.run(["kill", "-0", str(p)], capture_output=True).returncode == 0 for p in pids
+    ):
+        time.sleep(0.1)
+    assert not any(listening(cluster.port(n)) for n in (1, 2))
+    # No clean-shutdown marker: the next start recovers, and nothing acknowledged is lost.
+    assert not (cluster.data / checkpoints.CLEAN_SHUTDOWN_FILE).exists()
+    cluster.start()
+    for partition in range(2):
+        leader = leaders(cluster, 1, "orphans")[partition]
+        assert consume(cluster, leader, "orphans", partition, 10) == values[partition]
