@@ -325,12 +325,14 @@ class BatchWalk:
     fetch and ListOffsets: their v2 loop is written out for speed.
     """
 
-    __slots__ = ("_read", "_read_into", "_read_size")
+    __slots__ = ("_batch_size", "_read", "_read_into", "_read_size")
 
     def __init__(self, read: Read, read_into: ReadInto | None = None) -> None:
         self._read = read
         self._read_into = self._copy_into if read_into is None else read_into
         self._read_size = SCAN_CHUNK
+        # The size of the last batch a lookup by time walked.
+        self._batch_size = 0
 
     def entries(self, start: int, stop: int) -> Iterator[EntryInfo]:
         """Every whole entry from ``start`` to ``stop``, described from its header.
@@ -370,23 +372,34 @@ class BatchWalk:
         return None
 
     def first_at_or_after(
-        self, position: int, stop: int, timestamp: int, starting_offset: int
+        self,
+        position: int,
+        stop: int,
+        timestamp: int,
+        starting_offset: int,
+        *,
+        holds_answer: bool = False,
     ) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record from ``position`` whose timestamp is at
         least ``timestamp`` and offset at least ``starting_offset``, or None.
 
         Only the records of a batch whose max timestamp reaches the target are read.
+        ``holds_answer`` says the batch at ``position`` likely reaches it (the time
+        index has an entry at the target itself): its first read then takes as
+        many bytes as the last batch walked had, header and records at once.
         """
         read = self._read
         chunk = b""
         chunk_start = position
         read_size = self._read_size
+        first_read = max(self._batch_size, read_size) if holds_answer else read_size
         unpack = record_codec.TIME_FIELDS.unpack_from
         while position + _LOG_OVERHEAD <= stop:
             rel = position - chunk_start
             if rel + _HEADER_SIZE > len(chunk):
-                chunk = read(position, min(read_size, stop - position))
+                chunk = read(position, min(first_read, stop - position))
                 chunk_start, rel = position, 0
+                first_read = read_size
             if rel + _HEADER_SIZE > len(chunk) or chunk[rel + _MAGIC_OFFSET] != 2:
                 break
             base, length, _, attributes, last_delta, base_ts, max_timestamp, count = unpack(
@@ -396,11 +409,28 @@ class BatchWalk:
             if size < _HEADER_SIZE or position + size > stop:
                 return None
             if max_timestamp >= timestamp and base + last_delta >= starting_offset:
-                if rel + size <= len(chunk):
-                    found = record_codec.first_at_or_after(chunk, timestamp, starting_offset, rel)
-                elif attributes & batch.COMPRESSION_MASK or last_delta < 0 or count < 0:
+                self._batch_size = size
+                if attributes & batch.COMPRESSION_MASK or last_delta < 0 or count < 0:
                     found = record_codec.first_at_or_after(
-                        read(position, size), timestamp, starting_offset
+                        chunk if rel + size <= len(chunk) else read(position, size),
+                        timestamp,
+                        starting_offset,
+                        rel if rel + size <= len(chunk) else 0,
+                    )
+                elif rel + size <= len(chunk):
+                    # The whole batch is in the chunk: its records are walked there.
+                    found = record_codec.first_in_records(
+                        chunk,
+                        rel + _HEADER_SIZE,
+                        rel + size,
+                        count,
+                        base,
+                        attributes,
+                        base_ts,
+                        max_timestamp,
+                        last_delta,
+                        timestamp,
+                        starting_offset,
                     )
                 else:
                     # The header is read already: only the records, walked as they are.

@@ -567,9 +567,16 @@ class LogSegment:
         self, timestamp: int, starting_offset: int
     ) -> TimestampAndOffset | None:
         """The first record with timestamp ≥ ``timestamp`` and offset ≥ ``starting_offset``."""
-        _, indexed_offset = self.time_index.lookup(timestamp)
+        indexed_timestamp, indexed_offset = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(indexed_offset, starting_offset))
-        found = self._walk.first_at_or_after(position, self._size, timestamp, starting_offset)
+        found = self._walk.first_at_or_after(
+            position,
+            self._size,
+            timestamp,
+            starting_offset,
+            # The indexed batch carries the target time itself: it holds the answer.
+            holds_answer=indexed_timestamp == timestamp and indexed_offset >= starting_offset,
+        )
         return None if found is None else TimestampAndOffset(found[1], found[0])
 
     # --------------------------------------------------------------- recovery
