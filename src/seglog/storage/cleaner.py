@@ -81,7 +81,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -189,29 +189,30 @@ class OffsetMap:
         self.latest_offset = -1
         #: The keys of mapped batches that may stay whole, by base offset, with
         #: their CRC: see :meth:`remember`.
-        self.batch_keys: dict[int, tuple[int, list[bytes]]] = {}
+        self.batch_keys: dict[int, tuple[int, Sequence[bytes]]] = {}
         self._remembered = 0
 
     def remember(
-        self, header: batch.BatchHeader, keys: list[bytes | None], tombstones: bool
+        self, header: batch.BatchHeader, offsets: Sequence[int], keys: Sequence[bytes | None]
     ) -> None:
         """Keep the keys of a mapped batch, so that the copy need not walk it again.
 
-        Only for a batch whose records are keyed, none a tombstone, at offsets
-        ``base_offset, base_offset + 1, ...`` as a producer writes them: such a
-        batch stays whole exactly when every key maps to its own record, which
-        the copy checks with one lookup per key. The keys kept are at most
-        ``capacity``, so this costs the map's order of memory at most.
+        Only for a batch with no tombstone (the caller's test) whose records are
+        keyed, at offsets ``base_offset, base_offset + 1, ...`` as a producer
+        writes them: such a batch stays whole exactly when every key maps to its
+        own record, which the copy checks with one lookup per key. The keys kept
+        are at most ``capacity``, so this costs the map's order of memory at most.
         """
         count = len(keys)
+        base = header.base_offset
         if (
-            tombstones
-            or count != header.last_offset_delta + 1
+            count != header.last_offset_delta + 1
             or self._remembered + count > self.capacity
             or None in keys
+            or tuple(offsets) != tuple(range(base, base + count))
         ):
             return
-        self.batch_keys[header.base_offset] = (header.crc, keys)  # type: ignore[assignment]
+        self.batch_keys[base] = (header.crc, keys)  # type: ignore[assignment]
         self._remembered += count
 
     def __len__(self) -> int:
@@ -352,21 +353,25 @@ def build_offset_map(
             ):
                 offset_map.latest_offset = max(offset_map.latest_offset, last_offset)
                 continue
+            tombstones: Sequence[bool] = ()
             if header is None:
                 records = record_codec.decode_entry(entry_bytes.data)
-                offsets = [r.offset for r in records]
-                batch_keys = [r.key for r in records]
+                offsets: Sequence[int] = [r.offset for r in records]
+                batch_keys: Sequence[bytes | None] = [r.key for r in records]
             else:
                 slots = _slots(entry_bytes)
-                offsets = [slot[0] for slot in slots]
-                batch_keys = [slot[1] for slot in slots]
+                offsets = batch_keys = ()
+                if slots:
+                    # The slots' first three columns, each transposed in C.
+                    columns = zip(*slots, strict=True)
+                    offsets, batch_keys, tombstones = next(columns), next(columns), next(columns)
             if offset_map.full and any(key is not None and key not in keys for key in batch_keys):
                 # Stop before a batch that would not fit: clean up to here.
                 return base_offset, records_read
             records_read += len(offsets)
             if base_offset >= start:
-                if header is not None:
-                    offset_map.remember(header, batch_keys, any(slot[2] for slot in slots))
+                if header is not None and True not in tombstones:
+                    offset_map.remember(header, offsets, batch_keys)
                 if None in batch_keys:
                     keys.update(
                         (key, offset)
