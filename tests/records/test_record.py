@@ -428,3 +428,27 @@ def test_first_at_or_after_matches_a_full_decode(
         None,
     )
     assert first_at_or_after(compacted, timestamp, min_offset) == expected
+    # Where a walk finds it: inside a chunk, between other bytes.
+    prefix = data.draw(st.binary(max_size=70))
+    chunk = prefix + compacted + data.draw(st.binary(max_size=70))
+    assert first_at_or_after(chunk, timestamp, min_offset, len(prefix)) == expected
+
+
+@settings(max_examples=100)
+@given(
+    recs=records, where=st.integers(0, 10**6), xor=st.integers(1, 255), tail=st.binary(max_size=40)
+)
+def test_a_damaged_batch_inside_a_chunk_is_corrupt_or_answers_from_its_own_bytes(
+    recs: list[SimpleRecord], where: int, xor: int, tail: bytes
+) -> None:
+    """A walk over a batch inside a larger chunk never reads an answer from the bytes after it."""
+    data = build_batch(recs)
+    block = bytearray(data[batch.HEADER_SIZE :])
+    block[where % len(block)] ^= xor
+    framed = reframe(data, bytes(block))
+    try:
+        alone = first_at_or_after(framed, 0, 0)
+    except CorruptRecordError:
+        alone = None
+    with contextlib.suppress(CorruptRecordError):
+        assert first_at_or_after(framed + tail, 0, 0) in (alone, None)

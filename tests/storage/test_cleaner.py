@@ -13,8 +13,11 @@ from hypothesis import strategies as st
 from seglog.config import LogConfig
 from seglog.records import batch, control, log_entries
 from seglog.records.builder import SimpleRecord, build_batch
+from seglog.records.compression import Codec
 from seglog.records.record import decode_records
 from seglog.storage.cleaner import Cleaner, cleanable_range
+from seglog.storage.log import Log
+from seglog.storage.verify import verify_log
 from tests.storage.conftest import BASE_TS, LogFactory, make_batch
 from tests.storage.test_log import read_all
 
@@ -305,6 +308,99 @@ def test_a_damaged_batch_stops_the_cleaning_instead_of_dropping_what_follows(
         _clean(log)
     assert log.segments[0] is segment and segment.size == size
     log.close()
+
+
+_DAY_MS = 86_400_000
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    batches=st.lists(
+        st.tuples(
+            st.lists(
+                st.tuples(
+                    st.sampled_from([b"a", b"b", b"c", b"d"]), st.none() | st.binary(max_size=30)
+                ),
+                min_size=1,
+                max_size=6,
+            ),
+            st.sampled_from(list(Codec)),
+            st.sampled_from([batch.CREATE_TIME, batch.LOG_APPEND_TIME]),
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_cleaning_any_batches_keeps_the_newest_record_of_each_key(
+    batches: list[tuple[list[tuple[bytes | None, bytes | None]], Codec, int]],
+) -> None:
+    """Whatever the codec and timestamp type, what stays is each key's newest record, with
+    its offset, timestamp and value; its tombstones go after delete.retention.ms."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Log.open(Path(tmp) / "t-0", COMPACT)
+        try:
+            for i, (pairs, codec, timestamp_type) in enumerate(batches):
+                log.append(
+                    build_batch(
+                        [
+                            SimpleRecord(value, key, BASE_TS + 10 * i + j)
+                            for j, (key, value) in enumerate(pairs)
+                        ],
+                        codec=codec,
+                        timestamp_type=timestamp_type,
+                    )
+                )
+            log.roll()
+            before = read_all(log)
+            newest = {r.key: r.offset for r in before if r.key is not None}
+            expected = [r for r in before if r.key is not None and newest[r.key] == r.offset]
+            _clean(log, BASE_TS)
+            assert read_all(log) == expected
+            _clean(log, BASE_TS + _DAY_MS + 1)
+            assert read_all(log) == [r for r in expected if r.value is not None]
+            report = verify_log(log)
+            assert report.ok, report.problems
+        finally:
+            log.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    keys=st.lists(st.sampled_from([b"a", b"b", b"c", b"d", b"e", b"f"]), min_size=2, max_size=6),
+    batches=st.integers(2, 30),
+    slots=st.integers(1, 8),
+)
+def test_a_small_dedupe_buffer_cleans_a_prefix_and_keeps_every_newest_record(
+    keys: list[bytes], batches: int, slots: int
+) -> None:
+    """With room for a few keys only, the cleaning stops early: what it keeps is a
+    subsequence of the log holding every key's newest record."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Log.open(Path(tmp) / "t-0", COMPACT)
+        try:
+            for i in range(batches):
+                log.append(
+                    build_batch(
+                        [
+                            SimpleRecord(b"v%d" % i, key, BASE_TS + i)
+                            for key in keys[i % len(keys) :] + keys[: i % len(keys)]
+                        ]
+                    )
+                )
+            log.roll()
+            before = read_all(log)
+            newest = {r.key: r for r in before}
+            target = cleanable_range(log, 0, BASE_TS)
+            stats = Cleaner(slots * 27, clock=lambda: BASE_TS / 1000).clean(target)
+            after = read_all(log)
+            assert stats.records_kept <= stats.records_read
+            assert set(after) <= set(before)
+            assert [r.offset for r in after] == sorted(r.offset for r in after)
+            assert set(newest.values()) <= set(after)
+            report = verify_log(log)
+            assert report.ok, report.problems
+        finally:
+            log.close()
 
 
 # ------------------------------------------------------------ transaction markers

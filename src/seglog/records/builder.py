@@ -26,7 +26,7 @@ from seglog.errors import InvalidRecordError
 from seglog.records import batch
 from seglog.records.compression import Codec, compress
 from seglog.records.crc32c import crc32c
-from seglog.records.record import Header, Record
+from seglog.records.record import Header, Record, RecordSlot
 from seglog.records.varint import encode_varint, size_of_varint
 
 INT32_MAX = 2**31 - 1
@@ -292,6 +292,95 @@ def rebuild_batch(
     )
 
 
+def rebuild_from_slots(
+    header: batch.BatchHeader,
+    data: bytes,
+    kept: Sequence[RecordSlot],
+    *,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """The batch :func:`rebuild_batch` makes of the ``kept`` records, from their bytes.
+
+    ``kept`` are slots of :func:`~seglog.records.record.scan_slots` over
+    ``data``, the (decompressed) records block of a CreateTime v2 batch with
+    ``header``. A kept record is copied as it is, runs of adjacent ones in one
+    slice, when the batch's base timestamp stays; otherwise only its length and
+    timestamp delta are written anew. The batch keeps its base offset, offset
+    span, producer fields and codec, as :func:`rebuild_batch` keeps them.
+
+    Raises InvalidRecordError where :func:`rebuild_batch` would.
+    """
+    old_base = header.base_timestamp
+    if kept:
+        timestamps = [old_base + slot[3] for slot in kept]
+        max_timestamp = max(timestamps)
+        _check_int64("record timestamp", min(timestamps))
+        _check_int64("record timestamp", max_timestamp)
+        base_ts = timestamps[0] if delete_horizon_ms is None else delete_horizon_ms
+    else:
+        max_timestamp = header.max_timestamp
+        base_ts = max_timestamp if delete_horizon_ms is None else delete_horizon_ms
+    _check_int64("base timestamp", base_ts)
+    shift = old_base - base_ts
+    out = bytearray(batch.HEADER_SIZE)
+    if shift == 0:
+        # Adjacent kept records leave the block as one slice.
+        run_start = run_end = -1
+        for slot in kept:
+            if slot[4] != run_end:
+                if run_end > 0:
+                    out += data[run_start:run_end]
+                run_start = slot[4]
+            run_end = slot[7]
+        if run_end > 0:
+            out += data[run_start:run_end]
+    else:
+        scratch = bytearray()
+        for slot in kept:
+            delta = slot[3] + shift
+            if not INT64_MIN <= delta <= INT64_MAX:
+                raise InvalidRecordError(
+                    f"timestamp {old_base + slot[3]} is too far from the base timestamp {base_ts}"
+                )
+            scratch.clear()
+            scratch.append(data[slot[5]])  # attributes
+            encode_varint(delta, scratch)
+            scratch += data[slot[6] : slot[7]]
+            encode_varint(len(scratch), out)
+            out += scratch
+    codec = header.compression if kept else Codec.NONE
+    if codec != Codec.NONE:
+        payload = compress(codec, memoryview(out)[batch.HEADER_SIZE :])
+        del out[batch.HEADER_SIZE :]
+        out += payload
+    attributes = header.attributes & (
+        batch.TIMESTAMP_TYPE_MASK | batch.TRANSACTIONAL_MASK | batch.CONTROL_MASK
+    )
+    attributes |= codec
+    if delete_horizon_ms is not None:
+        attributes |= batch.DELETE_HORIZON_MASK
+    batch.HEADER.pack_into(
+        out,
+        0,
+        header.base_offset,
+        len(out) - batch.LOG_OVERHEAD,
+        header.partition_leader_epoch,
+        batch.CURRENT_MAGIC,
+        0,
+        attributes,
+        header.last_offset_delta,
+        base_ts,
+        max_timestamp,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        len(kept),
+    )
+    crc = crc32c(memoryview(out)[batch.ATTRIBUTES_OFFSET :])
+    out[batch.CRC_OFFSET : batch.CRC_OFFSET + 4] = crc.to_bytes(4, "big")
+    return bytes(out)
+
+
 __all__ = [
     "HeaderInput",
     "RecordInput",
@@ -299,5 +388,6 @@ __all__ = [
     "as_simple_record",
     "build_batch",
     "rebuild_batch",
+    "rebuild_from_slots",
     "size_of_varint",
 ]

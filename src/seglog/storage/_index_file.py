@@ -381,10 +381,22 @@ class IndexFile:
             guess = lo + (target - low) * (hi + 1 - lo) // (above - low)
             guess = lo + 1 if guess <= lo else (hi if guess > hi else guess)
             key_at = unpack(buf, guess * size + field)[0]
+            # Evenly spread keys put the guess on the answer or next to it: the
+            # slot beside it, on the answer's side, often settles the search.
             if key_at <= target:
                 lo, low = guess, key_at
+                if guess < hi:
+                    key_at = unpack(buf, (guess + 1) * size + field)[0]
+                    if key_at > target:
+                        return guess
+                    lo, low = guess + 1, key_at
             else:
                 hi, above = guess - 1, key_at
+                if hi > lo:
+                    key_at = unpack(buf, hi * size + field)[0]
+                    if key_at <= target:
+                        return hi
+                    hi, above = hi - 1, key_at
         while lo < hi:
             mid = (lo + hi + 1) >> 1
             if unpack(buf, mid * size + field)[0] <= target:

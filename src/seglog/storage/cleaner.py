@@ -29,6 +29,15 @@ Cleaning one log, in two passes:
    byte for byte; otherwise it is rebuilt with the survivors, keeping its base
    offset, last offset, producer fields and codec.
 
+Both passes walk each batch's records once with
+:func:`~seglog.records.record.scan_slots`, which reads a record's length,
+deltas and key and skips its value and headers; no record object is built. A
+rebuilt batch is made of its survivors' bytes as they are
+(:func:`~seglog.records.builder.rebuild_from_slots`); only when its base
+timestamp moves (the first record went, or a delete horizon comes or goes) is
+each survivor's timestamp delta written anew. A LogAppendTime batch and a
+legacy entry are still rebuilt from decoded records: both are rare here.
+
 Empty batches. A batch left with no records is dropped, except an idempotent
 producer's *last* batch in the log (its last offset is the one the producer
 state holds), which is kept as an empty header: its producer id, epoch and
@@ -72,7 +81,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +89,7 @@ from seglog.errors import SeglogError, StorageError
 from seglog.records import batch, control, log_entries
 from seglog.records import builder as batch_builder
 from seglog.records import record as record_codec
+from seglog.records.compression import Codec
 from seglog.storage import checkpoints, filenames, reader
 from seglog.storage.log import Log
 from seglog.storage.segment import LogSegment
@@ -92,6 +102,7 @@ logger = logging.getLogger(__name__)
 _SLOT_BYTES = 24
 _LOAD_FACTOR = 0.9
 _MAX_RELATIVE_OFFSET = 2**31 - 1
+_WRITE_CHUNK = 8 << 20  # bytes of cleaned entries gathered per write
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,25 +184,53 @@ class OffsetMap:
 
     def __init__(self, memory_bytes: int) -> None:
         self.capacity = max(int(memory_bytes / _SLOT_BYTES * _LOAD_FACTOR), 1)
-        self._map: dict[bytes, int] = {}
+        #: The map itself, for the loops that fill or read it once per record.
+        self.entries: dict[bytes, int] = {}
         self.latest_offset = -1
+        #: The keys of mapped batches that may stay whole, by base offset, with
+        #: their CRC: see :meth:`remember`.
+        self.batch_keys: dict[int, tuple[int, Sequence[bytes]]] = {}
+        self._remembered = 0
+
+    def remember(
+        self, header: batch.BatchHeader, offsets: Sequence[int], keys: Sequence[bytes | None]
+    ) -> None:
+        """Keep the keys of a mapped batch, so that the copy need not walk it again.
+
+        Only for a batch with no tombstone (the caller's test) whose records are
+        keyed, at offsets ``base_offset, base_offset + 1, ...`` as a producer
+        writes them: such a batch stays whole exactly when every key maps to its
+        own record, which the copy checks with one lookup per key. The keys kept
+        are at most ``capacity``, so this costs the map's order of memory at most.
+        """
+        count = len(keys)
+        base = header.base_offset
+        if (
+            count != header.last_offset_delta + 1
+            or self._remembered + count > self.capacity
+            or None in keys
+            or tuple(offsets) != tuple(range(base, base + count))
+        ):
+            return
+        self.batch_keys[base] = (header.crc, keys)  # type: ignore[assignment]
+        self._remembered += count
 
     def __len__(self) -> int:
-        return len(self._map)
+        return len(self.entries)
 
     @property
     def full(self) -> bool:
         """True when no new key may be added."""
-        return len(self._map) >= self.capacity
+        return len(self.entries) >= self.capacity
 
     def put(self, key: bytes, offset: int) -> None:
         """Record ``offset`` as the newest for ``key``."""
-        self._map[key] = offset
+        self.entries[key] = offset
         self.latest_offset = offset
 
     def get(self, key: bytes) -> int:
         """The newest offset of ``key``, or -1."""
-        return self._map.get(key, -1)
+        return self.entries.get(key, -1)
 
 
 def _entries(segment: LogSegment) -> Iterator[reader.EntryBytes]:
@@ -251,6 +290,35 @@ class MarkerTracker:
         return not met
 
 
+def _records_of(entry_bytes: reader.EntryBytes) -> tuple[bytes, int, int]:
+    """The records block of a v2 batch as ``(data, start, end)``, decompressed if need be.
+
+    An uncompressed batch is not copied: ``data`` is the chunk it was read in.
+    """
+    header = entry_bytes.header
+    assert header is not None
+    if header.compression == Codec.NONE:
+        buffer = entry_bytes.buffer
+        chunk = buffer.obj
+        start = entry_bytes.start
+        if isinstance(chunk, bytes) and len(chunk) == buffer.nbytes:
+            return chunk, start + batch.HEADER_SIZE, start + entry_bytes.size
+        data = bytes(buffer[start + batch.HEADER_SIZE : start + entry_bytes.size])
+        return data, 0, len(data)
+    if header.record_count == 0:
+        return b"", 0, 0
+    data = bytes(record_codec.records_block(entry_bytes.buffer, entry_bytes.start, header))
+    return data, 0, len(data)
+
+
+def _slots(entry_bytes: reader.EntryBytes) -> list[record_codec.RecordSlot]:
+    """Each record of a v2 batch: offset, key, tombstone flag and where its bytes are."""
+    header = entry_bytes.header
+    assert header is not None
+    data, start, end = _records_of(entry_bytes)
+    return record_codec.scan_slots(data, start, end, header.base_offset, header.record_count)
+
+
 def build_offset_map(
     log: Log,
     start: int,
@@ -264,33 +332,61 @@ def build_offset_map(
     """
     records_read = 0
     segments = log.segments
+    keys = offset_map.entries
     for i, segment in enumerate(segments):
         upper = segments[i + 1].base_offset if i + 1 < len(segments) else log.log_end_offset
         if upper <= start or segment.base_offset >= end:
             continue
         for entry_bytes in _entries(segment):
-            entry = entry_bytes.describe()
-            if entry.last_offset < start:
-                continue
-            if entry.base_offset >= end:
-                return end, records_read
             header = entry_bytes.header
+            if header is None:  # a legacy entry: decoded whole
+                entry = entry_bytes.describe()
+                base_offset, last_offset = entry.base_offset, entry.last_offset
+            else:
+                base_offset, last_offset = header.base_offset, header.last_offset
+            if last_offset < start:
+                continue
+            if base_offset >= end:
+                return end, records_read
             if header is not None and (
                 header.is_control or (aborted is not None and header in aborted)
             ):
-                offset_map.latest_offset = max(offset_map.latest_offset, entry.last_offset)
+                offset_map.latest_offset = max(offset_map.latest_offset, last_offset)
                 continue
-            records = record_codec.decode_entry(entry_bytes.data)
-            if offset_map.full and any(
-                r.key is not None and offset_map.get(r.key) < 0 for r in records
-            ):
+            tombstones: Sequence[bool] = ()
+            if header is None:
+                records = record_codec.decode_entry(entry_bytes.data)
+                offsets: Sequence[int] = [r.offset for r in records]
+                batch_keys: Sequence[bytes | None] = [r.key for r in records]
+            else:
+                slots = _slots(entry_bytes)
+                offsets = batch_keys = ()
+                if slots:
+                    # The slots' first three columns, each transposed in C.
+                    columns = zip(*slots, strict=True)
+                    offsets, batch_keys, tombstones = next(columns), next(columns), next(columns)
+            if offset_map.full and any(key is not None and key not in keys for key in batch_keys):
                 # Stop before a batch that would not fit: clean up to here.
-                return entry.base_offset, records_read
-            for rec in records:
-                records_read += 1
-                if rec.offset >= start and rec.key is not None:
-                    offset_map.put(rec.key, rec.offset)
-            offset_map.latest_offset = max(offset_map.latest_offset, entry.last_offset)
+                return base_offset, records_read
+            records_read += len(offsets)
+            if base_offset >= start:
+                if header is not None and True not in tombstones:
+                    offset_map.remember(header, offsets, batch_keys)
+                if None in batch_keys:
+                    keys.update(
+                        (key, offset)
+                        for key, offset in zip(batch_keys, offsets, strict=True)
+                        if key is not None
+                    )
+                else:
+                    keys.update(zip(batch_keys, offsets, strict=True))  # type: ignore[arg-type]
+            else:
+                keys.update(
+                    (key, offset)
+                    for key, offset in zip(batch_keys, offsets, strict=True)
+                    if key is not None and offset >= start
+                )
+            offset_map.latest_offset = max(offset_map.latest_offset, last_offset)
     return end, records_read
 
 
@@ -421,14 +517,32 @@ class Cleaner:
     ) -> tuple[int, int, int]:
         out = bytearray()
         out_entries: list[log_entries.EntryInfo] = []
-        kept_records = 0
+        written = kept_records = 0
+        latest = offset_map.latest_offset
+        newest = offset_map.entries.get
+        batch_keys = offset_map.batch_keys
         for entry_bytes in _entries(source):
-            entry = entry_bytes.describe()
+            if len(out) >= _WRITE_CHUNK:
+                # Written as it goes: memory stays bounded whatever segment.bytes is.
+                dest.append([out], out_entries)
+                written += len(out)
+                out = bytearray()
+                out_entries = []
             chunk: bytes | memoryview = entry_bytes.data
             header = entry_bytes.header
-            if header is not None and header.is_control:
+            if header is None:
+                new_legacy, count = _clean_legacy(entry_bytes, offset_map, horizon)
+                if new_legacy is None:
+                    continue
+                info = log_entries.read_entry(new_legacy, 0, check_crc=False)
+                out_entries.append(info._replace(position=len(out)))
+                out += new_legacy
+                kept_records += count
+                continue
+            if header.is_control:
                 # A transaction marker: what readers and recovery need to end it,
                 # while its transaction may have data left (see the module doc).
+                entry = entry_bytes.describe()
                 removable = markers.on_marker(header, chunk) and (
                     last_offsets.get(header.producer_id) != header.last_offset
                 )
@@ -450,57 +564,112 @@ class Cleaner:
                 kept_records += header.record_count
                 continue
             markers.on_data(header)
+            remembered = batch_keys.pop(header.base_offset, None)
+            if remembered is not None and remembered[0] == header.crc:
+                # Keyed records at consecutive offsets, no tombstone: the batch
+                # stays whole if each key's newest record is its own.
+                base = header.base_offset
+                batch_of_keys = remembered[1]
+                if list(map(newest, batch_of_keys)) == list(range(base, base + len(batch_of_keys))):
+                    out_entries.append(_entry_info(header, len(out)))
+                    out += chunk
+                    kept_records += len(batch_of_keys)
+                    continue
             dropped = header in aborted  # every record of an aborted transaction goes
-            records = [] if dropped else record_codec.decode_entry(chunk)
-            existing_horizon = (
-                header.delete_horizon_ms
-                if header is not None and header.has_delete_horizon
-                else None
-            )
-            keep = []
-            for rec in records:
-                if rec.offset > offset_map.latest_offset:
-                    keep.append(rec)
-                    continue
-                if rec.key is None:
-                    continue
-                if rec.offset < offset_map.get(rec.key):
-                    continue
-                if (
-                    rec.value is None
-                    and existing_horizon is not None
-                    and now_ms >= existing_horizon
-                ):
-                    continue
-                keep.append(rec)
-            has_tombstone = any(r.value is None for r in keep)
+            slots = [] if dropped else _slots(entry_bytes)
+            existing_horizon = header.delete_horizon_ms if header.has_delete_horizon else None
+            # The per-record rule, in two forms so that the common one has no
+            # horizon test: a record past the map's end stays; an unkeyed one
+            # goes; a keyed one stays if no newer record of its key is mapped,
+            # unless it is a tombstone whose batch's delete horizon has passed.
+            if existing_horizon is not None and now_ms >= existing_horizon:
+                keep = [
+                    slot
+                    for slot in slots
+                    if slot[0] > latest
+                    or (slot[1] is not None and not slot[2] and slot[0] >= newest(slot[1], -1))
+                ]
+            else:
+                keep = [
+                    slot
+                    for slot in slots
+                    if slot[0] > latest or (slot[1] is not None and slot[0] >= newest(slot[1], -1))
+                ]
+            has_tombstone = any(slot[2] for slot in keep)
             needs_horizon = has_tombstone and existing_horizon is None
-            if (
-                len(keep) == len(records)
-                and not needs_horizon
-                and header is not None
-                and not dropped
-            ):
+            if len(keep) == len(slots) and not needs_horizon and not dropped:
                 new_bytes: bytes | memoryview = chunk
             elif not keep and not _retain_empty(header, last_offsets):
                 continue
             else:
-                new_bytes = batch_builder.rebuild_batch(
-                    header,
-                    keep,
-                    base_offset=entry.base_offset,
-                    last_offset=entry.last_offset,
-                    delete_horizon_ms=(
-                        horizon if needs_horizon else existing_horizon if has_tombstone else None
-                    ),
+                new_horizon = (
+                    horizon if needs_horizon else existing_horizon if has_tombstone else None
                 )
-            info = log_entries.read_entry(new_bytes, 0, check_crc=False)
-            out_entries.append(info._replace(position=len(out)))
+                if header.timestamp_type == batch.CREATE_TIME:
+                    data, _, _ = _records_of(entry_bytes) if keep else (b"", 0, 0)
+                    new_bytes = batch_builder.rebuild_from_slots(
+                        header, data, keep, delete_horizon_ms=new_horizon
+                    )
+                else:
+                    # LogAppendTime: every record takes the batch's time, rebuilt from values.
+                    offsets = {slot[0] for slot in keep}
+                    new_bytes = batch_builder.rebuild_batch(
+                        header,
+                        [r for r in record_codec.decode_entry(chunk) if r.offset in offsets],
+                        base_offset=header.base_offset,
+                        last_offset=header.last_offset,
+                        delete_horizon_ms=new_horizon,
+                    )
+            if new_bytes is chunk:
+                out_entries.append(_entry_info(header, len(out)))
+            else:
+                info = log_entries.read_entry(new_bytes, 0, check_crc=False)
+                out_entries.append(info._replace(position=len(out)))
             out += new_bytes
             kept_records += len(keep)
         if out:
             dest.append([out], out_entries)
-        return source.size, len(out), kept_records
+            written += len(out)
+        return source.size, written, kept_records
+
+
+def _entry_info(header: batch.BatchHeader, position: int) -> log_entries.EntryInfo:
+    """What an append needs of a v2 batch copied as it is, from its header."""
+    return log_entries.EntryInfo(
+        position,
+        header.size,
+        batch.CURRENT_MAGIC,
+        header.base_offset,
+        header.last_offset,
+        header.max_timestamp,
+        header.record_count,
+    )
+
+
+def _clean_legacy(
+    entry_bytes: reader.EntryBytes, offset_map: OffsetMap, horizon: int
+) -> tuple[bytes | None, int]:
+    """A legacy (magic 0 or 1) entry cleaned: rebuilt as a v2 batch, or None if emptied.
+
+    A legacy entry has no delete horizon, so its tombstones stay and get one.
+    """
+    entry = entry_bytes.describe()
+    keep = [
+        rec
+        for rec in record_codec.decode_entry(entry_bytes.data)
+        if rec.offset > offset_map.latest_offset
+        or (rec.key is not None and rec.offset >= offset_map.get(rec.key))
+    ]
+    if not keep:
+        return None, 0
+    rebuilt = batch_builder.rebuild_batch(
+        None,
+        keep,
+        base_offset=entry.base_offset,
+        last_offset=entry.last_offset,
+        delete_horizon_ms=horizon if any(r.value is None for r in keep) else None,
+    )
+    return rebuilt, len(keep)
 
 
 class LogCleaner:

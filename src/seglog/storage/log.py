@@ -723,7 +723,10 @@ class Log:
                 return None
             return self._max_timestamp_record(best)
         for segment in segments:
-            if segment.largest_timestamp >= timestamp and segment.max_timestamp_so_far >= 0:
+            # A segment with a record timestamp at all (its largest timestamp is
+            # then the largest record timestamp) reaching the target.
+            largest = segment.max_timestamp_so_far
+            if largest >= timestamp and largest >= 0:
                 found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
                 if found is not None:
                     if found.offset >= self._high_watermark:

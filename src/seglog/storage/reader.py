@@ -286,12 +286,14 @@ SCAN_CHUNK = 8 * 1024
 _HEADER_SIZE = batch.HEADER_SIZE
 _MAGIC_OFFSET = batch.MAGIC_OFFSET
 _LOG_OVERHEAD = batch.LOG_OVERHEAD
-# From a v2 header: base offset, batch length, last offset delta (and max timestamp).
+# From a v2 header: base offset, batch length, last offset delta.
 _SPAN = struct.Struct(">qi11xi")
-_SPAN_AND_MAX_TIMESTAMP = struct.Struct(">qi11xi8xq")
 # How much a walk that checks CRCs reads at a time.
 _VALID_CHUNK = 1 << 20
 
+#: ``scan(chunk, position)``: check the entries of ``chunk`` (the file's bytes from
+#: ``position``), as :func:`~seglog.records.log_entries.scan` does.
+ChunkScan = Callable[[memoryview, int], ScanResult]
 #: ``read(position, length)``: up to ``length`` bytes of a ``.log`` at ``position``.
 Read = Callable[[int, int], bytes]
 #: ``read_into(view, position)``: fill ``view`` from ``position``; the bytes read
@@ -323,12 +325,14 @@ class BatchWalk:
     fetch and ListOffsets: their v2 loop is written out for speed.
     """
 
-    __slots__ = ("_read", "_read_into", "_read_size")
+    __slots__ = ("_batch_size", "_read", "_read_into", "_read_size")
 
     def __init__(self, read: Read, read_into: ReadInto | None = None) -> None:
         self._read = read
         self._read_into = self._copy_into if read_into is None else read_into
         self._read_size = SCAN_CHUNK
+        # The size of the last batch a lookup by time walked.
+        self._batch_size = 0
 
     def entries(self, start: int, stop: int) -> Iterator[EntryInfo]:
         """Every whole entry from ``start`` to ``stop``, described from its header.
@@ -368,36 +372,86 @@ class BatchWalk:
         return None
 
     def first_at_or_after(
-        self, position: int, stop: int, timestamp: int, starting_offset: int
+        self,
+        position: int,
+        stop: int,
+        timestamp: int,
+        starting_offset: int,
+        *,
+        holds_answer: bool = False,
     ) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record from ``position`` whose timestamp is at
         least ``timestamp`` and offset at least ``starting_offset``, or None.
 
         Only the records of a batch whose max timestamp reaches the target are read.
+        ``holds_answer`` says the batch at ``position`` likely reaches it (the time
+        index has an entry at the target itself): its first read then takes as
+        many bytes as the last batch walked had, header and records at once.
         """
         read = self._read
         chunk = b""
         chunk_start = position
         read_size = self._read_size
-        unpack = _SPAN_AND_MAX_TIMESTAMP.unpack_from
+        first_read = max(self._batch_size, read_size) if holds_answer else read_size
+        unpack = record_codec.TIME_FIELDS.unpack_from
         while position + _LOG_OVERHEAD <= stop:
             rel = position - chunk_start
             if rel + _HEADER_SIZE > len(chunk):
-                chunk = read(position, min(read_size, stop - position))
+                chunk = read(position, min(first_read, stop - position))
                 chunk_start, rel = position, 0
+                first_read = read_size
             if rel + _HEADER_SIZE > len(chunk) or chunk[rel + _MAGIC_OFFSET] != 2:
                 break
-            base, length, last_delta, max_timestamp = unpack(chunk, rel)
+            base, length, _, attributes, last_delta, base_ts, max_timestamp, count = unpack(
+                chunk, rel
+            )
             size = length + _LOG_OVERHEAD
             if size < _HEADER_SIZE or position + size > stop:
                 return None
             if max_timestamp >= timestamp and base + last_delta >= starting_offset:
-                data = (
-                    memoryview(chunk)[rel : rel + size]
-                    if rel + size <= len(chunk)
-                    else read(position, size)
-                )
-                found = record_codec.first_at_or_after(data, timestamp, starting_offset)
+                self._batch_size = size
+                if attributes & batch.COMPRESSION_MASK or last_delta < 0 or count < 0:
+                    found = record_codec.first_at_or_after(
+                        chunk if rel + size <= len(chunk) else read(position, size),
+                        timestamp,
+                        starting_offset,
+                        rel if rel + size <= len(chunk) else 0,
+                    )
+                elif rel + size <= len(chunk):
+                    # The whole batch is in the chunk: its records are walked there.
+                    found = record_codec.first_in_records(
+                        chunk,
+                        rel + _HEADER_SIZE,
+                        rel + size,
+                        count,
+                        base,
+                        attributes,
+                        base_ts,
+                        max_timestamp,
+                        last_delta,
+                        timestamp,
+                        starting_offset,
+                    )
+                else:
+                    # The header is read already: only the records, walked as they are.
+                    records = read(position + _HEADER_SIZE, size - _HEADER_SIZE)
+                    if len(records) < size - _HEADER_SIZE:
+                        raise CorruptRecordError(
+                            f"truncated record batch at position {position}: length {size}"
+                        )
+                    found = record_codec.first_in_records(
+                        records,
+                        0,
+                        len(records),
+                        count,
+                        base,
+                        attributes,
+                        base_ts,
+                        max_timestamp,
+                        last_delta,
+                        timestamp,
+                        starting_offset,
+                    )
                 if found is not None:
                     return found
             read_size = self._read_size = _HEADER_SIZE if size > SCAN_CHUNK else SCAN_CHUNK
@@ -425,7 +479,9 @@ class BatchWalk:
                 raw = self._read(info.position, _HEADER_SIZE)
                 yield batch.BatchHeader._make(batch.HEADER.unpack(raw))
 
-    def valid_chunks(self, start: int, stop: int) -> Iterator[tuple[int, list[EntryInfo]]]:
+    def valid_chunks(
+        self, start: int, stop: int, scan: ChunkScan | None = None
+    ) -> Iterator[tuple[int, list[EntryInfo]]]:
         """The whole, valid entries from ``start``, every byte read and every CRC checked:
         (position of a chunk, its entries with positions relative to it), chunk by chunk.
 
@@ -435,6 +491,10 @@ class BatchWalk:
         end of a chunk is read again from its start with the next chunk; the
         walk stops at the first entry that is not whole and valid, exactly where
         a scan of the whole file would. Recovery and the check of a tail use it.
+
+        ``scan(chunk, chunk_position)`` checks a chunk in place of
+        :func:`~seglog.records.log_entries.scan` (recovery indexes the entries
+        as it checks them); the entries yielded are those it lists.
         """
         read_into = self._read_into
         buffer = bytearray(min(_VALID_CHUNK, max(stop - start, 0)))
@@ -444,7 +504,10 @@ class BatchWalk:
             view = memoryview(buffer)
             try:
                 length = read_into(view[:wanted], chunk_start)
-                result = log_entries.scan(view[:length], check_crc=True)
+                if scan is None:
+                    result = log_entries.scan(view[:length], check_crc=True)
+                else:
+                    result = scan(view[:length], chunk_start)
             finally:
                 view.release()
             yield chunk_start, result.entries

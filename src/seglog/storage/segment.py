@@ -44,6 +44,7 @@ from seglog.errors import SeglogError, StorageError
 from seglog.records import batch
 from seglog.records.log_entries import EntryInfo
 from seglog.storage import filenames, io
+from seglog.storage._recovery_scan import ChunkIndexer
 from seglog.storage.offset_index import OffsetIndex
 from seglog.storage.reader import BatchWalk, scan_tail
 from seglog.storage.region import FileRegion, SharedFile
@@ -566,9 +567,16 @@ class LogSegment:
         self, timestamp: int, starting_offset: int
     ) -> TimestampAndOffset | None:
         """The first record with timestamp ≥ ``timestamp`` and offset ≥ ``starting_offset``."""
-        _, indexed_offset = self.time_index.lookup(timestamp)
+        indexed_timestamp, indexed_offset = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(indexed_offset, starting_offset))
-        found = self._walk.first_at_or_after(position, self._size, timestamp, starting_offset)
+        found = self._walk.first_at_or_after(
+            position,
+            self._size,
+            timestamp,
+            starting_offset,
+            # The indexed batch carries the target time itself: it holds the answer.
+            holds_answer=indexed_timestamp == timestamp and indexed_offset >= starting_offset,
+        )
         return None if found is None else TimestampAndOffset(found[1], found[0])
 
     # --------------------------------------------------------------- recovery
@@ -646,64 +654,45 @@ class LogSegment:
     def _recover_entries(self) -> tuple[int, int]:
         """Check every entry of the ``.log`` and index it; (valid end, next offset).
 
-        The entries come from the reader's CRC-checked walk
-        (:meth:`~seglog.storage.reader.BatchWalk.valid_chunks`), which stops at
-        the first entry that is not whole and valid.
+        The reader's CRC-checked walk
+        (:meth:`~seglog.storage.reader.BatchWalk.valid_chunks`) reads the file a
+        chunk at a time and stops at the first entry that is not whole and
+        valid; a :class:`~seglog.storage._recovery_scan.ChunkIndexer` checks
+        and indexes each chunk in one pass.
         """
-        size = self._size
-        base = self.base_offset
-        highest = base + _MAX_RELATIVE_OFFSET
-        interval = self.index_interval_bytes
-        max_ts = self._max_timestamp
-        offset_of_max = self._offset_of_max_timestamp
-        since_index = self._bytes_since_last_index_entry
-        valid_end = 0
-        next_offset = base
-        # The index entries of a chunk are stored together once its entries are
-        # checked: (offset, position), (max timestamp, its offset), and the bytes
-        # since the previous entry, should the one-by-one path have to raise there.
-        offsets: list[tuple[int, int]] = []
-        times: list[tuple[int, int]] = []
-        befores: list[int] = []
+        scan = ChunkIndexer(
+            self.base_offset,
+            self.index_interval_bytes,
+            self._max_timestamp,
+            self._offset_of_max_timestamp,
+            self._bytes_since_last_index_entry,
+        )
         try:
-            for chunk_start, entries in self._walk.valid_chunks(0, size):
-                try:
-                    for position, entry_size, _, first, last, entry_max_ts, _ in entries:
-                        # Offsets must stay relative-addressable and increase; anything
-                        # else is garbage that happens to have a valid CRC.
-                        if not (base <= first <= highest and base <= last <= highest) or (
-                            first < next_offset
-                        ):
-                            return valid_end, next_offset
-                        position += chunk_start
-                        if entry_max_ts > max_ts:
-                            max_ts, offset_of_max = entry_max_ts, last
-                        if since_index > interval:
-                            offsets.append((last, position))
-                            times.append((max_ts, offset_of_max))
-                            befores.append(since_index)
-                            since_index = 0
-                        since_index += entry_size
-                        valid_end = position + entry_size
-                        next_offset = last + 1
-                finally:
-                    if offsets and not self._store_index_entries(offsets, times):
-                        # One by one, as the entries were checked: the error of the
-                        # entry an index refuses propagates with the state of then.
-                        end_state = max_ts, offset_of_max, since_index
-                        for i, (last, position) in enumerate(offsets):
-                            max_ts, offset_of_max = times[i]
-                            since_index = befores[i]
-                            self._max_timestamp = max_ts
-                            self._offset_of_max_timestamp = offset_of_max
-                            self.offset_index.append(last, position)
-                            self.time_index.maybe_append(max_ts, offset_of_max)
-                        max_ts, offset_of_max, since_index = end_state
-                    offsets, times, befores = [], [], []
+            for _ in self._walk.valid_chunks(0, self._size, scan):
+                # The index entries of a chunk are stored together once its
+                # entries are checked.
+                offsets, times = scan.offsets, scan.times
+                if offsets and not self._store_index_entries(offsets, times):
+                    # One by one, as the entries were checked: the error of the
+                    # entry an index refuses propagates with the state of then.
+                    end_state = scan.max_timestamp, scan.offset_of_max_timestamp, scan.since_index
+                    for i, (last, position) in enumerate(offsets):
+                        max_ts, offset_of_max = times[i]
+                        scan.max_timestamp, scan.offset_of_max_timestamp = max_ts, offset_of_max
+                        scan.since_index = scan.befores[i]
+                        self._max_timestamp = max_ts
+                        self._offset_of_max_timestamp = offset_of_max
+                        self.offset_index.append(last, position)
+                        self.time_index.maybe_append(max_ts, offset_of_max)
+                    scan.max_timestamp, scan.offset_of_max_timestamp, scan.since_index = end_state
+                scan.offsets, scan.times, scan.befores = [], [], []
+                if scan.stopped:
+                    break
         finally:
-            self._max_timestamp, self._offset_of_max_timestamp = max_ts, offset_of_max
-            self._bytes_since_last_index_entry = since_index
-        return valid_end, next_offset
+            self._max_timestamp = scan.max_timestamp
+            self._offset_of_max_timestamp = scan.offset_of_max_timestamp
+            self._bytes_since_last_index_entry = scan.since_index
+        return scan.valid_end, scan.next_offset
 
     def _store_index_entries(
         self, offsets: list[tuple[int, int]], times: list[tuple[int, int]]
