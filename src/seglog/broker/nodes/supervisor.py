@@ -163,8 +163,9 @@ class Supervisor:
                 for node in self.nodes:
                     self._start(node, clean)
                 failed = self._watch()
-                stopped_cleanly = self._stop_all()
             finally:
+                # Whatever happened above, no node is left running without its supervisor.
+                stopped_cleanly = self._stop_all()
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
             if failed is not None:
@@ -216,7 +217,12 @@ class Supervisor:
                 elif now >= node.due:
                     node.restarts += 1
                     # Whatever it had open was not closed: recover from the recovery points.
-                    self._start(node, clean=False)
+                    try:
+                        self._start(node, clean=False)
+                    except OSError as exc:
+                        logger.error("cannot start node %d: %s", node.node_id, exc)
+                        node.due = now + node.backoff
+                        node.backoff = min(node.backoff * 2, BACKOFF_MAX)
             if first_start and all(
                 n.process is not None and now - n.started >= EARLY_FAILURE_SECONDS
                 for n in self.nodes
