@@ -23,7 +23,10 @@ from seglog.protocol import ApiKey, decode_response, encode_request
 def free_ports(count: int) -> int:
     """The first of ``count`` consecutive ports that are free now."""
     for _ in range(200):
-        base = random.randrange(20000, 60000 - count)
+        # Below Linux's ephemeral range (32768 on), where every outgoing
+        # connection on the machine takes its local port: one could take a
+        # node's port between this check and the node binding it.
+        base = random.randrange(20000, 32768 - count)
         socks = []
         try:
             for port in range(base, base + count):
