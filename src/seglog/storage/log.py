@@ -54,6 +54,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from seglog.config import LONG_MAX, LogConfig
 from seglog.errors import (
@@ -72,7 +73,7 @@ from seglog.storage.producer_state import (
     ProducerStateManager,
 )
 from seglog.storage.segment import MAX_SEGMENT_BYTES, LogSegment, SegmentRead, TimestampAndOffset
-from seglog.storage.validator import validate_and_assign
+from seglog.storage.validator import fast_rules, validate_and_assign
 
 logger = logging.getLogger(__name__)
 
@@ -88,9 +89,12 @@ def _now_ms(clock: Clock) -> int:
     return int(clock() * 1000)
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    """What an append wrote: offsets, timestamps and counts."""
+class AppendInfo(NamedTuple):
+    """What an append wrote: offsets, timestamps and counts.
+
+    A named tuple: one is built per append, and a frozen dataclass's
+    ``__init__`` costs several times as much.
+    """
 
     first_offset: int
     last_offset: int
@@ -164,9 +168,11 @@ class Log:
         # does all its file I/O through one environment.
         self._env = segments[0].env if env is None else env
         self.directory = directory
+        self._name = directory.name
         self.topic = topic
         self.partition = partition
         self._config = config
+        self._fast_rules = fast_rules(config)
         self._clock = clock
         self._delete_scheduler = delete_scheduler
         self._lock = threading.RLock()
@@ -265,6 +271,7 @@ class Log:
         """Apply a changed topic config; it takes effect for the next append or roll."""
         with self._lock:
             self._config = config
+            self._fast_rules = fast_rules(config)
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -333,10 +340,11 @@ class Log:
         """
         now = _now_ms(self._clock) if now_ms is None else now_ms
         with self._lock:
-            self._check_open()
+            if self._closed or self._offline_reason is not None:
+                self._check_open()
             config = self._config
             validated = validate_and_assign(
-                records, config, self._log_end_offset, now, self.directory.name
+                records, config, self._log_end_offset, now, self._name, self._fast_rules
             )
             producer_batches = validated.producer_batches
             if producer_batches:
@@ -513,14 +521,13 @@ class Log:
     ) -> LogSegment:
         segment = self._segments[-1]
         config = self._config
+        jitter = (
+            self._jitter_ms
+            if self._jitter_segment is segment
+            else self._roll_jitter(segment, config)
+        )
         if segment.should_roll(
-            incoming_size=size,
-            incoming_max_timestamp=max_timestamp,
-            incoming_last_offset=last_offset,
-            now_ms=now,
-            segment_bytes=config.segment_bytes,
-            segment_ms=config.segment_ms,
-            roll_jitter_ms=self._roll_jitter(segment, config),
+            size, max_timestamp, last_offset, now, config.segment_bytes, config.segment_ms, jitter
         ):
             return self._roll(max(first_offset, self._log_end_offset))
         return segment

@@ -104,7 +104,12 @@ class OffsetIndex(IndexFile):
             )
         if not 0 <= position <= _MAX_INT32:
             raise ValueError(f"position {position} does not fit an int32")
-        buf = self._writable_map((n + 1) * 8)
+        end = (n + 1) * 8
+        buf = self._mmap
+        if buf is None or end > self._reserved:
+            buf = self._writable_map(end)
+        else:  # what _writable_map does when the blocks are already reserved
+            self._dirty = True
         _ENTRY.pack_into(buf, n * 8, relative, position)
         self._entries = n + 1
         self._last_offset = offset

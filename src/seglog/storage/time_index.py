@@ -124,7 +124,12 @@ class TimeIndex(IndexFile):
             raise StorageError(f"cannot append to time index {self._path}: it is open read-only")
         if n >= self._length // ENTRY_SIZE:
             raise IndexFullError(f"time index {self._path} has no slot left ({n} entries)")
-        buf = self._writable_map((n + 1) * ENTRY_SIZE)
+        end = (n + 1) * ENTRY_SIZE
+        buf = self._mmap
+        if buf is None or end > self._reserved:
+            buf = self._writable_map(end)
+        else:  # what _writable_map does when the blocks are already reserved
+            self._dirty = True
         _ENTRY.pack_into(buf, n * ENTRY_SIZE, timestamp, relative)
         self._entries = n + 1
         self._last_entry = (timestamp, offset)
