@@ -176,6 +176,8 @@ class LogSegment:
             # at full length as sparse files (an inactive segment's open lazily).
             segment.offset_index.load()
             segment.time_index.load()
+            segment.offset_index.fault_in_first_page()
+            segment.time_index.fault_in_first_page()
         except BaseException:
             segment.delete()
             raise
