@@ -12,7 +12,7 @@ from seglog.errors import SeglogError
 from seglog.records import batch
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.records.compression import Codec
-from seglog.storage.validator import fast_rules, validate_and_assign
+from seglog.storage.validator import fast_rules, validate_and_assign, validate_single_batch
 
 NOW = 1_700_000_000_000
 
@@ -20,7 +20,9 @@ NOW = 1_700_000_000_000
 def _outcome(records: bytes, config: LogConfig, *, fast: bool) -> Any:
     rules = fast_rules(config) if fast else None
     try:
-        got = validate_and_assign(records, config, 1000, NOW, "t-0", rules)
+        got = None if rules is None else validate_single_batch(records, rules, 1000, NOW)
+        if got is None:
+            got = validate_and_assign(records, config, 1000, NOW, "t-0")
     except SeglogError as exc:
         return (type(exc), str(exc), exc.record_errors if hasattr(exc, "record_errors") else None)
     return (b"".join(bytes(c) for c in got.chunks), got._replace(chunks=None))
@@ -88,8 +90,9 @@ def test_fast_path_refuses_a_corrupt_batch() -> None:
     config = LogConfig()
     rules = fast_rules(config)
     assert rules is not None
+    assert validate_single_batch(bytes(data), rules, 0, NOW) is None
     try:
-        validate_and_assign(bytes(data), config, 0, NOW, "t-0", rules)
+        validate_and_assign(bytes(data), config, 0, NOW, "t-0")
     except SeglogError as exc:
         assert exc.kafka_error == "CORRUPT_MESSAGE"
     else:

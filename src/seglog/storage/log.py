@@ -73,7 +73,7 @@ from seglog.storage.producer_state import (
     ProducerStateManager,
 )
 from seglog.storage.segment import MAX_SEGMENT_BYTES, LogSegment, SegmentRead, TimestampAndOffset
-from seglog.storage.validator import fast_rules, validate_and_assign
+from seglog.storage.validator import fast_rules, validate_and_assign, validate_single_batch
 
 logger = logging.getLogger(__name__)
 
@@ -343,9 +343,16 @@ class Log:
             if self._closed or self._offline_reason is not None:
                 self._check_open()
             config = self._config
-            validated = validate_and_assign(
-                records, config, self._log_end_offset, now, self._name, self._fast_rules
+            rules = self._fast_rules
+            validated = (
+                None
+                if rules is None
+                else validate_single_batch(records, rules, self._log_end_offset, now)
             )
+            if validated is None:
+                validated = validate_and_assign(
+                    records, config, self._log_end_offset, now, self._name
+                )
             producer_batches = validated.producer_batches
             if producer_batches:
                 duplicate = self._producer_state.check(producer_batches, client=from_client)

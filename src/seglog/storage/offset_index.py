@@ -85,7 +85,8 @@ class OffsetIndex(IndexFile):
         ``offset`` is not above the last entry's or cannot be stored relative to
         the base, and StorageError if the index is closed or read-only.
         """
-        self._use()
+        if self._closed or not self._loaded:  # else _use() has nothing to do
+            self._use()
         if not self._writable:
             raise StorageError(f"cannot append to index {self._path}: it is open read-only")
         n = self._entries

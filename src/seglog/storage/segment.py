@@ -433,7 +433,14 @@ class LogSegment:
         # The indexes' entry counts before the first entry this append adds.
         marks: tuple[int, int] | None = None
         try:
-            _pwritev_all(self._env, self._fd, chunks, total, position, self._log_path)
+            # The common case: one call writes everything.
+            written = (
+                self._env.pwritev(self._fd, chunks, position, name=self._log_path)
+                if len(chunks) <= _IOV_MAX
+                else 0
+            )
+            if written != total:
+                _pwritev_rest(self._env, self._fd, chunks, total, position, self._log_path, written)
             if position == 0:
                 self._rolling_based_timestamp = entries[0].max_timestamp
             interval = self.index_interval_bytes
@@ -845,25 +852,21 @@ def _open_fd(env: io.Env, path: Path) -> int:
 _IOV_MAX = 1024
 
 
-def _pwritev_all(
+def _pwritev_rest(
     env: io.Env,
     fd: int,
     chunks: Sequence[bytes | bytearray | memoryview],
     total: int,
     position: int,
     name: Path,
+    written: int,
 ) -> None:
-    """Write all of ``chunks`` at ``position`` of ``name``, continuing after short writes.
+    """Write what is left of ``chunks`` at ``position`` of ``name`` after the first
+    ``written`` bytes (a short write, or none yet), continuing after short writes.
 
     Raises StorageError on a failed write or one that writes nothing; the
     caller (:meth:`LogSegment.append`) cuts away whatever was written.
     """
-    written = 0
-    if len(chunks) <= _IOV_MAX:
-        # The common case: one call writes everything.
-        written = env.pwritev(fd, chunks, position, name=name)
-        if written == total:
-            return
     pending = [memoryview(c) for c in chunks]
     first = 0
     done = written

@@ -100,7 +100,8 @@ class TimeIndex(IndexFile):
         entry's or cannot be stored relative to the base, and StorageError if
         the index is closed, or read-only and the entry would be written.
         """
-        self._use()
+        if self._closed or not self._loaded:  # else _use() has nothing to do
+            self._use()
         n = self._entries
         if not skip_full_check and n >= self._length // ENTRY_SIZE - 1:
             raise IndexFullError(f"time index {self._path} is full ({n} entries)")

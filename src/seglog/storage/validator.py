@@ -78,7 +78,6 @@ def validate_and_assign(
     next_offset: int,
     now_ms: int,
     partition: str = "",
-    rules: FastRules | None = None,
 ) -> ValidatedAppend:
     """Validate a producer's ``records`` and assign offsets from ``next_offset``.
 
@@ -86,15 +85,11 @@ def validate_and_assign(
     (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP);
     nothing is written in that case. A batch refused for some of its records
     raises with ``record_errors`` naming each of them, in Kafka's words, where
-    ``partition`` ("topic-0") names the log. ``rules`` (:func:`fast_rules` of
-    ``config``, which the caller keeps) enables the single-batch fast path.
+    ``partition`` ("topic-0") names the log. Callers try
+    :func:`validate_single_batch` first.
     """
     if len(records) == 0:
         raise InvalidRecordError("the append holds no record batches")
-    if rules is not None:
-        fast = _single_batch(records, rules, next_offset, now_ms)
-        if fast is not None:
-            return fast
     magic = batch.peek_magic(records, 0)
     if magic in (0, 1):
         records = legacy.convert_to_v2(memoryview(records))
@@ -255,12 +250,13 @@ def fast_rules(config: LogConfig) -> FastRules | None:
     )
 
 
-def _single_batch(
+def validate_single_batch(
     records: bytes | bytearray | memoryview, rules: FastRules, next_offset: int, now_ms: int
 ) -> ValidatedAppend | None:
     """The append of ``records`` if it is one whole v2 batch that breaks no rule of
-    ``rules`` (CRC included) and needs no rewrite; None sends it down the full
-    path, which finds the same answer or raises the precise error.
+    ``rules`` (:func:`fast_rules` of the log's config; the CRC included) and needs no
+    rewrite; else None, and :func:`validate_and_assign` finds the same answer or
+    raises the precise error.
 
     The one-batch append is what producers send, one per partition and request:
     this is the produce path's per-append cost, so it reads the header once into
