@@ -353,7 +353,18 @@ class Log:
                 validated = validate_and_assign(
                     records, config, self._log_end_offset, now, self._name
                 )
-            producer_batches = validated.producer_batches
+            (
+                chunks,
+                size,
+                entries,
+                first_offset,
+                last_offset,
+                max_timestamp,
+                offset_of_max_timestamp,
+                record_count,
+                log_append_time,
+                producer_batches,
+            ) = validated
             if producer_batches:
                 duplicate = self._producer_state.check(producer_batches, client=from_client)
                 if duplicate is not None:
@@ -369,7 +380,6 @@ class Log:
                         size=0,
                         duplicate=True,
                     )
-            size = validated.size
             # A segment never holds more than an int32 of bytes, whatever the config says.
             segment_limit = min(config.segment_bytes, MAX_SEGMENT_BYTES)
             if size > segment_limit:
@@ -378,39 +388,35 @@ class Log:
                     f"({segment_limit} bytes)"
                 )
             try:
-                segment = self._maybe_roll(
-                    size,
-                    validated.max_timestamp,
-                    validated.first_offset,
-                    validated.last_offset,
-                    now,
-                )
+                segment = self._maybe_roll(size, max_timestamp, first_offset, last_offset, now)
                 # All or nothing: a failed append leaves the segment as it was
                 # (LogSegment.append undoes its writes), and nothing below runs.
-                segment.append(validated.chunks, validated.entries, size)
+                segment.append(chunks, entries, size)
             except StorageError as exc:
                 self._on_write_error(exc, "append to", undone=True)
                 raise
-            self._log_end_offset = validated.last_offset + 1
+            self._log_end_offset = last_offset + 1
             if producer_batches:
                 self._producer_state.update(producer_batches)
-            self._unflushed_messages += validated.record_count
+            self._unflushed_messages += record_count
             needs_flush = self._unflushed_messages >= config.flush_messages
             if not needs_flush:
                 self._high_watermark = self._log_end_offset
             # else consumers see the batch once the flush (here, or the caller's
             # with defer_flush) has made it durable: a failed flush leaves it
             # unseen (Kafka advances the high watermark after the append returns).
+            # Positional, in AppendInfo's field order: one is built per append.
             info = AppendInfo(
-                first_offset=validated.first_offset,
-                last_offset=validated.last_offset,
-                max_timestamp=validated.max_timestamp,
-                offset_of_max_timestamp=validated.offset_of_max_timestamp,
-                log_append_time=validated.log_append_time,
-                log_start_offset=self._log_start_offset,
-                record_count=validated.record_count,
-                size=size,
-                flush_needed=needs_flush and defer_flush,
+                first_offset,
+                last_offset,
+                max_timestamp,
+                offset_of_max_timestamp,
+                log_append_time,
+                self._log_start_offset,
+                record_count,
+                size,
+                False,
+                needs_flush and defer_flush,
             )
         if needs_flush and not defer_flush:
             self.flush(info.last_offset + 1)
