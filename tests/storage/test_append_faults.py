@@ -10,6 +10,7 @@ offset, and a restart (clean or not) shows nothing of the failed append.
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -157,6 +158,11 @@ def test_no_block_for_an_index_page_undoes_the_write(tmp_path: Path) -> None:
     disk = FailingDisk()
     log = Log.open(tmp_path / "t-0", config, env=disk)
     log.append(make_batch([b"first"]))
+    # A new segment reserves its indexes' first page: fill it, so that the next
+    # entry needs the second.
+    index = log.segments[-1].offset_index
+    while index.entries < mmap.PAGESIZE // 8:
+        log.append(make_batch([b"filler"]))
     state = _state(log)
 
     def full(fd: int, offset: int, length: int, *, name: object = None) -> None:
@@ -167,11 +173,12 @@ def test_no_block_for_an_index_page_undoes_the_write(tmp_path: Path) -> None:
         log.append(make_batch([b"second", b"third"]))
     disk.allocate_fault = None
     assert _state(log) == state
-    assert log.append(make_batch([b"second"])).first_offset == 1
-    assert log.active_segment.offset_index.entries == 1
+    fillers = state[0] - 1
+    assert log.append(make_batch([b"second"])).first_offset == 1 + fillers
+    assert log.active_segment.offset_index.entries == 1 + fillers
     log.close()
     again = Log.open(tmp_path / "t-0", config, had_clean_shutdown=False)
-    assert [r.value for r in read_all(again)] == [b"first", b"second"]
+    assert [r.value for r in read_all(again)] == [b"first", *[b"filler"] * fillers, b"second"]
     again.close()
 
 
@@ -205,3 +212,22 @@ def test_a_segment_never_grows_past_an_int32_of_bytes(tmp_path: Path) -> None:
         assert big.offset_index.entries == 0
     finally:
         big.close()
+
+
+def test_a_new_segment_reserves_its_first_index_page_up_front(tmp_path: Path) -> None:
+    """Creating the active segment reserves and maps the first page of both indexes,
+    so its first index entries need no reservation (nor a first page fault)."""
+    config = LogConfig(index_interval_bytes=0)
+    disk = FailingDisk()
+    log = Log.open(tmp_path / "t-0", config, env=disk)
+
+    def full(fd: int, offset: int, length: int, *, name: object = None) -> None:
+        raise io.storage_error(f"reserve {length} bytes for", name, _disk_full())
+
+    disk.allocate_fault = full
+    for n in range(5):
+        log.append(make_batch([b"v%d" % n], timestamp=1_700_000_000_000 + n))
+    segment = log.active_segment
+    assert segment.offset_index.entries == 4
+    assert segment.time_index.entries == 4
+    log.close()

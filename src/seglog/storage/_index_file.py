@@ -325,6 +325,20 @@ class IndexFile:
         self._peek()
         return self._length
 
+    def fault_in_first_page(self) -> None:
+        """Reserve the first page's blocks and fault the page into the map for writing.
+
+        For the index of a new active segment: the first store into a fresh
+        shared map allocates its page cache, which costs milliseconds on some
+        machines (1.6 ms on the development VM), and would otherwise land in
+        the append that adds the first entry. The page's bytes do not change.
+        """
+        self._use()
+        if not self._writable or self._mmap is None or self._length == 0:
+            return
+        buf = self._writable_map(min(self._length, _RESERVE_BYTES))
+        buf[0] = buf[0]
+
     def _writable_map(self, end: int) -> memoryview | mmap.mmap:
         """The map, for a store below byte ``end``, with the blocks up to there reserved.
 

@@ -54,6 +54,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from seglog.config import LONG_MAX, LogConfig
 from seglog.errors import (
@@ -72,7 +73,7 @@ from seglog.storage.producer_state import (
     ProducerStateManager,
 )
 from seglog.storage.segment import MAX_SEGMENT_BYTES, LogSegment, SegmentRead, TimestampAndOffset
-from seglog.storage.validator import validate_and_assign
+from seglog.storage.validator import fast_rules, validate_and_assign, validate_single_batch
 
 logger = logging.getLogger(__name__)
 
@@ -88,9 +89,12 @@ def _now_ms(clock: Clock) -> int:
     return int(clock() * 1000)
 
 
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    """What an append wrote: offsets, timestamps and counts."""
+class AppendInfo(NamedTuple):
+    """What an append wrote: offsets, timestamps and counts.
+
+    A named tuple: one is built per append, and a frozen dataclass's
+    ``__init__`` costs several times as much.
+    """
 
     first_offset: int
     last_offset: int
@@ -164,9 +168,11 @@ class Log:
         # does all its file I/O through one environment.
         self._env = segments[0].env if env is None else env
         self.directory = directory
+        self._name = directory.name
         self.topic = topic
         self.partition = partition
         self._config = config
+        self._fast_rules = fast_rules(config)
         self._clock = clock
         self._delete_scheduler = delete_scheduler
         self._lock = threading.RLock()
@@ -265,6 +271,7 @@ class Log:
         """Apply a changed topic config; it takes effect for the next append or roll."""
         with self._lock:
             self._config = config
+            self._fast_rules = fast_rules(config)
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -333,12 +340,31 @@ class Log:
         """
         now = _now_ms(self._clock) if now_ms is None else now_ms
         with self._lock:
-            self._check_open()
+            if self._closed or self._offline_reason is not None:
+                self._check_open()
             config = self._config
-            validated = validate_and_assign(
-                records, config, self._log_end_offset, now, self.directory.name
+            rules = self._fast_rules
+            validated = (
+                None
+                if rules is None
+                else validate_single_batch(records, rules, self._log_end_offset, now)
             )
-            producer_batches = validated.producer_batches
+            if validated is None:
+                validated = validate_and_assign(
+                    records, config, self._log_end_offset, now, self._name
+                )
+            (
+                chunks,
+                size,
+                entries,
+                first_offset,
+                last_offset,
+                max_timestamp,
+                offset_of_max_timestamp,
+                record_count,
+                log_append_time,
+                producer_batches,
+            ) = validated
             if producer_batches:
                 duplicate = self._producer_state.check(producer_batches, client=from_client)
                 if duplicate is not None:
@@ -354,7 +380,6 @@ class Log:
                         size=0,
                         duplicate=True,
                     )
-            size = validated.size
             # A segment never holds more than an int32 of bytes, whatever the config says.
             segment_limit = min(config.segment_bytes, MAX_SEGMENT_BYTES)
             if size > segment_limit:
@@ -363,39 +388,35 @@ class Log:
                     f"({segment_limit} bytes)"
                 )
             try:
-                segment = self._maybe_roll(
-                    size,
-                    validated.max_timestamp,
-                    validated.first_offset,
-                    validated.last_offset,
-                    now,
-                )
+                segment = self._maybe_roll(size, max_timestamp, first_offset, last_offset, now)
                 # All or nothing: a failed append leaves the segment as it was
                 # (LogSegment.append undoes its writes), and nothing below runs.
-                segment.append(validated.chunks, validated.entries, size)
+                segment.append(chunks, entries, size)
             except StorageError as exc:
                 self._on_write_error(exc, "append to", undone=True)
                 raise
-            self._log_end_offset = validated.last_offset + 1
+            self._log_end_offset = last_offset + 1
             if producer_batches:
                 self._producer_state.update(producer_batches)
-            self._unflushed_messages += validated.record_count
+            self._unflushed_messages += record_count
             needs_flush = self._unflushed_messages >= config.flush_messages
             if not needs_flush:
                 self._high_watermark = self._log_end_offset
             # else consumers see the batch once the flush (here, or the caller's
             # with defer_flush) has made it durable: a failed flush leaves it
             # unseen (Kafka advances the high watermark after the append returns).
+            # Positional, in AppendInfo's field order: one is built per append.
             info = AppendInfo(
-                first_offset=validated.first_offset,
-                last_offset=validated.last_offset,
-                max_timestamp=validated.max_timestamp,
-                offset_of_max_timestamp=validated.offset_of_max_timestamp,
-                log_append_time=validated.log_append_time,
-                log_start_offset=self._log_start_offset,
-                record_count=validated.record_count,
-                size=size,
-                flush_needed=needs_flush and defer_flush,
+                first_offset,
+                last_offset,
+                max_timestamp,
+                offset_of_max_timestamp,
+                log_append_time,
+                self._log_start_offset,
+                record_count,
+                size,
+                False,
+                needs_flush and defer_flush,
             )
         if needs_flush and not defer_flush:
             self.flush(info.last_offset + 1)
@@ -514,14 +535,13 @@ class Log:
     ) -> LogSegment:
         segment = self._segments[-1]
         config = self._config
+        jitter = (
+            self._jitter_ms
+            if self._jitter_segment is segment
+            else self._roll_jitter(segment, config)
+        )
         if segment.should_roll(
-            incoming_size=size,
-            incoming_max_timestamp=max_timestamp,
-            incoming_last_offset=last_offset,
-            now_ms=now,
-            segment_bytes=config.segment_bytes,
-            segment_ms=config.segment_ms,
-            roll_jitter_ms=self._roll_jitter(segment, config),
+            size, max_timestamp, last_offset, now, config.segment_bytes, config.segment_ms, jitter
         ):
             return self._roll(max(first_offset, self._log_end_offset))
         return segment

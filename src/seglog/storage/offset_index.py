@@ -85,7 +85,8 @@ class OffsetIndex(IndexFile):
         ``offset`` is not above the last entry's or cannot be stored relative to
         the base, and StorageError if the index is closed or read-only.
         """
-        self._use()
+        if self._closed or not self._loaded:  # else _use() has nothing to do
+            self._use()
         if not self._writable:
             raise StorageError(f"cannot append to index {self._path}: it is open read-only")
         n = self._entries
@@ -104,7 +105,12 @@ class OffsetIndex(IndexFile):
             )
         if not 0 <= position <= _MAX_INT32:
             raise ValueError(f"position {position} does not fit an int32")
-        buf = self._writable_map((n + 1) * 8)
+        end = (n + 1) * 8
+        buf = self._mmap
+        if buf is None or end > self._reserved:
+            buf = self._writable_map(end)
+        else:  # what _writable_map does when the blocks are already reserved
+            self._dirty = True
         _ENTRY.pack_into(buf, n * 8, relative, position)
         self._entries = n + 1
         self._last_offset = offset

@@ -177,6 +177,8 @@ class LogSegment:
             # at full length as sparse files (an inactive segment's open lazily).
             segment.offset_index.load()
             segment.time_index.load()
+            segment.offset_index.fault_in_first_page()
+            segment.time_index.fault_in_first_page()
         except BaseException:
             segment.delete()
             raise
@@ -349,7 +351,6 @@ class LogSegment:
 
     def should_roll(
         self,
-        *,
         incoming_size: int,
         incoming_max_timestamp: int,
         incoming_last_offset: int,
@@ -363,10 +364,13 @@ class LogSegment:
         Whatever ``segment_bytes`` is, a segment rolls before any position in
         it would not fit an int32.
         """
-        if self._size > min(segment_bytes, MAX_SEGMENT_BYTES) - incoming_size:
+        size = self._size
+        if size > min(segment_bytes, MAX_SEGMENT_BYTES) - incoming_size:
             return True
-        if self._size > 0:
-            first_ts = self._rolling_timestamp()
+        if size > 0:
+            first_ts = self._rolling_based_timestamp
+            if first_ts is None:
+                first_ts = self._rolling_timestamp()
             if first_ts is not None and first_ts != batch.NO_TIMESTAMP:
                 waited = incoming_max_timestamp - first_ts
             else:
@@ -375,7 +379,7 @@ class LogSegment:
                 return True
         if self.offset_index.is_full or self.time_index.is_full:
             return True
-        return not self.can_hold_offset(incoming_last_offset)
+        return not 0 <= incoming_last_offset - self.base_offset <= _MAX_RELATIVE_OFFSET
 
     def append(
         self,
@@ -403,42 +407,59 @@ class LogSegment:
                 f"an append of {total} bytes does not fit {self.log_path} at position "
                 f"{position}: a segment holds at most {MAX_SEGMENT_BYTES} bytes"
             )
+        base = self.base_offset
+        first_offset = entries[0].base_offset
         last_offset = entries[-1].last_offset
-        if not self.can_hold_offset(last_offset) or not self.can_hold_offset(
-            entries[0].base_offset
+        if not (
+            0 <= first_offset - base <= _MAX_RELATIVE_OFFSET
+            and 0 <= last_offset - base <= _MAX_RELATIVE_OFFSET
         ):
             raise StorageError(
-                f"offsets {entries[0].base_offset}..{last_offset} cannot be stored in the "
-                f"segment with base offset {self.base_offset}"
+                f"offsets {first_offset}..{last_offset} cannot be stored in the "
+                f"segment with base offset {base}"
             )
-        self._load_tail_state()
+        if self._next_offset is None:
+            self._load_tail_state()
         # What a failure puts back.
+        max_timestamp = self._max_timestamp
+        offset_of_max = self._offset_of_max_timestamp
+        since_entry = self._bytes_since_last_index_entry
         saved = (
-            self._max_timestamp,
-            self._offset_of_max_timestamp,
-            self._bytes_since_last_index_entry,
+            max_timestamp,
+            offset_of_max,
+            since_entry,
             self._rolling_based_timestamp,
             self._next_offset,
         )
         # The indexes' entry counts before the first entry this append adds.
         marks: tuple[int, int] | None = None
         try:
-            _pwritev_all(self._fd, chunks, total, position, self)
+            # The common case: one call writes everything.
+            written = (
+                self._env.pwritev(self._fd, chunks, position, name=self._log_path)
+                if len(chunks) <= _IOV_MAX
+                else 0
+            )
+            if written != total:
+                _pwritev_rest(self._env, self._fd, chunks, total, position, self._log_path, written)
             if position == 0:
                 self._rolling_based_timestamp = entries[0].max_timestamp
             interval = self.index_interval_bytes
             for entry in entries:
-                if entry.max_timestamp > self._max_timestamp:
-                    self._max_timestamp = entry.max_timestamp
-                    self._offset_of_max_timestamp = entry.last_offset
-                if self._bytes_since_last_index_entry > interval:
+                if entry.max_timestamp > max_timestamp:
+                    max_timestamp = entry.max_timestamp
+                    offset_of_max = entry.last_offset
+                if since_entry > interval:
                     if marks is None:
                         marks = (self.offset_index.entries, self.time_index.entries)
                     self.offset_index.append(entry.last_offset, position + entry.position)
-                    self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-                    self._bytes_since_last_index_entry = 0
-                self._bytes_since_last_index_entry += entry.size
+                    self.time_index.maybe_append(max_timestamp, offset_of_max)
+                    since_entry = 0
+                since_entry += entry.size
             # Last: readers see the new bytes only once the append cannot fail.
+            self._max_timestamp = max_timestamp
+            self._offset_of_max_timestamp = offset_of_max
+            self._bytes_since_last_index_entry = since_entry
             self._size = position + total
             self._next_offset = last_offset + 1
         except BaseException as exc:
@@ -820,26 +841,21 @@ def _open_fd(env: io.Env, path: Path) -> int:
 _IOV_MAX = 1024
 
 
-def _pwritev_all(
+def _pwritev_rest(
+    env: io.Env,
     fd: int,
     chunks: Sequence[bytes | bytearray | memoryview],
     total: int,
     position: int,
-    segment: LogSegment,
+    name: Path,
+    written: int,
 ) -> None:
-    """Write all of ``chunks`` at ``position``, continuing after short writes.
+    """Write what is left of ``chunks`` at ``position`` of ``name`` after the first
+    ``written`` bytes (a short write, or none yet), continuing after short writes.
 
     Raises StorageError on a failed write or one that writes nothing; the
     caller (:meth:`LogSegment.append`) cuts away whatever was written.
     """
-    written = 0
-    name = segment.log_path
-    env = segment.env
-    if len(chunks) <= _IOV_MAX:
-        # The common case: one call writes everything.
-        written = env.pwritev(fd, chunks, position, name=name)
-        if written == total:
-            return
     pending = [memoryview(c) for c in chunks]
     first = 0
     done = written

@@ -100,7 +100,8 @@ class TimeIndex(IndexFile):
         entry's or cannot be stored relative to the base, and StorageError if
         the index is closed, or read-only and the entry would be written.
         """
-        self._use()
+        if self._closed or not self._loaded:  # else _use() has nothing to do
+            self._use()
         n = self._entries
         if not skip_full_check and n >= self._length // ENTRY_SIZE - 1:
             raise IndexFullError(f"time index {self._path} is full ({n} entries)")
@@ -124,7 +125,12 @@ class TimeIndex(IndexFile):
             raise StorageError(f"cannot append to time index {self._path}: it is open read-only")
         if n >= self._length // ENTRY_SIZE:
             raise IndexFullError(f"time index {self._path} has no slot left ({n} entries)")
-        buf = self._writable_map((n + 1) * ENTRY_SIZE)
+        end = (n + 1) * ENTRY_SIZE
+        buf = self._mmap
+        if buf is None or end > self._reserved:
+            buf = self._writable_map(end)
+        else:  # what _writable_map does when the blocks are already reserved
+            self._dirty = True
         _ENTRY.pack_into(buf, n * ENTRY_SIZE, timestamp, relative)
         self._entries = n + 1
         self._last_entry = (timestamp, offset)

@@ -14,7 +14,7 @@ Legacy (magic 0 and 1) message sets are converted to v2 first, as a Kafka
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from seglog.config import LONG_MAX, LogConfig
 from seglog.errors import (
@@ -26,9 +26,9 @@ from seglog.errors import (
 )
 from seglog.records import batch, legacy
 from seglog.records.compression import Codec
-from seglog.records.crc32c import crc32c
+from seglog.records.crc32c import crc32c, crc32c_raw
 from seglog.records.log_entries import EntryInfo
-from seglog.storage.producer_state import ProducerBatch
+from seglog.storage.producer_state import MAX_SEQUENCE, ProducerBatch
 
 _BASE_OFFSET = struct.Struct(">q")
 _HEADER_SIZE = batch.HEADER_SIZE
@@ -37,6 +37,11 @@ _CRC_START = batch.ATTRIBUTES_OFFSET
 _MAGIC_OFFSET = batch.MAGIC_OFFSET
 _V2 = batch.CURRENT_MAGIC
 _CLIENT_FORBIDDEN_ATTRIBUTES = batch.CONTROL_MASK | batch.DELETE_HORIZON_MASK
+_CODEC_MASK = batch.COMPRESSION_MASK
+_TRANSACTIONAL_MASK = batch.TRANSACTIONAL_MASK
+_NO_TIMESTAMP = batch.NO_TIMESTAMP
+_unpack_header = batch.HEADER.unpack_from
+_crc32c = crc32c_raw
 
 _CODEC_BY_TOPIC_COMPRESSION = {
     "uncompressed": Codec.NONE,
@@ -47,9 +52,12 @@ _CODEC_BY_TOPIC_COMPRESSION = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ValidatedAppend:
-    """An append ready to be written: the bytes, their entries and a summary."""
+class ValidatedAppend(NamedTuple):
+    """An append ready to be written: the bytes, their entries and a summary.
+
+    A named tuple: one is built per append, and a frozen dataclass's
+    ``__init__`` costs several times as much.
+    """
 
     chunks: list[bytes | bytearray | memoryview]
     size: int
@@ -77,7 +85,8 @@ def validate_and_assign(
     (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP);
     nothing is written in that case. A batch refused for some of its records
     raises with ``record_errors`` naming each of them, in Kafka's words, where
-    ``partition`` ("topic-0") names the log.
+    ``partition`` ("topic-0") names the log. Callers try
+    :func:`validate_single_batch` first.
     """
     if len(records) == 0:
         raise InvalidRecordError("the append holds no record batches")
@@ -210,6 +219,117 @@ def validate_and_assign(
         record_count=record_count,
         log_append_time=now_ms if log_append else batch.NO_TIMESTAMP,
         producer_batches=producer_batches,
+    )
+
+
+class FastRules(NamedTuple):
+    """What the single-batch fast path checks, drawn from a config once."""
+
+    #: max.message.bytes
+    max_size: int
+    #: message.timestamp.after.max.ms, or None when it bounds nothing (Long.MAX_VALUE).
+    after_ms: int | None
+    #: The codec the topic requires (compression.type), or None for "producer".
+    codec: int | None
+
+
+def fast_rules(config: LogConfig) -> FastRules | None:
+    """The fast path's rules under ``config``, or None if it needs the records decoded
+    or rewritten (compaction's keys, message.timestamp.before.max.ms, LogAppendTime)."""
+    if (
+        config.compact
+        or config.message_timestamp_type == "LogAppendTime"
+        or config.message_timestamp_before_max_ms != LONG_MAX
+    ):
+        return None
+    after = config.message_timestamp_after_max_ms
+    return FastRules(
+        config.max_message_bytes,
+        None if after == LONG_MAX else after,
+        _CODEC_BY_TOPIC_COMPRESSION.get(config.compression_type),
+    )
+
+
+def validate_single_batch(
+    records: bytes | bytearray | memoryview, rules: FastRules, next_offset: int, now_ms: int
+) -> ValidatedAppend | None:
+    """The append of ``records`` if it is one whole v2 batch that breaks no rule of
+    ``rules`` (:func:`fast_rules` of the log's config; the CRC included) and needs no
+    rewrite; else None, and :func:`validate_and_assign` finds the same answer or
+    raises the precise error.
+
+    The one-batch append is what producers send, one per partition and request:
+    this is the produce path's per-append cost, so it reads the header once into
+    locals and builds no intermediate objects.
+    """
+    view = memoryview(records)
+    size = len(view)
+    if size < _HEADER_SIZE or view[_MAGIC_OFFSET] != _V2:
+        return None
+    (
+        _,
+        batch_length,
+        _,
+        _,
+        crc,
+        attributes,
+        last_delta,
+        _,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    ) = _unpack_header(view, 0)
+    codec = rules.codec
+    after = rules.after_ms
+    if not (
+        batch_length + _LOG_OVERHEAD == size <= rules.max_size
+        and count > 0
+        and count == last_delta + 1
+        and not attributes & _CLIENT_FORBIDDEN_ATTRIBUTES
+        and (after is None or max_timestamp <= now_ms + after)
+        and (codec is None or attributes & _CODEC_MASK == codec)
+        and (producer_id < 0 or base_sequence >= 0)
+        and _crc32c(view[_CRC_START:]) == crc
+    ):
+        return None
+    last = next_offset + last_delta
+    if producer_id < 0:
+        producer_batches: list[ProducerBatch] = []
+    else:
+        # Sequence numbers wrap from 2**31 - 1 to 0.
+        last_sequence = base_sequence + last_delta
+        if last_sequence > MAX_SEQUENCE:
+            last_sequence -= MAX_SEQUENCE + 1
+        producer_batches = [
+            ProducerBatch(
+                producer_id,
+                producer_epoch,
+                base_sequence,
+                last_sequence,
+                next_offset,
+                last,
+                max_timestamp,
+                bool(attributes & _TRANSACTIONAL_MASK),
+            )
+        ]
+    entries = [EntryInfo(0, size, _V2, next_offset, last, max_timestamp, count)]
+    if max_timestamp > _NO_TIMESTAMP:
+        offset_of_max = last
+    else:  # as the full path: a batch without timestamps sets no maximum
+        max_timestamp, offset_of_max = _NO_TIMESTAMP, next_offset
+    return ValidatedAppend(
+        [_BASE_OFFSET.pack(next_offset), view[8:]],
+        size,
+        entries,
+        next_offset,
+        last,
+        max_timestamp,
+        offset_of_max,
+        count,
+        batch.NO_TIMESTAMP,
+        producer_batches,
     )
 
 
