@@ -489,3 +489,89 @@ def test_two_nodes_restarted_as_three_spread_leadership(make_cluster) -> None:  
     cluster.start(nodes=3)
     assert leaders(cluster, 1, "grow") == led
     assert leaders(cluster, 1, "__consumer_offsets") == offsets_led
+
+
+def raw_create(port: int, name: str, timeout_ms: int) -> dict[str, Any]:
+    raw = Raw(port)
+    try:
+        body = raw.call(
+            ApiKey.CREATE_TOPICS,
+            5,
+            {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": 2,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                ],
+                "timeout_ms": timeout_ms,
+                "validate_only": False,
+            },
+        )
+    finally:
+        raw.close()
+    return body["topics"][0]  # type: ignore[no-any-return]
+
+
+def wait_restarted(cluster: Cluster, node_id: int, old: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if cluster.node_pid(node_id) != old and listening(cluster.port(node_id)):
+                return
+        except LookupError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"node {node_id} was not restarted")
+
+
+def test_admin_requests_wait_for_a_restarting_controller(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(2)
+    create(cluster, 1, "ready", 1)  # both nodes are up and serving
+
+    # Sent to node 2 at once after the controller died: node 2 holds the
+    # request until the controller is back, then answers it created.
+    old = cluster.kill_node(1)
+    started = time.monotonic()
+    answer = raw_create(cluster.port(2), "during", 30_000)
+    assert answer["error_code"] == 0, answer["error_message"]
+    assert time.monotonic() - started < 30
+    wait_restarted(cluster, 1, old)
+    assert sorted(leaders(cluster, 2, "during")) == [0, 1]
+
+    # The same through confluent-kafka's AdminClient.
+    old = cluster.kill_node(1)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(2)})
+    admin.create_topics([NewTopic("during-admin", 3, 1)], request_timeout=30)[
+        "during-admin"
+    ].result(40)
+    wait_restarted(cluster, 1, old)
+    assert sorted(leaders(cluster, 1, "during-admin")) == [0, 1, 2]
+
+    # Auto-creation through node 2 waits for the controller too.
+    old = cluster.kill_node(1)
+    raw = Raw(cluster.port(2))
+    try:
+        answer = raw.call(
+            ApiKey.METADATA,
+            12,
+            {
+                "topics": [{"topic_id": uuid.UUID(int=0), "name": "auto-during"}],
+                "allow_auto_topic_creation": True,
+                "include_topic_authorized_operations": False,
+            },
+        )["topics"][0]
+    finally:
+        raw.close()
+    assert answer["error_code"] == code("LEADER_NOT_AVAILABLE"), answer
+    wait_restarted(cluster, 1, old)
+    assert sorted(leaders(cluster, 2, "auto-during")) == [0]
+
+    # A controller that does not come back within the request's timeout: REQUEST_TIMED_OUT.
+    old = cluster.kill_node(1)
+    answer = raw_create(cluster.port(2), "too-late", 1)
+    assert answer["error_code"] == code("REQUEST_TIMED_OUT"), answer
+    wait_restarted(cluster, 1, old)

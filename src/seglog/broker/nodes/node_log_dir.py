@@ -17,6 +17,7 @@ that are down (which would otherwise adopt them again at their restart).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -38,6 +39,14 @@ logger = logging.getLogger(__name__)
 
 FORWARD_TIMEOUT = 60.0
 """How long a node waits for the controller to carry out a forwarded request."""
+FORWARD_RETRY = 3.0
+"""How long a forwarding node retries a controller it cannot reach (restarting, say).
+
+Short: the caller's thread waits meanwhile. The request handlers wait for the
+controller on the event loop first, up to the request's timeout
+(:meth:`Cluster.await_controller`); this covers a controller that died since,
+and callers without such a wait (the coordinators creating their topics).
+"""
 REFRESH_TIMEOUT = 15.0
 """How long the controller waits for one node to open a new topic's partitions."""
 
@@ -140,10 +149,21 @@ class NodeLogDir(LogDir):
     def _forward(self, method: str, *args: Any, assignment: list[list[int]] | None = None) -> None:
         address = self.cluster.channel_address(self.cluster.controller_id)
         request = {"op": "admin", "method": method, "args": list(args), "assignment": assignment}
+        deadline = time.monotonic() + FORWARD_RETRY
+        pause = 0.05
         try:
-            call(address, request, FORWARD_TIMEOUT)
+            while True:
+                try:
+                    call(address, request, FORWARD_TIMEOUT)
+                    break
+                except ControllerUnavailableError as exc:
+                    self.cluster.forget_liveness()
+                    if not exc.unreachable or time.monotonic() + pause > deadline:
+                        raise
+                    # Never connected, so never carried out: safe to send again.
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.5)
         except ControllerUnavailableError:
-            self.cluster.forget_liveness()
             raise
         except SeglogError:
             # TOPIC_ALREADY_EXISTS, say: what the controller has is what the caller sees next.
