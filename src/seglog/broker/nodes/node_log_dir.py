@@ -5,9 +5,12 @@ The controller runs :meth:`create_topic`, :meth:`delete_topic`,
 (choosing leaders for new partitions and recording them), then has every live
 node re-read the topic list before it answers, so that a topic it reports
 created is open on every node. On any other node the same methods forward to
-the controller and return once it has answered. Every caller (the admin
-handlers, auto-creation, the coordinators creating their internal topics)
-keeps calling the log directory as with one node.
+the controller and return once it has answered (retrying for a moment a
+controller that is not listening; the request handlers wait for a restarting
+controller first, up to the request's timeout:
+:meth:`~seglog.broker.nodes.cluster.Cluster.await_controller`). Every caller
+(the admin handlers, auto-creation, the coordinators creating their internal
+topics) keeps calling the log directory as with one node.
 
 Deleting a topic first has each node close its partitions of it (``release``),
 then the controller removes the files of all of them, including those of nodes
