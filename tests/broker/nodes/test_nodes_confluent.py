@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -21,9 +22,12 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from seglog.broker.nodes.assignment import plan
+from seglog.coordinator.offset_store import partition_for
 from seglog.protocol import ApiKey, error_codes
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage import checkpoints
+from seglog.storage.log_dir import TopicInfo
 from tests.broker.nodes.conftest import Cluster, Raw, listening, node_pids
 
 
@@ -424,3 +428,150 @@ def offline_seen(cluster: Cluster, via: int, topic: str, partition: int, node: i
             return True
         time.sleep(0.02)
     return False
+
+
+def commit(cluster: Cluster, via: int, group: str, offsets: dict[int, int], topic: str) -> None:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(via), "group.id": group})
+    try:
+        done = consumer.commit(
+            offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
+        )
+        assert done is not None and all(tp.error is None for tp in done)
+    finally:
+        consumer.close()
+
+
+def test_two_nodes_restarted_as_three_spread_leadership(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(2)
+    create(cluster, 1, "grow", 6)
+    values = {p: [f"{p}-{i}".encode() for i in range(20)] for p in range(6)}
+    produce(cluster, 2, "grow", values)
+    commit(cluster, 1, "warm-up", {0: 1}, "grow")  # creates __consumer_offsets
+    # A group whose __consumer_offsets partition node 3 will lead: its
+    # committed offsets are then read from files the two nodes wrote.
+    before = {
+        name: TopicInfo(name, uuid.uuid4(), len(led), {}, [[led[p]] for p in range(len(led))])
+        for name, led in ((t, leaders(cluster, 1, t)) for t in ("grow", "__consumer_offsets"))
+    }
+    to_node_3 = {m.partition for m in plan(before, [1, 2, 3]) if m.topic == "__consumer_offsets"}
+    offsets_count = before["__consumer_offsets"].partitions
+    candidates = (f"spread-{i}" for i in range(500))
+    group = next(g for g in candidates if partition_for(g, offsets_count) in to_node_3)
+    commit(cluster, 2, group, {p: 10 + p for p in range(6)}, "grow")
+    assert cluster.stop() == 0
+
+    cluster.start(nodes=3)
+    led = leaders(cluster, 2, "grow")
+    assert Counter(led.values()) == {1: 2, 2: 2, 3: 2}
+    # Only partitions that went to node 3 changed leader.
+    assert all(led[p] in (3, before["grow"].replicas_of(p)[0]) for p in range(6))  # type: ignore[index]
+    offsets_led = leaders(cluster, 3, "__consumer_offsets")
+    assert sorted(Counter(offsets_led.values()).values()) == [16, 17, 17]
+    # Every record is read back from its new leader.
+    for partition in range(6):
+        assert consume(cluster, led[partition], "grow", partition, 20) == values[partition]
+    # The group is coordinated by node 3 now, its committed offsets intact.
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(1)})
+    described = admin.describe_consumer_groups([group])[group].result(30)
+    assert described.coordinator.id == 3
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap(1), "group.id": group})
+    committed = reader.committed([TopicPartition("grow", p) for p in range(6)], timeout=30)
+    reader.close()
+    assert {tp.partition: tp.offset for tp in committed} == {p: 10 + p for p in range(6)}
+    # The files never moved.
+    assert sorted(p.name for p in cluster.data.glob("grow-*")) == [f"grow-{p}" for p in range(6)]
+    log = cluster.log.read_text()
+    assert log.count("of topic grow: leader node") == 2
+    assert "given a leader among nodes [1, 2, 3]" in log
+    assert cluster.stop() == 0
+
+    # Started again as three nodes: nothing moves.
+    cluster.start(nodes=3)
+    assert leaders(cluster, 1, "grow") == led
+    assert leaders(cluster, 1, "__consumer_offsets") == offsets_led
+
+
+def raw_create(port: int, name: str, timeout_ms: int) -> dict[str, Any]:
+    raw = Raw(port)
+    try:
+        body = raw.call(
+            ApiKey.CREATE_TOPICS,
+            5,
+            {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": 2,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                ],
+                "timeout_ms": timeout_ms,
+                "validate_only": False,
+            },
+        )
+    finally:
+        raw.close()
+    return body["topics"][0]  # type: ignore[no-any-return]
+
+
+def wait_restarted(cluster: Cluster, node_id: int, old: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if cluster.node_pid(node_id) != old and listening(cluster.port(node_id)):
+                return
+        except LookupError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"node {node_id} was not restarted")
+
+
+def test_admin_requests_wait_for_a_restarting_controller(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(2)
+    create(cluster, 1, "ready", 1)  # both nodes are up and serving
+
+    # Sent to node 2 at once after the controller died: node 2 holds the
+    # request until the controller is back, then answers it created.
+    old = cluster.kill_node(1)
+    started = time.monotonic()
+    answer = raw_create(cluster.port(2), "during", 30_000)
+    assert answer["error_code"] == 0, answer["error_message"]
+    assert time.monotonic() - started < 30
+    wait_restarted(cluster, 1, old)
+    assert sorted(leaders(cluster, 2, "during")) == [0, 1]
+
+    # The same through confluent-kafka's AdminClient.
+    old = cluster.kill_node(1)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(2)})
+    admin.create_topics([NewTopic("during-admin", 3, 1)], request_timeout=30)[
+        "during-admin"
+    ].result(40)
+    wait_restarted(cluster, 1, old)
+    assert sorted(leaders(cluster, 1, "during-admin")) == [0, 1, 2]
+
+    # Auto-creation through node 2 waits for the controller too.
+    old = cluster.kill_node(1)
+    raw = Raw(cluster.port(2))
+    try:
+        answer = raw.call(
+            ApiKey.METADATA,
+            12,
+            {
+                "topics": [{"topic_id": uuid.UUID(int=0), "name": "auto-during"}],
+                "allow_auto_topic_creation": True,
+                "include_topic_authorized_operations": False,
+            },
+        )["topics"][0]
+    finally:
+        raw.close()
+    assert answer["error_code"] == code("LEADER_NOT_AVAILABLE"), answer
+    wait_restarted(cluster, 1, old)
+    assert sorted(leaders(cluster, 2, "auto-during")) == [0]
+
+    # A controller that does not come back within the request's timeout: REQUEST_TIMED_OUT.
+    old = cluster.kill_node(1)
+    answer = raw_create(cluster.port(2), "too-late", 1)
+    assert answer["error_code"] == code("REQUEST_TIMED_OUT"), answer
+    wait_restarted(cluster, 1, old)

@@ -6,19 +6,27 @@ runs on the storage environment's threads (:mod:`seglog.broker.blocking`), never
 the event loop.
 :class:`~seglog.storage.log_dir.LogDir` serialises administration with its
 own lock and holds the lock readers take only for a moment.
+
+With several nodes, a node other than the controller forwards these changes
+to it; while the controller is down (being restarted) the request waits for
+it, on the event loop, up to the request's ``timeout_ms`` (REQUEST_TIMED_OUT
+after that), as Kafka's brokers wait for their controller.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
+import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from seglog.broker.blocking import run_blocking
 from seglog.broker.handlers.cluster import registered_nodes, replica_list_error
 from seglog.broker.handlers.configs import BROKER_RESOURCE, TOPIC_RESOURCE, topic_entries
+from seglog.broker.nodes.channel import ControllerTimeoutError, ControllerUnavailableError
 from seglog.broker.state import BrokerState
 from seglog.config import (
     CONFIGS_BY_NAME,
@@ -39,6 +47,11 @@ from seglog.storage.log import Log
 
 logger = logging.getLogger(__name__)
 
+R = TypeVar("R")
+
+CONFIG_CHANGE_WAIT = 30.0
+"""How long a config change waits for a restarting controller (its request has no timeout)."""
+
 # The fields of a DescribeConfigs entry that CreateTopics v5+ answers too.
 _CREATED_CONFIG_FIELDS = ("name", "value", "read_only", "config_source", "is_sensitive")
 
@@ -48,6 +61,43 @@ def _error(exc: SeglogError) -> tuple[int, str]:
         # The client sees KAFKA_STORAGE_ERROR; the operator needs the cause.
         logger.error("storage error: %s", exc, exc_info=exc)
     return error_codes.code_for_exception(exc), str(exc)
+
+
+class _Controller:
+    """Runs a request's topic changes, waiting for a restarting controller up to a deadline."""
+
+    def __init__(self, state: BrokerState, seconds: float) -> None:
+        self.state = state
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+
+    async def run(self, fn: Callable[[], R]) -> R:
+        """``fn()`` on the storage threads; forwarded again while the controller is away.
+
+        A controller that died while carrying out ``fn`` may have done it:
+        the next attempt then answers what the controller has (a topic
+        created already says so), as a client retrying the request would see.
+        """
+        cluster = self.state.cluster
+        while True:
+            if cluster is not None:
+                await cluster.await_controller(self.deadline - time.monotonic())
+            try:
+                return await run_blocking(self.state.log_dir.env, fn)
+            except ControllerUnavailableError as exc:
+                if cluster is None or isinstance(exc, ControllerTimeoutError):
+                    raise
+                if time.monotonic() >= self.deadline:
+                    raise ControllerTimeoutError(
+                        f"the controller (node {cluster.controller_id}) did not answer within "
+                        f"{self.seconds:g} s: {exc}"
+                    ) from exc
+                await asyncio.sleep(0.05)
+
+
+def _request_timeout(body: dict[str, Any]) -> float:
+    """A request's ``timeout_ms`` in seconds."""
+    return max(0, int(body.get("timeout_ms") or 0)) / 1000
 
 
 def _internal_topic_refusal(name: str) -> str:
@@ -185,6 +235,7 @@ async def create_topics(
     """
     results = []
     names = [topic["name"] for topic in body["topics"]]
+    controller = _Controller(state, _request_timeout(body))
     for topic in body["topics"]:
         name = topic["name"]
         configs = {c["name"]: c["value"] for c in topic.get("configs") or []}
@@ -199,8 +250,7 @@ async def create_topics(
                 _check_new_topic(state, name, configs)
                 result["topic_id"] = uuid.uuid4()  # Kafka answers the id it would have used
             else:
-                info = await run_blocking(
-                    state.log_dir.env,
+                info = await controller.run(
                     functools.partial(
                         state.log_dir.create_topic,
                         name,
@@ -235,10 +285,11 @@ async def delete_topics(
     """DeleteTopics by name."""
     names = body.get("topic_names") or [t["name"] for t in body.get("topics") or []]
     responses = []
+    controller = _Controller(state, _request_timeout(body))
     for name in names:
         entry: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
         try:
-            await run_blocking(state.log_dir.env, state.log_dir.delete_topic, name)
+            await controller.run(functools.partial(state.log_dir.delete_topic, name))
         except SeglogError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
         responses.append(entry)
@@ -282,13 +333,13 @@ async def create_partitions(
 ) -> dict[str, Any]:
     """CreatePartitions: grow topics; explicit assignments may only name this node."""
     results = []
+    controller = _Controller(state, _request_timeout(body))
     for topic in body["topics"]:
         entry: dict[str, Any] = {"name": topic["name"], "error_code": 0, "error_message": None}
         try:
             _check_partitions(state, topic)
             if not body.get("validate_only"):
-                await run_blocking(
-                    state.log_dir.env,
+                await controller.run(
                     functools.partial(
                         state.log_dir.create_partitions,
                         topic["name"],
@@ -400,6 +451,7 @@ async def _alter_topic(
     to_set: dict[str, str],
     to_delete: list[str],
     validate_only: bool,
+    controller: _Controller,
 ) -> None:
     info = state.log_dir.topic(name)
     if info is None:
@@ -408,8 +460,8 @@ async def _alter_topic(
         overrides = {k: v for k, v in info.overrides.items() if k not in to_delete}
         LogConfig.from_properties({**overrides, **to_set}, state.log_dir.defaults)
     else:
-        await run_blocking(
-            state.log_dir.env, state.log_dir.alter_topic_config, name, to_set, to_delete
+        await controller.run(
+            functools.partial(state.log_dir.alter_topic_config, name, to_set, to_delete)
         )
 
 
@@ -441,6 +493,7 @@ async def alter_configs(
     given, falls back to the default), as Kafka's legacyAlterConfigs does.
     """
     responses = []
+    controller = _Controller(state, CONFIG_CHANGE_WAIT)
     for resource in body["resources"]:
         kind, name = resource["resource_type"], resource["resource_name"]
         entry: dict[str, Any] = {
@@ -456,7 +509,9 @@ async def alter_configs(
                 current = list(info.overrides) if info is not None else []
                 to_set = {k: v for k, v in given.items() if v is not None}
                 to_delete = [k for k in current if k not in to_set]
-                await _alter_topic(state, name, to_set, to_delete, bool(body.get("validate_only")))
+                await _alter_topic(
+                    state, name, to_set, to_delete, bool(body.get("validate_only")), controller
+                )
             elif kind == BROKER_RESOURCE:
                 _alter_broker(state, name, list(given))
             else:
@@ -472,6 +527,7 @@ async def incremental_alter_configs(
 ) -> dict[str, Any]:
     """IncrementalAlterConfigs for topics: SET, DELETE, APPEND and SUBTRACT."""
     responses = []
+    controller = _Controller(state, CONFIG_CHANGE_WAIT)
     for resource in body["resources"]:
         kind, name = resource["resource_type"], resource["resource_name"]
         entry: dict[str, Any] = {
@@ -483,7 +539,9 @@ async def incremental_alter_configs(
         try:
             if kind == TOPIC_RESOURCE:
                 to_set, to_delete = _incremental_changes(state, name, resource["configs"])
-                await _alter_topic(state, name, to_set, to_delete, bool(body.get("validate_only")))
+                await _alter_topic(
+                    state, name, to_set, to_delete, bool(body.get("validate_only")), controller
+                )
             elif kind == BROKER_RESOURCE:
                 _alter_broker(state, name, [c["name"] for c in resource["configs"]])
             else:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 import uuid
 from typing import Any
 
@@ -149,14 +151,45 @@ def maybe_auto_create(state: BrokerState, name: str) -> int:
     return error_codes.code_for("LEADER_NOT_AVAILABLE")
 
 
+def _create_each(state: BrokerState, names: list[str]) -> dict[str, int]:
+    return {name: maybe_auto_create(state, name) for name in names}
+
+
+AUTO_CREATE_WAIT = 5.0
+"""How long auto-creation on a node waits for a restarting controller."""
+
+
 async def auto_create(state: BrokerState, *names: str) -> dict[str, int]:
     """Auto-create ``names`` on a worker thread; the error code for each.
 
     Creating a topic makes directories, files and fsyncs: never on the event loop.
+    With several nodes the controller creates it: while the controller is
+    restarting, wait for it a short while (on the event loop, sending again
+    if it went away during the request), then answer LEADER_NOT_AVAILABLE,
+    which clients retry.
     """
-    return await run_blocking(
-        state.log_dir.env, lambda: {name: maybe_auto_create(state, name) for name in names}
-    )
+    cluster = state.cluster
+    deadline = time.monotonic() + AUTO_CREATE_WAIT
+    away = {error_codes.code_for("NOT_CONTROLLER"), error_codes.code_for("REQUEST_TIMED_OUT")}
+    codes: dict[str, int] = {}
+    pending = list(names)
+    while True:
+        creatable = [n for n in pending if not filenames.is_internal(n)]
+        if cluster is not None and state.settings.auto_create_topics_enable and creatable:
+            try:
+                await cluster.await_controller(deadline - time.monotonic())
+            except SeglogError:
+                break
+        codes.update(await run_blocking(state.log_dir.env, _create_each, state, pending))
+        pending = [n for n in pending if codes[n] in away]
+        if not pending or cluster is None or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(0.05)
+    waiting = error_codes.code_for("LEADER_NOT_AVAILABLE")
+    unknown = error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
+    for name in pending:
+        codes[name] = unknown if filenames.is_internal(name) else waiting
+    return codes
 
 
 async def metadata(

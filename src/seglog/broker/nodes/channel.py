@@ -18,6 +18,7 @@ Answers are ``{"ok": true, ...}`` or ``{"error": <seglog.errors class>, "message
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -40,6 +41,14 @@ class ControllerUnavailableError(SeglogError):
     """The controller (or another node) did not answer on the control channel."""
 
     kafka_error = "NOT_CONTROLLER"
+    #: True when no connection was made: the request surely was not carried out.
+    unreachable: bool = False
+
+
+class ControllerTimeoutError(ControllerUnavailableError):
+    """The controller was not back within the time a forwarded request may wait."""
+
+    kafka_error = "REQUEST_TIMED_OUT"
 
 
 def error_answer(exc: BaseException) -> dict[str, Any]:
@@ -54,9 +63,10 @@ def raise_for(answer: dict[str, Any]) -> dict[str, Any]:
         return answer
     cls = getattr(errors, str(answer["error"]), None)
     if cls is None:
-        cls = (
-            ControllerUnavailableError if answer["error"] == "ControllerUnavailableError" else None
-        )
+        cls = {
+            "ControllerUnavailableError": ControllerUnavailableError,
+            "ControllerTimeoutError": ControllerTimeoutError,
+        }.get(str(answer["error"]))
     if not (isinstance(cls, type) and issubclass(cls, SeglogError)):
         cls = SeglogError
     raise cls(str(answer.get("message", "")))
@@ -104,15 +114,35 @@ class ChannelServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.server_close()
 
 
+async def reachable(address: str) -> bool:
+    """Whether a node listens at ``address`` now (a connection is accepted), without blocking."""
+    try:
+        _, writer = await asyncio.open_unix_connection(address)
+    except OSError:
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
 def call(address: str, request: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Send ``request`` to the node at ``address``; its answer (errors raised again).
 
-    ControllerUnavailableError if the node cannot be reached or does not answer in time.
+    ControllerUnavailableError if the node cannot be reached (``unreachable``) or
+    does not answer in time.
     """
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
-            sock.connect(address)
+            try:
+                sock.connect(address)
+            except OSError as exc:
+                unreachable = ControllerUnavailableError(
+                    f"node unreachable on the control channel ({request.get('op')}): {exc}"
+                )
+                unreachable.unreachable = True
+                raise unreachable from exc
             sock.sendall(json.dumps(request).encode() + b"\n")
             data = b""
             while not data.endswith(b"\n"):

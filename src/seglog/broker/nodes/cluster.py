@@ -9,6 +9,7 @@ locked: a crashed process releases its lock at once, with nothing to clean up.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import os
@@ -19,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seglog.broker.nodes.channel import ControllerTimeoutError, reachable
 from seglog.broker.settings import MAX_NODES, BrokerSettings, Listener
 from seglog.errors import InvalidConfigError
 from seglog.storage import io
@@ -153,6 +155,30 @@ class Cluster:
         """Drop the cached liveness (after a call to a node failed, say)."""
         with self._alive_lock:
             self._alive.clear()
+
+    async def await_controller(self, seconds: float) -> None:
+        """Return once the controller listens on its channel (at once on the controller).
+
+        Kafka's brokers forward administration to the controller and wait for
+        it up to the request's timeout; a node restarted by the supervisor is
+        back within seconds. ControllerTimeoutError if ``seconds`` pass first.
+        Waits on the event loop: no thread is held meanwhile.
+        """
+        if self.is_controller:
+            return
+        address = self.channel_address(self.controller_id)
+        deadline = time.monotonic() + max(0.0, seconds)
+        pause = 0.05
+        while not await reachable(address):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ControllerTimeoutError(
+                    f"the controller (node {self.controller_id}) did not come back within "
+                    f"{seconds:g} s"
+                )
+            await asyncio.sleep(min(pause, remaining))
+            pause = min(pause * 2, 0.5)
+        self.forget_liveness()
 
     # -------------------------------------------------------------- channel
 

@@ -5,9 +5,12 @@ The controller runs :meth:`create_topic`, :meth:`delete_topic`,
 (choosing leaders for new partitions and recording them), then has every live
 node re-read the topic list before it answers, so that a topic it reports
 created is open on every node. On any other node the same methods forward to
-the controller and return once it has answered. Every caller (the admin
-handlers, auto-creation, the coordinators creating their internal topics)
-keeps calling the log directory as with one node.
+the controller and return once it has answered (retrying for a moment a
+controller that is not listening; the request handlers wait for a restarting
+controller first, up to the request's timeout:
+:meth:`~seglog.broker.nodes.cluster.Cluster.await_controller`). Every caller
+(the admin handlers, auto-creation, the coordinators creating their internal
+topics) keeps calling the log directory as with one node.
 
 Deleting a topic first has each node close its partitions of it (``release``),
 then the controller removes the files of all of them, including those of nodes
@@ -17,6 +20,7 @@ that are down (which would otherwise adopt them again at their restart).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -38,6 +42,14 @@ logger = logging.getLogger(__name__)
 
 FORWARD_TIMEOUT = 60.0
 """How long a node waits for the controller to carry out a forwarded request."""
+FORWARD_RETRY = 3.0
+"""How long a forwarding node retries a controller it cannot reach (restarting, say).
+
+Short: the caller's thread waits meanwhile. The request handlers wait for the
+controller on the event loop first, up to the request's timeout
+(:meth:`Cluster.await_controller`); this covers a controller that died since,
+and callers without such a wait (the coordinators creating their topics).
+"""
 REFRESH_TIMEOUT = 15.0
 """How long the controller waits for one node to open a new topic's partitions."""
 
@@ -140,10 +152,21 @@ class NodeLogDir(LogDir):
     def _forward(self, method: str, *args: Any, assignment: list[list[int]] | None = None) -> None:
         address = self.cluster.channel_address(self.cluster.controller_id)
         request = {"op": "admin", "method": method, "args": list(args), "assignment": assignment}
+        deadline = time.monotonic() + FORWARD_RETRY
+        pause = 0.05
         try:
-            call(address, request, FORWARD_TIMEOUT)
+            while True:
+                try:
+                    call(address, request, FORWARD_TIMEOUT)
+                    break
+                except ControllerUnavailableError as exc:
+                    self.cluster.forget_liveness()
+                    if not exc.unreachable or time.monotonic() + pause > deadline:
+                        raise
+                    # Never connected, so never carried out: safe to send again.
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.5)
         except ControllerUnavailableError:
-            self.cluster.forget_liveness()
             raise
         except SeglogError:
             # TOPIC_ALREADY_EXISTS, say: what the controller has is what the caller sees next.

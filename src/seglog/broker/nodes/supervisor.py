@@ -6,9 +6,10 @@ Theory of operation:
    on the same directory is refused, as with one node) and hold it to the end.
 2. Prepare the directory for the nodes: write ``meta.properties`` if missing,
    consume the clean-shutdown marker (the nodes are told whether their
-   partitions were closed cleanly), and give every partition without a live
-   leader one (:func:`~seglog.broker.nodes.assignment.reassign`): the topic
-   list is complete before any node reads it.
+   partitions were closed cleanly), give every partition without a live
+   leader one, and when the node count changed balance every topic's leaders
+   over the nodes (:func:`~seglog.broker.nodes.assignment.reassign`): the
+   topic list is complete before any node reads it.
 3. Start node ``i`` as ``python -m seglog serve ... --node-index i``. A node
    that exits while the supervisor is not stopping (a crash, ``kill -9``) is
    started again after a short back-off, as unclean: it recovers its
@@ -117,7 +118,6 @@ class Supervisor:
         topics = read_topic_list(path, env=self._env)
         if assignment.reassign(topics, [node.node_id for node in self.nodes]):
             write_topic_list(path, topics, env=self._env)
-            logger.info("assigned partitions to nodes %s", [n.node_id for n in self.nodes])
         return clean
 
     # --------------------------------------------------------------- running
