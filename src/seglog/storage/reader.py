@@ -417,32 +417,22 @@ class BatchWalk:
                         starting_offset,
                         rel if rel + size <= len(chunk) else 0,
                     )
-                elif rel + size <= len(chunk):
-                    # The whole batch is in the chunk: its records are walked there.
-                    found = record_codec.first_in_records(
-                        chunk,
-                        rel + _HEADER_SIZE,
-                        rel + size,
-                        count,
-                        base,
-                        attributes,
-                        base_ts,
-                        max_timestamp,
-                        last_delta,
-                        timestamp,
-                        starting_offset,
-                    )
                 else:
-                    # The header is read already: only the records, walked as they are.
-                    records = read(position + _HEADER_SIZE, size - _HEADER_SIZE)
-                    if len(records) < size - _HEADER_SIZE:
-                        raise CorruptRecordError(
-                            f"truncated record batch at position {position}: length {size}"
-                        )
+                    if rel + size <= len(chunk):
+                        # The whole batch is in the chunk: its records are walked there.
+                        records, start, end = chunk, rel + _HEADER_SIZE, rel + size
+                    else:
+                        # The header is read already: only the records, walked as they are.
+                        records = read(position + _HEADER_SIZE, size - _HEADER_SIZE)
+                        if len(records) < size - _HEADER_SIZE:
+                            raise CorruptRecordError(
+                                f"truncated record batch at position {position}: length {size}"
+                            )
+                        start, end = 0, len(records)
                     found = record_codec.first_in_records(
                         records,
-                        0,
-                        len(records),
+                        start,
+                        end,
                         count,
                         base,
                         attributes,

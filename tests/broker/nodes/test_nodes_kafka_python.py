@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import gc
 import threading
 import time
-import warnings
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 from seglog.coordinator.offset_store import partition_for
 from tests.broker.nodes.conftest import Cluster, listening
-
-
-@pytest.fixture(autouse=True)
-def collect_refused_sockets() -> Iterator[None]:
-    """kafka-python leaves the socket of a refused connection (to a killed node)
-    unclosed: collect those here rather than in whichever test runs next."""
-    yield
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        gc.collect()
 
 
 def describe(cluster: Cluster, via: int, topic: str) -> dict[int, int]:
