@@ -104,7 +104,8 @@ def test_a_stalled_transaction_is_aborted_after_its_timeout(
 ) -> None:
     broker = make_broker(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
     _create(broker.bootstrap, topic)
-    producer = _producer(broker.bootstrap, f"txn-{topic}", **{"transaction.timeout.ms": 1000})
+    # Long enough for the first look below to come before the timeout on a busy machine.
+    producer = _producer(broker.bootstrap, f"txn-{topic}", **{"transaction.timeout.ms": 3000})
     producer.init_transactions(10)
     producer.begin_transaction()
     producer.produce(topic, b"stalled")

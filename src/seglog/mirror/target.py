@@ -204,5 +204,10 @@ class Target:
 
     def close(self) -> None:
         """Deliver what is queued and close the clients."""
-        self.flush()
-        self._reader.close()
+        try:
+            self.flush()
+        finally:
+            # Closed now, not when collected: a producer left to the garbage
+            # collector keeps reconnecting to a target that has gone away.
+            self._producer.close()
+            self._reader.close()
