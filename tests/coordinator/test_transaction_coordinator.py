@@ -14,6 +14,7 @@ import pytest
 from seglog.coordinator import txn_log
 from seglog.coordinator.offset_store import CommittedOffset, OffsetStore
 from seglog.coordinator.transaction_coordinator import TransactionCoordinator, TxnState
+from seglog.errors import SeglogError
 from seglog.records import batch, control
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage.log_dir import LogDir
@@ -300,3 +301,79 @@ def test_an_open_transaction_no_id_holds_is_aborted_at_start(broker: Broker) -> 
     marker = broker.headers("t", 1)[-1]
     assert marker.is_control and (marker.producer_id, marker.producer_epoch) == (777, 3)
     assert [a.producer_id for a in log.aborted_transactions(0, 2)] == [777]
+
+
+class _OtherNodes:
+    """The leaders of the partitions this node does not serve: what they were asked, in order."""
+
+    def __init__(self) -> None:
+        self.coordinator: TransactionCoordinator | None = None
+        self.asked: list[tuple[str, list[tuple[str, int]], TxnState]] = []
+        self.flush_error: str | None = None
+
+    def _state(self) -> TxnState:
+        assert self.coordinator is not None
+        return self.coordinator.txns["tx"].state
+
+    def write_markers(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[tuple[str, int]],
+        *,
+        commit: bool,
+        coordinator_epoch: int,
+    ) -> dict[tuple[str, int], str]:
+        self.asked.append(("markers", partitions, self._state()))
+        return dict.fromkeys(partitions, "NONE")
+
+    def verify_partition(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
+    ) -> str:
+        return "NONE"
+
+    def flush(self, partitions: list[tuple[str, int]]) -> None:
+        self.asked.append(("flush", partitions, self._state()))
+        if self.flush_error is not None:
+            raise SeglogError(self.flush_error)
+
+
+def test_a_commit_over_several_nodes_has_their_data_fsynced_before_it_is_decided(
+    tmp_path: Path,
+) -> None:
+    """A power cut after PrepareCommit must not lose the data another node leads."""
+    log_dir = LogDir.open(tmp_path / "data", serves=lambda info, p: (info.name, p) != ("t", 1))
+    try:
+        log_dir.create_topic("t", 2)
+        coordinator = TransactionCoordinator(
+            log_dir,
+            OffsetStore(log_dir, partitions=3),
+            new_producer_id=lambda: next(_ids),
+            clock=time.time,
+            partitions=5,
+        )
+        others = _OtherNodes()
+        others.coordinator = coordinator
+        coordinator.remote = others
+        coordinator.load()
+        init = coordinator.init_producer_id("tx", 60_000)
+        pid, epoch = init.producer_id, init.producer_epoch
+        added = coordinator.add_partitions("tx", pid, epoch, [("t", 0), ("t", 1)])
+        assert set(added.values()) == {"NONE"}
+
+        # The other node cannot fsync: nothing is decided, the client may retry.
+        others.flush_error = "KAFKA_STORAGE_ERROR"
+        assert coordinator.end_txn("tx", pid, epoch, commit=True).error == (
+            "COORDINATOR_NOT_AVAILABLE"
+        )
+        assert coordinator.txns["tx"].state == TxnState.ONGOING
+        others.flush_error = None
+        assert coordinator.end_txn("tx", pid, epoch, commit=True).error == "NONE"
+        assert others.asked == [
+            ("flush", [("t", 1)], TxnState.ONGOING),
+            ("flush", [("t", 1)], TxnState.ONGOING),
+            ("markers", [("t", 1)], TxnState.PREPARE_COMMIT),
+        ]
+        assert coordinator.txns["tx"].state == TxnState.COMPLETE_COMMIT
+    finally:
+        log_dir.close()

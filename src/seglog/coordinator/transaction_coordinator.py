@@ -192,6 +192,10 @@ class RemotePartitions(Protocol):
         """Ask the id's coordinator :meth:`TransactionCoordinator.verify_partition`."""
         ...
 
+    def flush(self, partitions: list[tuple[str, int]]) -> None:
+        """Have each partition's leader fsync its data; raises SeglogError if one cannot."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class MarkerWritten:
@@ -324,10 +328,20 @@ class TransactionCoordinator:
         meta.state, meta.last_update_ms = state, self.now_ms()
 
     def _flush_partitions(self, meta: TxnMetadata) -> None:
-        """fsync the data of every partition of the transaction (before its decision is stored)."""
+        """fsync the data of every partition of the transaction (before its decision is stored).
+
+        Another node's partitions are fsynced by their leader, asked first: a
+        failure there leaves the transaction open (EndTxn is answered with a
+        retriable error) rather than deciding over data a power cut may lose.
+        """
+        remote = [tp for tp in sorted(meta.partitions) if not self.log_dir.serves_partition(*tp)]
+        if remote:
+            if self.remote is None:
+                raise SeglogError(f"no way to reach the leaders of {remote}")
+            self.remote.flush(remote)
         for topic, partition in sorted(meta.partitions):
             if not self.log_dir.serves_partition(topic, partition):
-                continue  # another node's partition: its leader fsyncs its marker
+                continue
             try:
                 log = self.log_dir.log(topic, partition)
             except SeglogError as exc:

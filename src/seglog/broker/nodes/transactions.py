@@ -80,6 +80,25 @@ class NodeTransactions:
                 errors.update(dict.fromkeys(owned, "NOT_LEADER_OR_FOLLOWER"))
         return errors
 
+    def flush(self, partitions: list[tuple[str, int]]) -> None:
+        """Have each partition's leader fsync its data; SeglogError if one cannot."""
+        by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        for topic, partition in partitions:
+            leader = self._leader(topic, partition)
+            if leader is not None:  # a deleted topic: nothing to keep
+                by_leader[leader].append((topic, partition))
+        for leader, owned in by_leader.items():
+            request = {"op": "flush", "partitions": [list(tp) for tp in owned]}
+            answer = self.log_dir.call_node(leader, request, MARKER_TIMEOUT)
+            # A partition deleted since it joined has nothing left to keep.
+            failed = [
+                f"{t}-{p}: {e}"
+                for t, p, e in answer["errors"]
+                if e not in ("NONE", "UNKNOWN_TOPIC_OR_PARTITION")
+            ]
+            if failed:
+                raise SeglogError(f"node {leader} cannot fsync " + ", ".join(failed))
+
     def verify_partition(
         self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
     ) -> str:
@@ -138,5 +157,19 @@ def install(state: BrokerState, log_dir: NodeLogDir, loop: asyncio.AbstractEvent
         )
         return {"ok": True, "result": error}
 
+    def flush(request: dict[str, Any]) -> dict[str, Any]:
+        errors = []
+        for topic, partition in request["partitions"]:
+            error = "NONE"
+            try:
+                log_dir.log(str(topic), int(partition)).flush()
+            except SeglogError as exc:
+                error = exc.kafka_error
+            except OSError:
+                error = "KAFKA_STORAGE_ERROR"
+            errors.append([topic, partition, error])
+        return {"ok": True, "errors": errors}
+
     log_dir.handlers["markers"] = markers
+    log_dir.handlers["flush"] = flush
     log_dir.handlers["verify"] = verify
