@@ -45,8 +45,10 @@ def _answers(sock: socket.socket) -> bool:
         return False
 
 
-def _produce(broker: BrokerProcess, topic: str, count: int) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+def _produce(
+    broker: BrokerProcess, topic: str, count: int, producer: Producer | None = None
+) -> None:
+    producer = producer or Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
     for i in range(count):
         producer.produce(topic, value=b"%d" % i)
     assert producer.flush(20) == 0
@@ -84,12 +86,15 @@ def test_partitions_stop_at_the_reserve_and_the_broker_serves_on(tmp_path: Path)
         assert _end_offset(admin, created[0]) == 100
 
         # Connections may not take the reserve either: past half of it they are
-        # closed at once, and the broker still has descriptors for its files.
+        # closed at once, and the broker still has descriptors for its files. The
+        # producer connects first: a new connection may be one too many meanwhile.
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+        _produce(broker, created[0], 1, producer)
         held = [socket.create_connection(("127.0.0.1", broker.port)) for _ in range(80)]
         try:
             answered = sum(_answers(sock) for sock in held)
             assert 0 < answered < len(held)
-            _produce(broker, created[0], 100)
+            _produce(broker, created[0], 100, producer)
         finally:
             for sock in held:
                 sock.close()
