@@ -44,6 +44,20 @@ class NodeTransactions:
         info = self.log_dir.topic(topic)
         return None if info is None else self.cluster.leader(info, partition)
 
+    def _by_leader(
+        self, partitions: list[tuple[str, int]]
+    ) -> tuple[dict[int, list[tuple[str, int]]], list[tuple[str, int]]]:
+        """The partitions grouped by leader, and those of no known topic."""
+        by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        unknown = []
+        for topic, partition in partitions:
+            leader = self._leader(topic, partition)
+            if leader is None:
+                unknown.append((topic, partition))
+            else:
+                by_leader[leader].append((topic, partition))
+        return by_leader, unknown
+
     def write_markers(
         self,
         producer_id: int,
@@ -54,14 +68,8 @@ class NodeTransactions:
         coordinator_epoch: int,
     ) -> dict[tuple[str, int], str]:
         """Have each partition's leader write the marker; an error name per partition."""
-        errors: dict[tuple[str, int], str] = {}
-        by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
-        for topic, partition in partitions:
-            leader = self._leader(topic, partition)
-            if leader is None:
-                errors[(topic, partition)] = "UNKNOWN_TOPIC_OR_PARTITION"
-            else:
-                by_leader[leader].append((topic, partition))
+        by_leader, unknown = self._by_leader(partitions)
+        errors = dict.fromkeys(unknown, "UNKNOWN_TOPIC_OR_PARTITION")
         for leader, owned in by_leader.items():
             request = {
                 "op": "markers",
@@ -82,11 +90,7 @@ class NodeTransactions:
 
     def flush(self, partitions: list[tuple[str, int]]) -> None:
         """Have each partition's leader fsync its data; SeglogError if one cannot."""
-        by_leader: dict[int, list[tuple[str, int]]] = defaultdict(list)
-        for topic, partition in partitions:
-            leader = self._leader(topic, partition)
-            if leader is not None:  # a deleted topic: nothing to keep
-                by_leader[leader].append((topic, partition))
+        by_leader, _deleted = self._by_leader(partitions)  # a deleted topic keeps nothing
         for leader, owned in by_leader.items():
             request = {"op": "flush", "partitions": [list(tp) for tp in owned]}
             answer = self.log_dir.call_node(leader, request, MARKER_TIMEOUT)
