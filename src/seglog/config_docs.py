@@ -173,10 +173,15 @@ takes them from a `server.properties` file and `--override name=value` (see
 [operations.md](operations.md) and the sample `config/server.properties`); topics take the
 topic configs at creation (`seglog topics create T --config retention.ms=3600000`) or later
 (`seglog topics alter`, or any Kafka admin client). A value outside its range is refused with
-Kafka's message, e.g. `Invalid value 0 for configuration segment.ms: Value must be at least 1`,
-and a broker given one refuses to start. Every `ssl.*` and `sasl.*` setting may also be given
-per listener, as `listener.name.<listener>.<setting>` (see [security.md](security.md)).
-PASSWORD settings are never shown: DescribeConfigs answers them with a null value.
+Kafka's message and INVALID_CONFIG (CreateTopics, IncrementalAlterConfigs), e.g.
+`Invalid value 0 for configuration segment.ms: Value must be at least 1`, and a broker given
+one refuses to start, e.g. `Invalid value 1099511627776 for configuration segment.bytes: Not
+a number of type INT`. As in Kafka 4.0, `segment.bytes` is at least 1 MiB; the internal
+`internal.segment.bytes` (and broker-level `internal.log.segment.bytes`) allow smaller
+segments for tests. Every `ssl.*` and `sasl.*` setting may also be given per listener, as
+`listener.name.<listener>.<setting>` (see [security.md](security.md)). DescribeConfigs
+answers secrets (PASSWORD settings such as `ssl.keystore.password` and `sasl.jaas.config`,
+and any setting seglog does not know) with a null value and `is_sensitive=true`.
 """
 
 
