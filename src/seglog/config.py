@@ -374,6 +374,7 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     _broker("sasl.plain.users.file", Type.STRING, None),
     _broker("connections.max.reauth.ms", Type.LONG, 0),
     _broker("connection.failed.authentication.delay.ms", Type.INT, 100, at_least(0)),
+    _broker("sasl.server.max.receive.size", Type.INT, 524_288, at_least(1)),
     _broker("authorizer.class.name", Type.STRING, ""),
     _broker("super.users", Type.STRING, None),
     _broker("allow.everyone.if.no.acl.found", Type.BOOLEAN, False),

@@ -460,12 +460,12 @@ async def serve_connection(
                 timer.cancel()
         if not data:
             return
-        channel = Channel(
-            transport,
-            FrameBuffer(state.settings.socket_request_max_bytes),
-            connections,
-            tls=security.tls,
-        )
+        frames = FrameBuffer(state.settings.socket_request_max_bytes)
+        if security.sasl is not None:
+            # Until the client has logged in it may not make the broker hold more
+            # than this (Kafka's sasl.server.max.receive.size).
+            frames = FrameBuffer(security.sasl.max_receive_size, "sasl.server.max.receive.size")
+        channel = Channel(transport, frames, connections, tls=security.tls)
         transport.set_protocol(channel)
         if not transport.is_reading():
             transport.resume_reading()  # the stream reader may have paused it
@@ -473,6 +473,13 @@ async def serve_connection(
         while (request := await channel.next_request()) is not None:
             channel.busy = True
             chunks = await handle_frame(state, request, session)
+            if session.authenticated and frames.limit_name != "socket.request.max.bytes":
+                frames.max_frame_size = state.settings.socket_request_max_bytes
+                frames.limit_name = "socket.request.max.bytes"
+            if session.close_after:
+                # A failed authentication is answered after Kafka's delay (KIP-306):
+                # a guesser waits for each verdict, and only this task sleeps.
+                await asyncio.sleep(session.close_after)
             if chunks is not None:
                 try:
                     await channel.send(frame(chunks))
@@ -482,9 +489,6 @@ async def serve_connection(
             channel.activity()
             channel.busy = False
             if session.close_after is not None:
-                # A failed authentication: closed after Kafka's delay, which slows
-                # down password guessing without holding a request slot.
-                await asyncio.sleep(session.close_after)
                 break
     except ShortRegionError as exc:
         # Part of the frame is on the wire and the rest cannot come: only

@@ -118,8 +118,9 @@ async def handle_frame(
         try:
             return [sasl.raw_token(session, bytes(frame))]
         except sasl.AuthenticationFailed as exc:
-            logger.info("failed authentication from /%s: %s", session.host, exc)
-            raise CloseConnection(str(exc)) from exc
+            # No answer: the connection closes after Kafka's delay.
+            sasl.failed(session, exc, session.exchange.user if session.exchange else None)
+            return None
     began = time.perf_counter()
     try:
         request = decode_request(frame)

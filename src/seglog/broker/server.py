@@ -28,6 +28,7 @@ from seglog.broker.nodes import transactions as node_transactions
 from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.nodes.node_log_dir import NodeLogDir, open_node_log_dir
 from seglog.broker.security.authorizer import Authorizer
+from seglog.broker.security.failures import AuthenticationFailures
 from seglog.broker.security.listener import ListenerSecurity
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
@@ -118,8 +119,9 @@ class Broker:
         settings.check_advertised()
         config = BrokerConfig(settings.properties)
         authorizer = Authorizer.from_config(config, settings.log_dir)
+        failures = AuthenticationFailures()
         secured = [
-            ListenerSecurity.build(config, listener, settings.log_dir, authorizer)
+            ListenerSecurity.build(config, listener, settings.log_dir, authorizer, failures)
             for listener in settings.listeners
         ]
         before, after = descriptors.raise_soft_limit()
@@ -148,6 +150,7 @@ class Broker:
             node_log_dir.start_channel()
         self.log_dir.start_background()
         self.state = BrokerState(settings, self.log_dir, self.cluster)
+        self.state.authentication_failures = failures
         if isinstance(self.log_dir, NodeLogDir):
             node_transactions.install(self.state, self.log_dir, asyncio.get_running_loop())
             state = self.state

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.quotas import ClientQuotas
+from seglog.broker.security.failures import AuthenticationFailures
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.storage_errors import StorageErrorLog
 from seglog.coordinator.group_coordinator import create_coordinator
@@ -73,6 +74,8 @@ class BrokerState:
         self.metrics = Metrics()
         # Storage errors answered to clients, logged with their cause (rate-limited).
         self.storage_errors = StorageErrorLog()
+        #: Failed logins by listener and principal (the listeners' SASL settings share it).
+        self.authentication_failures = AuthenticationFailures()
         self.quotas = ClientQuotas.load(log_dir.path, env=log_dir.env)
         self.cluster_id = settings.cluster_id or str(
             log_dir.meta_properties.get("cluster.id", "seglog")
