@@ -91,7 +91,10 @@ DESCRIPTIONS: dict[str, str] = {
     "sasl.plain.users.file": "a file of PLAIN users, `name=password` lines, reread on change",
     "connections.max.reauth.ms": "SASL re-authentication interval (KIP-368; 0: never)",
     "connection.failed.authentication.delay.ms": (
-        "delay before closing a connection that failed to authenticate"
+        "delay before answering (then closing) a connection that failed to authenticate"
+    ),
+    "sasl.server.max.receive.size": (
+        "largest frame accepted from a client that has not authenticated yet"
     ),
     "authorizer.class.name": (
         "set to `org.apache.kafka.metadata.authorizer.StandardAuthorizer` to enforce ACLs"
