@@ -2,7 +2,8 @@
 
 PySpark reports an exception a data source raises in its worker with the
 worker's traceback; a refusal (options Spark would refuse, a range Spark would
-refuse) is a message for the user, who should read it alone.
+refuse) or one of seglog's own errors (a cluster that cannot be reached, data
+lost) is a message for the user, who should read it alone.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import os
 import sys
 from collections.abc import Callable
 from typing import TypeVar
+
+from seglog.errors import SeglogError
 
 __all__ = ["refusing"]
 
@@ -24,11 +27,11 @@ def _in_spark_worker() -> bool:
 
 
 def refusing(check: Callable[[], T]) -> T:
-    """Run ``check``; a ValueError (a refusal with Spark's message) leaves the PySpark
-    worker without its traceback, so the user reads the message alone."""
+    """Run ``check``; a ValueError (a refusal with Spark's message) or a SeglogError leaves
+    the PySpark worker without its traceback, so the user reads the message alone."""
     try:
         return check()
-    except ValueError:
+    except (ValueError, SeglogError):
         if _in_spark_worker():
             # The worker reports this exception and exits; PySpark reads this at reporting.
             os.environ["SPARK_HIDE_TRACEBACK"] = "1"
