@@ -261,12 +261,15 @@ class NetworkTransport(Transport):
             messages = consumer.consume(min(_CONSUME_BATCH, until - next_offset), timeout=_POLL_S)
             if not messages:
                 if time.monotonic() > deadline:
+                    # consume() served the error callback: say why, when librdkafka said.
+                    cause = f": {self._cause}" if self._cause else ""
                     raise TimeoutError(
                         f"Timed out after {self._timeout:g} s reading {rng.topic_partition} at "
-                        f"offset {next_offset} (kafkaConsumer.pollTimeoutMs)"
+                        f"offset {next_offset} (kafkaConsumer.pollTimeoutMs){cause}"
                     )
                 continue
             deadline = time.monotonic() + self._timeout
+            self._cause = None  # records came: an earlier connection error is over
             done = False
             for message in messages:
                 error = message.error()
