@@ -4,9 +4,10 @@ terms.
 Spark hands every ``kafka.*`` option to the Java consumer or producer; seglog's
 clients are librdkafka's, which shares many names with Java's but not all,
 and cannot run Java code. :func:`translate` maps a job's options so that it
-runs unchanged, and refuses, when the options are parsed (at ``load()`` or
-when a write is planned), what has no librdkafka equivalent, saying what to
-use instead:
+runs unchanged, drops (with a warning) the Java-only settings whose absence
+changes nothing a job relies on, and refuses, when the options are parsed (at
+``load()`` or when a write is planned), what has no librdkafka equivalent and
+matters, saying what to use instead:
 
 =====================================  ==============================================
 Java option                            librdkafka
@@ -25,6 +26,7 @@ Java option                            librdkafka
 ``send/receive.buffer.bytes``          ``socket.send/receive.buffer.bytes``
 ``request.timeout.ms`` (consumer)      ``socket.timeout.ms``
 ``partitioner.class`` (Java default)   ``partitioner=murmur2_random``
+``fetch.max.wait.ms``                  ``fetch.wait.max.ms``
 =====================================  ==============================================
 
 Names the two clients share (``security.protocol``, ``client.id``, ``acks``,
