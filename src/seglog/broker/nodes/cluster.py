@@ -97,7 +97,10 @@ class Cluster:
             advertised_listeners=None
             if settings.advertised_listeners is None
             else tuple(_shifted(x, offset) for x in settings.advertised_listeners),
-            metrics_port=None if settings.metrics_port is None else settings.metrics_port + offset,
+            # Port 0 stays 0: each node's page on a port of its own choosing.
+            metrics_port=settings.metrics_port + offset
+            if settings.metrics_port
+            else settings.metrics_port,
         )
 
     def advertised(self, mine: Listener, node_id: int) -> Listener:
