@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -14,9 +15,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from prometheus_client import generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 
-from seglog.broker.metrics import QUANTILES, percentile
+from seglog.broker.metrics import QUANTILES, SCRAPE_SWITCH_INTERVAL, _ScrapeRegistry, percentile
 from seglog.broker.state import RECENT_TIMES, Metrics
 from tests.broker.conftest import BrokerProcess, free_port
 
@@ -350,3 +354,19 @@ def test_metrics_listen_where_metrics_host_says(
     make_broker(**{"metrics.port": str(everywhere_port), "metrics.host": "0.0.0.0"})
     assert "kafka_brokers" in _scrape(everywhere_port, "127.0.0.1")
     assert "kafka_brokers" in _scrape(everywhere_port, "127.0.0.2")
+
+
+def test_a_scrape_shortens_the_switch_interval_only_while_it_runs() -> None:
+    seen: list[float] = []
+
+    class Probe(Collector):
+        def collect(self) -> Iterator[Metric]:
+            seen.append(sys.getswitchinterval())
+            yield GaugeMetricFamily("probe", "The interval seen while collecting.", value=1)
+
+    before = sys.getswitchinterval()
+    registry = _ScrapeRegistry(auto_describe=False)
+    registry.register(Probe())
+    assert b"probe 1.0" in generate_latest(registry)
+    assert seen == [pytest.approx(SCRAPE_SWITCH_INTERVAL)]
+    assert sys.getswitchinterval() == before

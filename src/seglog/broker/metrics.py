@@ -42,6 +42,7 @@ time leaves those partitions' lag out of that scrape).
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -71,6 +72,17 @@ QUANTILES: tuple[tuple[str, float], ...] = (
     ("0.999", 0.999),
 )
 """Kafka's histogram percentiles (50th … 999th) with the JMX exporter's quantile labels."""
+
+SCRAPE_SWITCH_INTERVAL = 0.0002
+"""Python's thread switch interval (s) while a scrape runs; 0.005 otherwise.
+
+A scrape is pure Python and holds the GIL. With the default interval, each
+time the event loop lets the GIL go (every socket call does) it waits up to
+5 ms to get it back. Measured on 2 cores with 2,000 partitions and 20 groups
+(a 0.5 s scrape), scraped back to back: requests per second fell from about
+4,500 to 800 with 5 ms, to 1,400 with 0.2 ms (0.05 ms did no better). The
+interval returns to what it was once no scrape runs.
+"""
 
 REMOTE_OFFSETS_TIMEOUT = 2.0
 """How long a scrape waits for another node's high watermarks (consumer lag)."""
@@ -466,13 +478,52 @@ def high_watermarks_handler(state: BrokerState) -> Any:
     return handle
 
 
+class _SwitchSooner:
+    """Shortens the switch interval while at least one scrape runs (see SCRAPE_SWITCH_INTERVAL)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._saved = sys.getswitchinterval()
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._running == 0:
+                self._saved = sys.getswitchinterval()
+                sys.setswitchinterval(SCRAPE_SWITCH_INTERVAL)
+            self._running += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._running -= 1
+            if self._running == 0:
+                sys.setswitchinterval(self._saved)
+
+
+_SWITCH = _SwitchSooner()
+
+
+class _ScrapeRegistry(CollectorRegistry):
+    """A registry whose scrapes let the event loop have the GIL back sooner."""
+
+    def collect(self) -> Iterator[Metric]:
+        """Every collector's families; the page is formatted as they come."""
+        _SWITCH.enter()
+        try:
+            # The text of each family is made between two of these steps: the
+            # interval stays short until the last family is formatted.
+            yield from super().collect()
+        finally:
+            _SWITCH.leave()
+
+
 def registry_for(state: BrokerState) -> CollectorRegistry:
     """A registry of the broker's collectors and this process's own metrics.
 
     Not prometheus_client's default registry: each broker has its own, so that
     several brokers in one process (tests do that) do not mix their metrics.
     """
-    registry = CollectorRegistry(auto_describe=False)
+    registry = _ScrapeRegistry(auto_describe=False)
     registry.register(KafkaBrokerCollector(state))
     registry.register(KafkaExporterCollector(state))
     ProcessCollector(registry=registry)
