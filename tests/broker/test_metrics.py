@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
 from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
@@ -66,6 +67,8 @@ class Scrapes:
 
     topic: str
     group: str
+    bootstrap: str
+    metrics_port: int
     #: While the group's consumer is still a member, after it committed all 10 records.
     during: str
     #: After the consumer left and 5 more records were produced (lag 5).
@@ -135,7 +138,14 @@ def scrapes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scrapes]:
             producer.produce(topic, value=b"w%d" % i)
         assert producer.flush(30) == 0
         after = _scrape(metrics_port)
-        yield Scrapes(topic, group, during, after)
+        yield Scrapes(
+            topic=topic,
+            group=group,
+            bootstrap=broker.bootstrap,
+            metrics_port=metrics_port,
+            during=during,
+            after=after,
+        )
     finally:
         assert broker.stop() == 0
 
@@ -222,6 +232,17 @@ def test_consumer_group_offsets_lag_and_members(scrapes: Scrapes) -> None:
     sums = {"consumergroup": group, "topic": topic}
     assert _value(after, "kafka_consumergroup_lag_sum", **sums) == 5
     assert _value(after, "kafka_consumergroup_current_offset_sum", **sums) == 10
+
+
+def test_a_deleted_group_leaves_the_page(scrapes: Scrapes) -> None:
+    admin = AdminClient({"bootstrap.servers": scrapes.bootstrap})
+    admin.delete_consumer_groups([scrapes.group])[scrapes.group].result(30)
+    page = _scrape(scrapes.metrics_port)
+    assert not [
+        (name, labels)
+        for name, labels in _samples(page)
+        if ("consumergroup", scrapes.group) in labels
+    ]
 
 
 def test_the_process_is_measured(scrapes: Scrapes) -> None:

@@ -23,9 +23,14 @@ Process metrics are prometheus_client's own (``process_*``, ``python_*``).
 Every family is listed in ``docs/metrics.md`` (a test keeps the two equal).
 
 Threads. The page is served by prometheus_client's HTTP server thread (see
-:func:`start_metrics_server`), not on the event loop: a scrape of a broker
-with many partitions formats thousands of lines, and a node asks other nodes
-for offsets over its control channel, neither of which may stall requests.
+:func:`start_metrics_server`), not by an asyncio handler on the event loop:
+a scrape of a broker with many partitions formats tens of thousands of lines
+(half a second for 2,000 partitions), and a node waits for other nodes'
+offsets over its control channel; on the loop either would stop every
+client for that long, in a thread the loop keeps running. The thread still
+shares the GIL with the loop, so while a scrape runs the switch interval is
+shortened (:data:`SCRAPE_SWITCH_INTERVAL`).
+
 The loop owns the state the collectors read, so they read it only through
 copies made in one step each (``dict(...)``, ``list(...)``, which CPython
 performs without running other threads in between) and through attributes
@@ -59,6 +64,7 @@ from prometheus_client.registry import Collector
 from seglog.broker.nodes.channel import ControllerUnavailableError
 from seglog.broker.nodes.node_log_dir import NodeLogDir
 from seglog.broker.state import BrokerState, RequestTimes
+from seglog.coordinator.group import DEAD
 from seglog.errors import SeglogError
 
 logger = logging.getLogger(__name__)
@@ -405,6 +411,8 @@ class KafkaExporterCollector(Collector):
         consumer_groups = dict(coordinator.consumer_groups)
         for group_id in sorted(set(groups) | set(consumer_groups)):
             group = groups.get(group_id)
+            if group is not None and group.is_in(DEAD) and group_id not in consumer_groups:
+                continue  # deleted, or its offsets expired: gone, as ListGroups has it
             stored = {} if group is None else dict(group.offsets)
             committed[group_id] = {key: c.offset for key, c in stored.items()}
             modern = consumer_groups.get(group_id)
