@@ -324,6 +324,20 @@ def _dashboard_queries(dashboard: dict) -> list[str]:  # type: ignore[type-arg]
     return queries
 
 
+def test_the_grafana_dashboard_is_one_grafana_can_import() -> None:
+    dashboard = json.loads((DOCS / "grafana-dashboard.json").read_text())
+    panels = dashboard["panels"]
+    assert len({p["id"] for p in panels}) == len(panels)
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    for panel in panels:
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24
+        if panel["type"] != "row":
+            assert panel["datasource"]["uid"] == "${datasource}"
+            assert panel["targets"] and all(t["expr"] for t in panel["targets"])
+
+
 def test_the_grafana_dashboard_queries_what_a_running_broker_serves(scrapes: Scrapes) -> None:
     dashboard = json.loads((DOCS / "grafana-dashboard.json").read_text())
     queries = _dashboard_queries(dashboard)
