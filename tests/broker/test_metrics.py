@@ -182,6 +182,10 @@ def test_requests_and_their_times_are_counted_by_api(scrapes: Scrapes) -> None:
     ]
     assert quantiles == sorted(quantiles) and quantiles[0] > 0
     assert _value(page, REQUEST + "totaltimems_count", request="OffsetCommit") >= 1
+    # A fetch counts as Fetch and, as in Kafka, as FetchConsumer.
+    fetches = _value(page, REQUEST + "totaltimems_count", request="Fetch")
+    assert fetches >= 1
+    assert _value(page, REQUEST + "totaltimems_count", request="FetchConsumer") == fetches
     # The producer is still connected when the second page is read.
     assert (
         _value(

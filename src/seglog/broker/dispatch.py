@@ -176,6 +176,9 @@ async def handle_frame(
                 decision.fix(response)
     elapsed = time.perf_counter() - began
     state.metrics.observe(request.api.name, header.api_version, "NONE", elapsed)
+    if header.api_key == ApiKey.FETCH:
+        # Every fetch here is a consumer's: seglog's nodes do not replicate.
+        state.metrics.observe_also_as("FetchConsumer", header.api_version, elapsed)
     if not state.quotas.active:
         if response is None:
             return None
