@@ -6,9 +6,13 @@ import urllib.request
 import uuid
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from seglog.broker.nodes.cluster import Cluster
+from seglog.broker.settings import BrokerSettings
+from seglog.errors import InvalidConfigError
 from tests.broker.nodes.conftest import free_ports
 from tests.broker.nodes.test_nodes_confluent import create, produce
 
@@ -97,3 +101,16 @@ def test_each_node_serves_its_partitions_and_groups_with_lag_across_nodes(
         2: [0],
     }
     assert cluster.stop() == 0
+
+
+def test_each_node_gets_metrics_port_plus_its_index_and_port_0_stays_0() -> None:
+    settings = BrokerSettings.from_properties({"metrics.port": "9400"})
+    shifted = [Cluster.for_node(settings, 3, i).node_settings(settings) for i in range(3)]
+    assert [s.metrics_port for s in shifted] == [9400, 9401, 9402]
+    any_port = BrokerSettings.from_properties({"metrics.port": "0"})
+    assert Cluster.for_node(any_port, 3, 2).node_settings(any_port).metrics_port == 0
+    unset = BrokerSettings.from_properties({})
+    assert Cluster.for_node(unset, 3, 2).node_settings(unset).metrics_port is None
+    Cluster.check(BrokerSettings.from_properties({"metrics.port": "65534"}), 2)
+    with pytest.raises(InvalidConfigError, match=r"metrics\.port=65535"):
+        Cluster.check(BrokerSettings.from_properties({"metrics.port": "65535"}), 2)

@@ -65,6 +65,12 @@ class Cluster:
                     f"listener {listener}: ports {listener.port} to {listener.port + count - 1} "
                     "do not all exist"
                 )
+        metrics = settings.metrics_port
+        if metrics and metrics + count - 1 > 65535:
+            raise InvalidConfigError(
+                f"metrics.port={metrics}: ports {metrics} to {metrics + count - 1} "
+                "(node i serves /metrics on metrics.port + i) do not all exist"
+            )
 
     # ------------------------------------------------------------ identity
 
