@@ -353,6 +353,7 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     _broker("listener.security.protocol.map", Type.STRING, None),
     _broker("log.dir", Type.STRING, "./data"),
     _broker("log.dirs", Type.STRING, None),
+    _broker("metrics.host", Type.STRING, "127.0.0.1"),
     _broker("metrics.port", Type.INT, None, between(0, 65535)),
     _broker("nodes", Type.STRING, "1"),
     _broker("auto.create.topics.enable", Type.BOOLEAN, True),

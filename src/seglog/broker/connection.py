@@ -430,7 +430,8 @@ async def serve_connection(
         logger.info("refusing the connection from %s: %s", peer, refused)
         transport.abort()
         return
-    state.metrics.connections += 1
+    state.metrics.connections[listener.name] += 1
+    state.metrics.connections_created[listener.name] += 1
     channel: Channel | None = None
     session = Session(listener, host=ip, authenticated=security.sasl is None, security=security)
     SESSION.set(session)
@@ -502,7 +503,7 @@ async def serve_connection(
     except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
         logger.info("connection from %s ended: %s", peer, exc)
     finally:
-        state.metrics.connections -= 1
+        state.metrics.connections[listener.name] -= 1
         connections.leave(ip)
         transport.close()
         with contextlib.suppress(ConnectionError, OSError):
