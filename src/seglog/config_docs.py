@@ -71,7 +71,10 @@ DESCRIPTIONS: dict[str, str] = {
     "listener.security.protocol.map": "listener name to PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
     "log.dir": "the log directory, used when `log.dirs` is not given",
     "log.dirs": "the log directory (one)",
-    "metrics.port": "serve Prometheus metrics at `/metrics` on this port",
+    "metrics.port": (
+        "serve Prometheus metrics at `/metrics` on this port (see [metrics](metrics.md))"
+    ),
+    "metrics.host": "the address the metrics page binds (`0.0.0.0` for every interface)",
     "nodes": "broker processes over the one log directory (`auto`: one per core)",
     "auto.create.topics.enable": "create a topic when a client asks for one that does not exist",
     "num.partitions": "partitions of an automatically created topic",

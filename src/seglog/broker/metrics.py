@@ -219,6 +219,16 @@ class KafkaBrokerCollector(Collector):
             created.add_metric([name, "0"], metrics.connections_created.get(name, 0))
         yield connections
         yield created
+        failed = CounterMetricFamily(
+            "kafka_server_socket_server_metrics_failed_authentication",
+            "Failed authentications, by listener and the principal the client claimed.",
+            labels=["listener", "principal"],
+        )
+        for (listener_name, principal), count in sorted(
+            state.authentication_failures.counts().items()
+        ):
+            failed.add_metric([listener_name, principal], count)
+        yield failed
 
         logs = sorted(state.log_dir.logs().items())
         size = GaugeMetricFamily(

@@ -5,11 +5,13 @@ from __future__ import annotations
 import socket
 import struct
 import time
+import urllib.request
 from collections.abc import Callable
 
 from confluent_kafka import Consumer, Producer
 
 from seglog.protocol.api_keys import ApiKey
+from tests.broker.conftest import free_port
 from tests.broker.security.conftest import RawClient, Secured
 from tests.broker.security.test_sasl import confluent, sasl_settings
 
@@ -89,9 +91,13 @@ def test_the_failure_answer_itself_waits_for_the_delay(
 def test_password_guessing_is_logged_at_a_bounded_rate(
     secured_broker: Callable[..., Secured],
 ) -> None:
+    metrics_port = free_port()
     broker = secured_broker(
         "SASL_PLAINTEXT",
-        **sasl_settings("SASL_PLAINTEXT", **{"connection.failed.authentication.delay.ms": "0"}),
+        **sasl_settings(
+            "SASL_PLAINTEXT",
+            **{"connection.failed.authentication.delay.ms": "0", "metrics.port": str(metrics_port)},
+        ),
     )
     guesses = 40
     began = time.monotonic()
@@ -112,3 +118,10 @@ def test_password_guessing_is_logged_at_a_bounded_rate(
     assert 1 <= len(lines) <= 2 + elapsed // 10, lines
     assert "as User:bob" in lines[0]
     assert all("guess" not in line for line in lines)  # passwords are never logged
+    # Every failure is counted, by listener and claimed principal.
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30) as page:
+        text = page.read().decode()
+    assert (
+        "kafka_server_socket_server_metrics_failed_authentication_total"
+        f'{{listener="SASL_PLAINTEXT",principal="User:bob"}} {float(guesses)}'
+    ) in text
