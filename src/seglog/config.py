@@ -376,6 +376,8 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     _broker("connections.max.reauth.ms", Type.LONG, 0),
     _broker("connection.failed.authentication.delay.ms", Type.INT, 100, at_least(0)),
     _broker("sasl.server.max.receive.size", Type.INT, 524_288, at_least(1)),
+    # seglog's: how long a connection of a SASL listener may take to authenticate.
+    _broker("sasl.server.authentication.timeout.ms", Type.LONG, 30_000, at_least(1)),
     _broker("authorizer.class.name", Type.STRING, ""),
     _broker("super.users", Type.STRING, None),
     _broker("allow.everyone.if.no.acl.found", Type.BOOLEAN, False),

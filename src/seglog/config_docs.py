@@ -96,6 +96,9 @@ DESCRIPTIONS: dict[str, str] = {
     "connection.failed.authentication.delay.ms": (
         "delay before answering (then closing) a connection that failed to authenticate"
     ),
+    "sasl.server.authentication.timeout.ms": (
+        "seglog's: a SASL connection not authenticated this long after it was accepted is closed"
+    ),
     "sasl.server.max.receive.size": (
         "largest frame accepted from a client that has not authenticated yet"
     ),

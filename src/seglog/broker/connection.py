@@ -400,6 +400,16 @@ def _peer(transport: asyncio.BaseTransport) -> object:
     return transport.get_extra_info("peername")
 
 
+def _close_unauthenticated(transport: asyncio.Transport, session: Session, peer: object) -> None:
+    if not session.authenticated and not transport.is_closing():
+        logger.info(
+            "closing the connection from %s: not authenticated within "
+            "sasl.server.authentication.timeout.ms",
+            peer,
+        )
+        transport.abort()
+
+
 def _close_silent(transport: asyncio.Transport, peer: object) -> None:
     logger.info("closing the connection from %s: it sent nothing (connections.max.idle.ms)", peer)
     transport.abort()
@@ -433,6 +443,7 @@ async def serve_connection(
     state.metrics.connections[listener.name] += 1
     state.metrics.connections_created[listener.name] += 1
     channel: Channel | None = None
+    login_timer: asyncio.TimerHandle | None = None
     session = Session(listener, host=ip, authenticated=security.sasl is None, security=security)
     SESSION.set(session)
     try:
@@ -467,6 +478,14 @@ async def serve_connection(
             # than this (Kafka's sasl.server.max.receive.size).
             frames = FrameBuffer(security.sasl.max_receive_size, "sasl.server.max.receive.size")
         channel = Channel(transport, frames, connections, tls=security.tls)
+        if security.sasl is not None:
+            login_timer = asyncio.get_running_loop().call_later(
+                security.sasl.authentication_timeout_ms / 1000,
+                _close_unauthenticated,
+                transport,
+                session,
+                peer,
+            )
         transport.set_protocol(channel)
         if not transport.is_reading():
             transport.resume_reading()  # the stream reader may have paused it
@@ -503,6 +522,8 @@ async def serve_connection(
     except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
         logger.info("connection from %s ended: %s", peer, exc)
     finally:
+        if login_timer is not None:
+            login_timer.cancel()
         state.metrics.connections[listener.name] -= 1
         connections.leave(ip)
         transport.close()

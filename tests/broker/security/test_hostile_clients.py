@@ -125,3 +125,33 @@ def test_password_guessing_is_logged_at_a_bounded_rate(
         "kafka_server_socket_server_metrics_failed_authentication_total"
         f'{{listener="SASL_PLAINTEXT",principal="User:bob"}} {float(guesses)}'
     ) in text
+
+
+def test_a_connection_that_does_not_log_in_in_time_is_closed(
+    secured_broker: Callable[..., Secured],
+) -> None:
+    broker = secured_broker(
+        "SASL_PLAINTEXT",
+        **sasl_settings("SASL_PLAINTEXT", **{"sasl.server.authentication.timeout.ms": "500"}),
+    )
+    client = RawClient(broker.port)
+    # ApiVersions is answered before login; then the stranger dawdles, a byte at a time.
+    assert (
+        client.request(
+            ApiKey.API_VERSIONS, 3, {"client_software_name": "x", "client_software_version": "1"}
+        )
+        is not None
+    )
+    client.sock.sendall(b"\0")
+    assert _closed(client.sock)
+    client.close()
+    assert "not authenticated within sasl.server.authentication.timeout.ms" in (
+        broker.process.log.read_text()
+    )
+    # A client that logs in in time stays connected past the timeout.
+    producer = Producer(confluent(broker.bootstrap, "PLAIN", "bob", "bob-secret"))
+    producer.produce("t", b"v")
+    assert producer.flush(30) == 0
+    time.sleep(1.0)
+    producer.produce("t", b"w")
+    assert producer.flush(30) == 0

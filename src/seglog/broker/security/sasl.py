@@ -28,7 +28,8 @@ v0 tokens carry no error: the connection just closes after the delay. Each
 failure is counted, and logged at a bounded rate (:mod:`.failures`). Until a
 connection has authenticated, no frame may be larger than
 ``sasl.server.max.receive.size`` (Kafka's bound on what a stranger can make
-the broker hold).
+the broker hold), and a connection that has not authenticated
+``sasl.server.authentication.timeout.ms`` after it was accepted is closed.
 
 Re-authentication: with ``connections.max.reauth.ms`` > 0 the
 SaslAuthenticate answer (v1+) carries ``session_lifetime_ms`` and the session
@@ -97,6 +98,8 @@ class SaslConfig:
     failed_delay_ms: int
     max_receive_size: int
     """The largest frame accepted before authentication (``sasl.server.max.receive.size``)."""
+    authentication_timeout_ms: int
+    """How long a connection may take to authenticate before it is closed."""
     plain: PlainUsers
     scram: ScramStore
     failures: AuthenticationFailures
@@ -128,6 +131,9 @@ class SaslConfig:
             reauth_ms=int(listener_value(config, listener, "connections.max.reauth.ms")),
             failed_delay_ms=int(config["connection.failed.authentication.delay.ms"]),
             max_receive_size=int(listener_value(config, listener, "sasl.server.max.receive.size")),
+            authentication_timeout_ms=int(
+                listener_value(config, listener, "sasl.server.authentication.timeout.ms")
+            ),
             plain=PlainUsers(None if jaas is None else str(jaas), config["sasl.plain.users.file"]),
             scram=ScramStore(log_dir),
             failures=AuthenticationFailures() if failures is None else failures,
