@@ -8,8 +8,8 @@ own display) follow the same rules:
   and a rate where it is not. ``FORCE_COLOR`` and friends do not turn it on: a
   CI log would fill with redraws. stdout never carries it, so piped data stays
   exactly the data.
-- When stdout is the same terminal, what the command writes there is printed
-  above the bar (rich's redirection) instead of through it.
+- While the display runs, what the command writes to stderr, and to stdout when
+  stdout is the same terminal, is printed above it instead of through it.
 - The command always ends with one summary line on stderr, on its own line,
   after stdout is flushed (so ``2>&1`` keeps the summary last), also when a
   signal stopped it.
@@ -23,6 +23,7 @@ by setting :attr:`Signals.raising`. A second signal always stops at once.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import sys
@@ -31,7 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from types import FrameType, TracebackType
-from typing import Any, BinaryIO
+from typing import Any, TextIO
 
 import click
 from rich.console import Console
@@ -72,8 +73,10 @@ def amount_text(amount: float, unit: str) -> str:
 
 
 def plural(count: int, noun: str) -> str:
-    """``1 partition``, ``2 partitions``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+    """``1 partition``, ``2 partitions``, ``3 batches``."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {noun}es" if noun.endswith(("ch", "s", "x")) else f"{count} {noun}s"
 
 
 def progress_wanted() -> bool:
@@ -124,6 +127,8 @@ class _Amount(ProgressColumn):
         done = amount_text(task.completed, self.unit)
         if task.total is None:
             return Text(done)
+        if self.unit != BYTES:
+            done = f"{task.completed:,.0f}"  # the unit once, after the total
         return Text(f"{done} / {amount_text(task.total, self.unit)}")
 
 
@@ -152,16 +157,53 @@ class _Status(ProgressColumn):
         return Text(self.status())
 
 
-class _ThroughDisplay:
-    """stdout's bytes, printed above the progress bar (stdout is that terminal)."""
+class _LinesAboveDisplay(io.RawIOBase):
+    """A stream whose whole lines rich prints above the live display.
 
-    def write(self, data: bytes) -> int:
-        # sys.stdout is rich's proxy here: whole lines go above the bar.
-        sys.stdout.write(data.decode("utf-8", errors="backslashreplace"))
-        return len(data)
+    Used as sys.stdout (when it is the terminal the display is on) and
+    sys.stderr while the display runs, so that data and warnings scroll above
+    the bar instead of being drawn through it. It is a full text stream with a
+    ``buffer`` (click, and ``consume``'s bytes, write there); rich's own
+    FileProxy is not: click finds the real stream's buffer through it.
+    """
 
-    def flush(self) -> None:
-        sys.stdout.flush()
+    def __init__(self, console: Console) -> None:
+        super().__init__()
+        self._console = console
+        self._partial = b""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        size = len(data)
+        lines = (self._partial + bytes(data)).split(b"\n")
+        self._partial = lines.pop()
+        if lines:
+            self._print(lines)
+        return size
+
+    def finish(self) -> None:
+        """Print what is left of a last line without its newline."""
+        if self._partial:
+            self._print([self._partial])
+            self._partial = b""
+
+    def _print(self, lines: list[bytes]) -> None:
+        text = "\n".join(line.decode("utf-8", errors="backslashreplace") for line in lines)
+        # A Text is printed as it is: no markup, no highlighting, control codes dropped;
+        # soft_wrap leaves long lines to the terminal to wrap.
+        self._console.print(Text(text), soft_wrap=True)
+
+
+def _text_stream(raw: _LinesAboveDisplay) -> TextIO:
+    return io.TextIOWrapper(
+        io.BufferedWriter(raw),
+        encoding="utf-8",
+        errors="backslashreplace",
+        line_buffering=True,
+        write_through=True,
+    )
 
 
 class Activity:
@@ -190,10 +232,9 @@ class Activity:
         self.shown = progress_wanted() if show is None else show
         self._progress: Progress | None = None
         self._task = TaskID(0)
-        self._stdout_redirected = False
+        self._redirected: list[tuple[str, TextIO, TextIO, _LinesAboveDisplay]] = []
         if not self.shown:
             return
-        self._stdout_redirected = _stdout_on_the_terminal()
         columns: list[ProgressColumn | str] = []
         if total is None:
             columns.append(SpinnerColumn())
@@ -210,17 +251,25 @@ class Activity:
         self._progress = Progress(
             *columns,
             # Drawn only on a real terminal (checked above), whatever FORCE_COLOR says.
-            console=Console(stderr=True, force_terminal=True),
+            # The real stderr, fixed now: sys.stderr is replaced while the display runs.
+            console=Console(file=sys.stderr, force_terminal=True),
             transient=True,  # the summary line replaces the display
-            redirect_stdout=self._stdout_redirected,
-            redirect_stderr=True,  # warnings printed meanwhile go above the display
+            redirect_stdout=False,  # done by _LinesAboveDisplay, which click writes through
+            redirect_stderr=False,
             refresh_per_second=8,
         )
         self._task = self._progress.add_task(description, total=total)
 
     def __enter__(self) -> Activity:
-        if self._progress is not None:
-            self._progress.start()
+        if self._progress is None:
+            return self
+        self._progress.start()
+        names = ["stdout", "stderr"] if _stdout_on_the_terminal() else ["stderr"]
+        for name in names:
+            raw = _LinesAboveDisplay(self._progress.console)
+            stream = _text_stream(raw)
+            self._redirected.append((name, getattr(sys, name), stream, raw))
+            setattr(sys, name, stream)
         return self
 
     def __exit__(
@@ -233,6 +282,11 @@ class Activity:
 
     def stop(self) -> None:
         """Take the display off the terminal (again: nothing)."""
+        while self._redirected:
+            name, original, stream, raw = self._redirected.pop()
+            setattr(sys, name, original)
+            stream.flush()
+            raw.finish()
         if self._progress is not None:
             self._progress.stop()
 
@@ -258,12 +312,6 @@ class Activity:
             self._progress.update(
                 self._task, completed=completed, total=total, description=description
             )
-
-    def stdout_binary(self) -> BinaryIO | _ThroughDisplay:
-        """Where a command writes its bytes: stdout, or above the display when that is stdout."""
-        if self._stdout_redirected:
-            return _ThroughDisplay()
-        return sys.stdout.buffer
 
     def summary(self, text: str) -> None:
         """Stop the display and write ``seglog <command>: <text>`` as one line on stderr."""
