@@ -158,7 +158,11 @@ def produce(
 
     deliveries = _Deliveries()
     rate = Rate(lambda: deliveries.delivered)
-    activity = Activity("produce", topic, status=deliveries.status(rate))
+    # Lines typed by hand (stdin a terminal) would be drawn over: no display then.
+    typed = sys.stdin.isatty()
+    activity = Activity(
+        "produce", topic, status=deliveries.status(rate), show=False if typed else None
+    )
     # Until the first line is read nothing is under way: a signal may stop it at once.
     with Signals(raising=True) as signals, activity:
         try:
@@ -204,7 +208,7 @@ def _send_lines(
         signals.raising = True
         line = read()
         signals.raising = False
-        if not line or signals.stopped():
+        if not line or signals.received is not None:  # (an attribute: the hot path)
             return
         deliveries.lines += 1
         number = deliveries.lines
