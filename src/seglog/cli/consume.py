@@ -211,6 +211,9 @@ def consume(
 ) -> None:
     """Print the messages of TOPIC to stdout, one a line, without a consumer group.
 
+    Progress shows on stderr when it is a terminal; a summary line (records,
+    bytes, partitions, errors, time) always ends on stderr, also after Ctrl-C.
+
     \b
     Formats:
       value  the value (null for a null value); --print-key puts KEY<SEP> first

@@ -140,6 +140,11 @@ def produce(
 ) -> None:
     """Send each line of stdin to TOPIC as one message.
 
+    Progress shows on stderr when it is a terminal; a summary line (delivered,
+    failed, the last offset of each partition) always ends on stderr. Ctrl-C
+    stops reading, waits for what was sent (Ctrl-C again: stop now) and exits
+    130; a message not delivered makes the exit status 1.
+
     \b
     Example:
       printf 'k1:hello\\nk2:world\\n' | seglog produce orders --key-separator :

@@ -34,6 +34,8 @@ def _segment_bytes(directory: Path) -> int:
 def verify(log_dir: Path) -> None:
     """Check CRCs, offsets and indexes of every partition in LOG_DIR (default ./data).
 
+    One line a partition on stdout; progress on stderr when it is a terminal,
+    and a summary line (partitions, batches, bytes, problems, time) at the end.
     Exits with status 2 if any partition has a problem.
     """
     partitions = sorted(partition_dirs(log_dir).values())
