@@ -267,10 +267,10 @@ def mirror(
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     # The bars and the live lag table only on a terminal: elsewhere rich would print
-    # their last state without a newline, glued to the report. The real stderr and
-    # force_terminal: FORCE_COLOR alone does not make a log file a terminal.
+    # their last state without a newline, glued to the report. force_terminal either
+    # way: FORCE_COLOR alone does not make a log file a terminal.
     shown = progress_wanted()
-    console = Console(file=sys.stderr, force_terminal=True) if shown else Console(stderr=True)
+    console = Console(file=sys.stderr, force_terminal=shown)
     display = _Display(console, follow)
     runner = Mirror(
         source,
