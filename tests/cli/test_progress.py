@@ -22,10 +22,11 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from seglog.cli._progress import plural, size_text
+from seglog.cli._progress import Interrupted, Signals, plural, size_text
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage.log_dir import LogDir
 from tests.broker.conftest import BrokerProcess
@@ -35,6 +36,8 @@ ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 
 def _env(**extra: str) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TERM": "xterm-256color"}
+    for size in ("COLUMNS", "LINES"):  # the terminal's own size, set below, is the one to use
+        env.pop(size, None)
     env.update(extra)
     return env
 
@@ -412,6 +415,36 @@ def test_consume_stopped_by_sigint_counts_what_it_printed(
     assert code == 0, stderr  # Ctrl-C is how a consumer without --exit ends
     (summary,) = stderr.splitlines()
     assert summary.startswith("seglog consume: stopped by SIGINT: 100 records ("), summary
+
+
+def test_dump_log_draws_a_bar_over_the_segment_bytes(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    _partitioned_log_dir(root)
+    segments = sorted(str(p) for p in (root / "t-0").glob("*.log"))
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    code, terminal = on_terminal(seglog("dump-log", *segments), empty, tmp_path / "out")
+    assert code == 0, terminal
+    listing = (tmp_path / "out").read_text()
+    assert listing.count("baseOffset: ") == 20 and "\x1b" not in listing
+    total = sum(Path(p).stat().st_size for p in segments)
+    assert f" / {size_text(total)}" in ESCAPE.sub(b"", terminal).decode()
+    assert last_line(terminal).startswith(f"seglog dump-log: {len(segments)} files, 20 batches, ")
+
+
+def test_signals_are_remembered_and_raised_only_where_allowed() -> None:
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with Signals() as signals:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0)  # the handler runs between two bytecodes of the main thread
+        assert signals.stopped() and signals.name == "SIGTERM" and signals.exit_code == 143
+        signals.raising = True
+        with pytest.raises(Interrupted):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):  # until the handler has run
+                time.sleep(0.01)
+        assert signals.name == "SIGTERM"  # the first one is the one reported
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
 def test_helpers_words() -> None:

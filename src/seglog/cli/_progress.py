@@ -47,6 +47,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.table import Column
 from rich.text import Text
 
 BYTES = "bytes"
@@ -238,7 +239,9 @@ class Activity:
         columns: list[ProgressColumn | str] = []
         if total is None:
             columns.append(SpinnerColumn())
-        columns.append(TextColumn("{task.description}"))
+        # A long topic or file name is cut, so that the figures keep their room.
+        name = Column(max_width=32, no_wrap=True, overflow="ellipsis")
+        columns.append(TextColumn("{task.description}", table_column=name))
         if total is not None:
             columns.append(BarColumn())
         if status is None:
