@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,10 @@ class Denying:
     group: str
     bob_group: str
     txn: str
-    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def topic_0119(self) -> str:
+        return f"{self.topic}-0119"
 
     @property
     def bootstrap(self) -> str:
@@ -89,12 +92,16 @@ class Denying:
 
 
 def _allow(
-    admin: AdminClient, restype: ResourceType, name: str, op: AclOperation, who: str
+    admin: AdminClient,
+    restype: ResourceType,
+    name: str,
+    op: AclOperation,
+    who: str,
+    permission: AclPermissionType = AclPermissionType.ALLOW,
 ) -> None:
     binding = AclBinding(
-        restype, name, ResourcePatternType.LITERAL, f"User:{who}", "*", op,
-        AclPermissionType.ALLOW,
-    )  # fmt: skip
+        restype, name, ResourcePatternType.LITERAL, f"User:{who}", "*", op, permission
+    )
     for future in admin.create_acls([binding]).values():
         future.result(10)
 
@@ -130,6 +137,17 @@ def denying(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Denying]:
     _allow(admin, ResourceType.GROUP, broker.group, AclOperation.READ, "alice")
     _allow(admin, ResourceType.TRANSACTIONAL_ID, broker.txn, AclOperation.WRITE, "alice")
     _allow(admin, ResourceType.GROUP, broker.bob_group, AclOperation.READ, "bob")
+    # librdkafka's 0119 topic: three partitions, DESCRIBE allowed and READ denied to all.
+    for future in admin.create_topics([NewTopic(broker.topic_0119, 3)]).values():
+        future.result(10)
+    for partition in range(3):
+        producer.produce(broker.topic_0119, b"kept", partition=partition)
+    assert producer.flush(20) == 0
+    _allow(admin, ResourceType.TOPIC, broker.topic_0119, AclOperation.DESCRIBE, "*")
+    _allow(
+        admin, ResourceType.TOPIC, broker.topic_0119, AclOperation.READ, "*",
+        AclPermissionType.DENY,
+    )  # fmt: skip
     yield broker
     assert process.alive(), "the broker died during the tests"
     assert process.stop() == 0
@@ -255,9 +273,9 @@ def _entry(api_key: int, answer: dict[str, Any], path: str) -> dict[str, Any]:
     value: Any = answer
     parent = ""
     for name in path.split("."):
-        field_ = next(f for f in entries.struct_fields(api_key, parent) if f.name == name)
+        found = next(f for f in entries.struct_fields(api_key, parent) if f.name == name)
         value = value[name]
-        if field_.is_array:
+        if found.is_array:
             assert len(value) == 1, f"{path}: {value}"
             value = value[0]
         parent = f"{parent}.{name}" if parent else name
@@ -332,6 +350,38 @@ def test_confluent_consumer_without_read_reports_the_denial(denying: Denying) ->
         assert _confluent_code(raised.value) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     finally:
         consumer.close()
+
+
+def test_confluent_subscriber_gets_one_denial_per_partition_as_librdkafka_0119_asks(
+    denying: Denying,
+) -> None:
+    """0119's assertions: one TOPIC_AUTHORIZATION_FAILED per partition, no message, no other."""
+    consumer = Consumer(
+        {**denying.config("alice"), "group.id": denying.group, "auto.offset.reset": "earliest"}
+    )
+    denied: list[int] = []
+    try:
+        consumer.subscribe([denying.topic_0119])
+        for _ in range(120):  # a generous wait for the three errors
+            _count_0119(consumer.poll(0.5), denied)
+            if len(denied) == 3:
+                break
+        assert sorted(denied) == [0, 1, 2]
+        # 0119 keeps consuming: the errors are not repeated, and nothing else comes.
+        for _ in range(10):
+            _count_0119(consumer.poll(0.5), denied)
+        assert sorted(denied) == [0, 1, 2]
+    finally:
+        consumer.close()
+
+
+def _count_0119(message: Any, denied: list[int]) -> None:
+    if message is None:
+        return
+    error = message.error()
+    assert error is not None, "did not expect a valid message"
+    assert error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, error
+    denied.append(message.partition())
 
 
 def _delivery_error(denying: Denying, user: str) -> KafkaError | None:
