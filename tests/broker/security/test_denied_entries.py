@@ -263,6 +263,7 @@ CASES = [
     Case("alice", ApiKey.CREATE_PARTITIONS, 0, "results", TOPIC_FAILED, {}),
     Case("alice", ApiKey.CREATE_PARTITIONS, 3, "results", TOPIC_FAILED, {}),
     Case("bob", ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, "topics", TOPIC_FAILED, {}),
+    Case("bob", ApiKey.METADATA, 0, "topics", TOPIC_FAILED, {}),
     Case("bob", ApiKey.METADATA, 4, "topics", TOPIC_FAILED, {}),
     Case("bob", ApiKey.METADATA, 12, "topics", TOPIC_FAILED, {}),
 ]  # fmt: skip

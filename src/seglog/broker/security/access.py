@@ -271,6 +271,9 @@ def _metadata(access: Access, version: int, body: dict[str, Any]) -> Decision:
 
     def fix(response: dict[str, Any]) -> None:
         hide(response)
+        if version == 0 and not kept:
+            # v0 reads the emptied list as "every topic": none of those was asked for.
+            response["topics"] = []
         response.setdefault("topics", []).extend(
             failed(ApiKey.METADATA, "topics", TOPIC_FAILED, name=name) for name in denied
         )
@@ -512,11 +515,17 @@ def _topic_names(
 
 def _describe_topic_partitions(access: Access, version: int, body: dict[str, Any]) -> Decision:
     """Named topics without DESCRIBE fail; a listing of all topics leaves them out."""
+    key = ApiKey.DESCRIBE_TOPIC_PARTITIONS
+    named = bool(body.get("topics"))
     decision = _topic_names(
-        "topics",
-        "topics",
-        lambda t: failed(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "topics", TOPIC_FAILED, name=t["name"]),
+        "topics", "topics", lambda t: failed(key, "topics", TOPIC_FAILED, name=t["name"])
     )(access, version, body)
+    if named and not body["topics"]:
+        # Every named topic refused: the emptied list must not reach the handler,
+        # which reads an empty list as "every topic".
+        response = entries.entry(key, "")
+        decision.fix(response)
+        return Decision(response=response)
     decision.fixes.insert(0, _hide_topics(access))
     return decision
 
