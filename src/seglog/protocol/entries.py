@@ -65,23 +65,35 @@ def error_field(api_key: int, path: str) -> str:
     raise ValueError(f"api key {api_key}: {path or 'the body'} has no error code")
 
 
-def _build(
-    fields: tuple[Field, ...], failed: bool, values: dict[str, Any], where: str
-) -> dict[str, Any]:
-    built = {
-        f.name: f.failed_value(MAX_VERSION) if failed else f.default_value(MAX_VERSION)
-        for f in fields
-    }
+@cache
+def _template(api_key: int, path: str, failed: bool) -> tuple[dict[str, Any], tuple[Field, ...]]:
+    """The immutable values of an entry, once; the fields whose values are built fresh."""
+    template: dict[str, Any] = {}
+    fresh = []
+    for f in struct_fields(api_key, path):
+        value = f.failed_value(MAX_VERSION) if failed else f.default_value(MAX_VERSION)
+        if isinstance(value, (list, dict)):
+            fresh.append(f)  # never shared between entries
+        else:
+            template[f.name] = value
+    return template, tuple(fresh)
+
+
+def _build(api_key: int, path: str, failed: bool, values: dict[str, Any]) -> dict[str, Any]:
+    template, fresh = _template(api_key, path, failed)
+    built = template.copy()
+    for f in fresh:
+        built[f.name] = f.failed_value(MAX_VERSION) if failed else f.default_value(MAX_VERSION)
     for key in values:
         if key not in built:
-            raise ValueError(f"{where} has no field {key!r}")
+            raise ValueError(f"api key {api_key} {path or 'body'} has no field {key!r}")
     built.update(values)
     return built
 
 
 def entry(api_key: int, path: str, **values: Any) -> dict[str, Any]:
     """The struct at ``path`` with every field at its default, then ``values``."""
-    return _build(struct_fields(api_key, path), False, values, f"api key {api_key} {path!r}")
+    return _build(api_key, path, False, values)
 
 
 def failed(api_key: int, path: str, error_code: int, **values: Any) -> dict[str, Any]:
@@ -92,7 +104,7 @@ def failed(api_key: int, path: str, error_code: int, **values: Any) -> dict[str,
     (the partition index, the topic name, a message).
     """
     values[error_field(api_key, path)] = error_code
-    return _build(struct_fields(api_key, path), True, values, f"api key {api_key} {path!r}")
+    return _build(api_key, path, True, values)
 
 
 __all__ = ["entry", "error_field", "failed", "struct_fields"]
