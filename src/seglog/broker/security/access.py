@@ -40,7 +40,7 @@ written, never open by omission.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,19 +163,31 @@ def _partition_errors(api_key: int, layout: Layout, denied: list[dict[str, Any]]
     return fix
 
 
+def _failed_partitions(
+    api_key: int,
+    path: str,
+    partitions: str,
+    code: int,
+    indexes: Iterable[int],
+    index: str = "partition_index",
+    **topic: Any,
+) -> dict[str, Any]:
+    """The topic entry at ``path`` (``topic``: its name) whose ``indexes`` all failed."""
+    inner = f"{path}.{partitions}"
+    failures = [failed(api_key, inner, code, **{index: i}) for i in indexes]
+    return entries.entry(api_key, path, **topic, **{partitions: failures})
+
+
 def _failed_topic(api_key: int, layout: Layout, topic: dict[str, Any], code: int) -> dict[str, Any]:
     """A topic's entry in which each requested partition failed with ``code``."""
-    partitions = f"{layout.response_topics}.{layout.response_partitions}"
-    return entries.entry(
+    return _failed_partitions(
         api_key,
         layout.response_topics,
-        **{
-            layout.response_name: topic[layout.name],
-            layout.response_partitions: [
-                failed(api_key, partitions, code, **{layout.response_index: p[layout.index]})
-                for p in topic.get(layout.partitions) or []
-            ],
-        },
+        layout.response_partitions,
+        code,
+        (p[layout.index] for p in topic.get(layout.partitions) or []),
+        layout.response_index,
+        **{layout.response_name: topic[layout.name]},
     )
 
 
@@ -196,8 +208,10 @@ def _named(
     response_list: str,
     entry: Callable[[Any], dict[str, Any]],
 ) -> Plan:
-    # ``entry`` builds each denied item's answer with :func:`failed`.
-    """A plan for APIs of named items (topics, groups, resources), each allowed or not."""
+    """A plan for APIs of named items (topics, groups, resources), each allowed or not.
+
+    ``entry`` builds a denied item's answer (with :func:`failed`).
+    """
 
     def plan(access: Access, version: int, body: dict[str, Any]) -> Decision:
         items = body.get(request_list)
@@ -473,14 +487,13 @@ def _alter_replica_log_dirs(body: dict[str, Any]) -> dict[str, Any]:
         key,
         "",
         results=[
-            entries.entry(
+            _failed_partitions(
                 key,
                 "results",
+                "partitions",
+                CLUSTER_FAILED,
+                t.get("partitions") or [],
                 topic_name=t["name"],
-                partitions=[
-                    failed(key, "results.partitions", CLUSTER_FAILED, partition_index=p)
-                    for p in t.get("partitions") or []
-                ],
             )
             for d in body.get("dirs") or []
             for t in d.get("topics") or []
@@ -561,20 +574,18 @@ def _add_partitions_to_txn(access: Access, version: int, body: dict[str, Any]) -
 
     key = ApiKey.ADD_PARTITIONS_TO_TXN
     topic_path = "results_by_topic_v3_and_below"
-    partition_path = f"{topic_path}.results_by_partition"
     return Decision(
         response=entries.entry(
             key,
             "",
             results_by_topic_v3_and_below=[
-                entries.entry(
+                _failed_partitions(
                     key,
                     topic_path,
+                    "results_by_partition",
+                    code(t["name"]),
+                    t.get("partitions") or [],
                     name=t["name"],
-                    results_by_partition=[
-                        failed(key, partition_path, code(t["name"]), partition_index=p)
-                        for p in t.get("partitions") or []
-                    ],
                 )
                 for t in topics
             ],
@@ -611,19 +622,13 @@ def _write_txn_markers(access: Access, version: int, body: dict[str, Any]) -> De
                     "markers",
                     producer_id=m["producer_id"],
                     topics=[
-                        entries.entry(
+                        _failed_partitions(
                             key,
                             "markers.topics",
+                            "partitions",
+                            CLUSTER_FAILED,
+                            t.get("partition_indexes") or [],
                             name=t["name"],
-                            partitions=[
-                                failed(
-                                    key,
-                                    "markers.topics.partitions",
-                                    CLUSTER_FAILED,
-                                    partition_index=p,
-                                )
-                                for p in t.get("partition_indexes") or []
-                            ],
                         )
                         for t in m.get("topics") or []
                     ],
@@ -779,16 +784,13 @@ PLANS: dict[int, Plan] = {
     ApiKey.DESCRIBE_PRODUCERS: _topic_names(
         "topics",
         "topics",
-        lambda t: entries.entry(
+        lambda t: _failed_partitions(
             ApiKey.DESCRIBE_PRODUCERS,
             "topics",
+            "partitions",
+            TOPIC_FAILED,
+            t.get("partition_indexes") or [],
             name=t["name"],
-            partitions=[
-                failed(
-                    ApiKey.DESCRIBE_PRODUCERS, "topics.partitions", TOPIC_FAILED, partition_index=p
-                )
-                for p in t.get("partition_indexes") or []
-            ],
         ),
     ),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
