@@ -92,6 +92,8 @@ class Access:
     principal: str
     host: str
     topic_exists: Callable[[str], bool]
+    topic_names: Callable[[], Iterable[str]] = tuple
+    """Every topic's name, for the requests that ask about all of them."""
 
     def allowed(self, operation: Operation, resource_type: int, name: str) -> bool:
         """Whether the principal may do ``operation`` on the resource."""
@@ -382,9 +384,16 @@ def _offset_fetch(access: Access, version: int, body: dict[str, Any]) -> Decisio
         ]
         body["groups"] = [g for g in body.get("groups") or [] if g["group_id"] not in denied]
 
+        asked_all = {g["group_id"] for g in body["groups"] if g.get("topics") is None}
+
         def fix_groups(response: dict[str, Any]) -> None:
             for group in response.get("groups") or []:
-                group["topics"] = _visible(access, group.get("topics") or [], "groups.topics")
+                group["topics"] = _visible(
+                    access,
+                    group.get("topics") or [],
+                    "groups.topics",
+                    leave_out=group.get("group_id") in asked_all,
+                )
             response.setdefault("groups", []).extend(
                 failed(ApiKey.OFFSET_FETCH, "groups", GROUP_FAILED, group_id=g) for g in denied
             )
@@ -393,18 +402,30 @@ def _offset_fetch(access: Access, version: int, body: dict[str, Any]) -> Decisio
     if not access.allowed(Operation.DESCRIBE, GROUP, body["group_id"]):
         return Decision(response=failed(ApiKey.OFFSET_FETCH, "", GROUP_FAILED))
 
+    every = body.get("topics") is None
+
     def fix(response: dict[str, Any]) -> None:
-        response["topics"] = _visible(access, response.get("topics") or [], "topics")
+        response["topics"] = _visible(
+            access, response.get("topics") or [], "topics", leave_out=every
+        )
 
     return Decision(fixes=[fix])
 
 
-def _visible(access: Access, topics: list[dict[str, Any]], path: str) -> list[Any]:
-    """Offsets of topics the principal may DESCRIBE; the others fail per partition."""
+def _visible(
+    access: Access, topics: list[dict[str, Any]], path: str, *, leave_out: bool = False
+) -> list[Any]:
+    """Offsets of topics the principal may DESCRIBE; the others fail per partition.
+
+    ``leave_out``: the request asked for every topic, and Kafka then leaves out
+    the topics the principal may not DESCRIBE instead of naming them.
+    """
     result = []
     partitions = f"{path}.partitions"
     for topic in topics:
         if not access.allowed(Operation.DESCRIBE, TOPIC, topic["name"]):
+            if leave_out:
+                continue
             topic["partitions"] = [
                 failed(
                     ApiKey.OFFSET_FETCH,
@@ -416,6 +437,79 @@ def _visible(access: Access, topics: list[dict[str, Any]], path: str) -> list[An
             ]
         result.append(topic)
     return result
+
+
+def _consumer_group_heartbeat(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    """READ on the group; each topic subscribed to by name needs DESCRIBE, as in Kafka.
+
+    Topics matched by a regular expression are filtered by the coordinator
+    with :func:`describable_topics`, as they appear.
+    """
+    key = ApiKey.CONSUMER_GROUP_HEARTBEAT
+    if not access.allowed(Operation.READ, GROUP, body["group_id"]):
+        return Decision(response=failed(key, "", GROUP_FAILED))
+    names = body.get("subscribed_topic_names") or []
+    denied = sorted({n for n in names if not access.allowed(Operation.DESCRIBE, TOPIC, n)})
+    if denied:
+        message = "The following topics are unauthorized: " + ", ".join(denied)
+        return Decision(response=failed(key, "", TOPIC_FAILED, error_message=message))
+    return Decision()
+
+
+_UNDESCRIBABLE_GROUP = (
+    "The described group uses topics that the client is not authorized to describe."
+)
+
+
+def _consumer_group_describe(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    """DESCRIBE on each group; a group whose members use a topic the principal may not
+    DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED, without its members, as Kafka does."""
+    decision = _named(
+        "group_ids",
+        str,
+        lambda a, g: a.allowed(Operation.DESCRIBE, GROUP, g),
+        "groups",
+        lambda g: failed(ApiKey.CONSUMER_GROUP_DESCRIBE, "groups", GROUP_FAILED, group_id=g),
+    )(access, version, body)
+
+    def hide(response: dict[str, Any]) -> None:
+        for index, group in enumerate(response.get("groups") or []):
+            topics: set[str] = set()
+            for member in group.get("members") or []:
+                topics.update(member.get("subscribed_topic_names") or [])
+                for which in ("assignment", "target_assignment"):
+                    for part in (member.get(which) or {}).get("topic_partitions") or []:
+                        topics.add(part.get("topic_name") or "")
+            topics.discard("")
+            if any(not access.allowed(Operation.DESCRIBE, TOPIC, t) for t in topics):
+                response["groups"][index] = failed(
+                    ApiKey.CONSUMER_GROUP_DESCRIBE,
+                    "groups",
+                    TOPIC_FAILED,
+                    group_id=group["group_id"],
+                    error_message=_UNDESCRIBABLE_GROUP,
+                )
+
+    decision.fixes.append(hide)
+    return decision
+
+
+def describable_topics(session: Any) -> Callable[[str], bool] | None:
+    """Whether the connection's principal may DESCRIBE a topic; None when nothing is checked.
+
+    For the coordinator, which matches regular expressions against topics as
+    they appear: a member sees only the topics its principal may DESCRIBE.
+    """
+    security = getattr(session, "security", None)
+    authorizer = getattr(security, "authorizer", None)
+    if authorizer is None:
+        return None
+    principal, host = session.principal, session.host
+
+    def allowed(topic: str) -> bool:
+        return bool(authorizer.authorize(principal, host, Operation.DESCRIBE, TOPIC, topic))
+
+    return allowed
 
 
 def _find_coordinator(access: Access, version: int, body: dict[str, Any]) -> Decision:
@@ -539,6 +633,15 @@ def _describe_topic_partitions(access: Access, version: int, body: dict[str, Any
         response = entries.entry(key, "")
         decision.fix(response)
         return Decision(response=response)
+    if not named:
+        # Every topic: the handler pages through the ones the principal may
+        # DESCRIBE, so that neither a page nor next_cursor names another.
+        visible = sorted(
+            n for n in access.topic_names() if access.allowed(Operation.DESCRIBE, TOPIC, n)
+        )
+        if not visible:
+            return Decision(response=entries.entry(key, ""))
+        body["topics"] = [{"name": n} for n in visible]
     decision.fixes.insert(0, _hide_topics(access))
     return decision
 
@@ -726,7 +829,7 @@ PLANS: dict[int, Plan] = {
     ApiKey.SYNC_GROUP: _group(ApiKey.SYNC_GROUP, Operation.READ),
     ApiKey.HEARTBEAT: _group(ApiKey.HEARTBEAT, Operation.READ),
     ApiKey.LEAVE_GROUP: _group(ApiKey.LEAVE_GROUP, Operation.READ),
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: _group(ApiKey.CONSUMER_GROUP_HEARTBEAT, Operation.READ),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
     ApiKey.OFFSET_COMMIT: _offset_commit,
     ApiKey.OFFSET_FETCH: _offset_fetch,
     ApiKey.OFFSET_DELETE: _offset_delete,
@@ -738,13 +841,7 @@ PLANS: dict[int, Plan] = {
         "groups",
         lambda g: failed(ApiKey.DESCRIBE_GROUPS, "groups", GROUP_FAILED, group_id=g),
     ),
-    ApiKey.CONSUMER_GROUP_DESCRIBE: _named(
-        "group_ids",
-        str,
-        lambda a, g: a.allowed(Operation.DESCRIBE, GROUP, g),
-        "groups",
-        lambda g: failed(ApiKey.CONSUMER_GROUP_DESCRIBE, "groups", GROUP_FAILED, group_id=g),
-    ),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
     ApiKey.DELETE_GROUPS: _named(
         "groups_names",
         str,
