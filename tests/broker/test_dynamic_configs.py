@@ -28,6 +28,7 @@ from kafka.admin import ConfigResourceType, KafkaAdminClient
 from seglog.protocol.api_keys import ApiKey
 from seglog.protocol.headers import decode_response, encode_request
 from tests.broker.conftest import BrokerProcess
+from tests.broker.test_limits import api_versions, closed_within, connect
 
 BROKER = 4
 TOPIC = 2
@@ -344,3 +345,22 @@ def test_a_new_default_applies_to_existing_topics_at_once(make_broker) -> None: 
         assert 0 < low <= high == 20
     finally:
         consumer.close()
+
+
+def test_connection_limits_change_without_a_restart(make_broker) -> None:  # type: ignore[no-untyped-def]
+    broker: BrokerProcess = make_broker()
+    # Connections from 127.0.0.5 only, so that this test's own requests (from 127.0.0.1)
+    # never count against the limit it sets.
+    limit = ("max.connections.per.ip.overrides", SET, "127.0.0.5:1")
+    assert _incremental(broker, "", [limit]) == (0, None)
+    opened: list[socket.socket] = []
+    try:
+        opened += [connect(broker, "127.0.0.5"), connect(broker, "127.0.0.5")]
+        assert api_versions(opened[0])
+        assert closed_within(opened[1], WAIT), "a second connection from 127.0.0.5 is refused"
+        assert _incremental(broker, "", [(limit[0], DELETE, None)]) == (0, None)
+        opened.append(connect(broker, "127.0.0.5"))
+        assert api_versions(opened[2]), "without the override a second connection is served"
+    finally:
+        for sock in opened:
+            sock.close()
