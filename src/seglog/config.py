@@ -14,7 +14,9 @@ There are two tables:
   storage engine's and the coordinator's settings, the network and security
   settings. :class:`BrokerConfig` parses a ``server.properties`` mapping through
   it once; :class:`LogConfig`, ``LogDirSettings``, ``CoordinatorConfig`` and
-  ``BrokerSettings`` read their values from there.
+  ``BrokerSettings`` read their values from there. The settings that may change
+  while the broker runs carry a :class:`Dynamic` mode (KIP-226; see
+  :mod:`seglog.broker.dynamic_config`).
 
 Parsing follows Kafka's rules and messages (``ConfigDef.parseType`` and the
 validators), so that a client sees what a Kafka broker would tell it::
