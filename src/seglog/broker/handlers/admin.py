@@ -36,6 +36,7 @@ from seglog.config import (
 )
 from seglog.errors import (
     InvalidConfigError,
+    OffsetOutOfRangeError,
     SeglogError,
     StorageError,
     TopicExistsError,
@@ -370,6 +371,12 @@ def _delete_records(log: Log, offset: int) -> int:
             "configured policy"
         )
     target = log.high_watermark if offset == -1 else offset
+    if target < 0:
+        # Only -1 stands for the high watermark; any other negative offset (librdkafka
+        # sends -1001 for "not given") is out of range, as Kafka answers it.
+        raise OffsetOutOfRangeError(
+            f"The offset {target} for partition {log.directory.name} is not valid"
+        )
     low_watermark = log.increment_log_start_offset(target)
     retention.delete_log_start_offset_breached(log)
     return low_watermark
