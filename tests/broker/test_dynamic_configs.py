@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -299,11 +299,11 @@ def test_dynamic_configs_survive_a_restart(make_broker) -> None:  # type: ignore
     assert _describe(broker, BROKER, "")["num.partitions"]["value"] == "3"
     segment = _describe(broker, BROKER, "1")["log.segment.bytes"]
     assert (segment["value"], segment["config_source"]) == ("2097152", DYNAMIC_BROKER)
-    # num.partitions applies to topics created later, auto-created ones included.
+    # num.partitions applies to topics created later without a partition count.
     admin = _admin(broker)
     admin.create_topics([NewTopic("later")])["later"].result(WAIT)  # no partition count given
     assert len(admin.list_topics("later", timeout=WAIT).topics["later"].partitions) == 3
-    # The file is Kafka-free JSON beside the partitions, replaced whole on every change.
+    # The file sits beside the partitions; no temporary file is left behind.
     assert (broker.data / "seglog-broker-configs.json").exists()
     assert not (broker.data / "seglog-broker-configs.json.tmp").exists()
 
@@ -318,8 +318,6 @@ def test_a_new_default_applies_to_existing_topics_at_once(make_broker) -> None: 
         producer.produce("events", value=b"x" * 400, key=str(i).encode())
         producer.flush(WAIT)
     consumer_config = {"bootstrap.servers": broker.bootstrap, "group.id": "dynamic-configs"}
-    from confluent_kafka import Consumer
-
     consumer = Consumer(consumer_config)
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition("events", 0), timeout=WAIT)
