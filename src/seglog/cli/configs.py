@@ -227,7 +227,10 @@ def _scram_upsertion(user: str, mechanism: str, value: str) -> dict[str, Any]:
     settings = dict(part.partition("=")[::2] for part in value.split(",") if part)
     if "password" not in settings:
         raise ClientError(f"{mechanism}: expected [iterations=N,password=SECRET]")
-    iterations = int(settings.get("iterations", MIN_ITERATIONS))
+    try:
+        iterations = int(settings.get("iterations", MIN_ITERATIONS))
+    except ValueError:
+        raise ClientError(f"{mechanism}: iterations must be a number") from None
     salt = os.urandom(32)
     return {
         "name": user,
@@ -253,9 +256,14 @@ def _alter_quotas_and_credentials(
         raise ClientError(
             f"Invalid config(s): {','.join(unknown or [*scram_added, *scram_deleted])}"
         )
-    ops = [
-        {"key": k, "value": float(v), "remove": False} for k, v in added.items() if k in _QUOTA_KEYS
-    ]
+    try:
+        ops = [
+            {"key": k, "value": float(v), "remove": False}
+            for k, v in added.items()
+            if k in _QUOTA_KEYS
+        ]
+    except ValueError as exc:
+        raise ClientError(f"a quota must be a number: {exc}") from None
     ops += [{"key": k, "value": 0.0, "remove": True} for k in deleted if k in _QUOTA_KEYS]
     if ops:
         body = {
