@@ -43,6 +43,8 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
 )
 from seglog.protocol import error_codes
+from seglog.protocol.api_keys import ApiKey
+from seglog.protocol.entries import failed
 from seglog.protocol.headers import RequestHeader
 from seglog.storage import filenames, retention
 from seglog.storage.log import Log
@@ -401,7 +403,11 @@ async def delete_records(
                     state.log_dir.env, _delete_records, log, request["offset"]
                 )
             except SeglogError as exc:
-                entry["error_code"], _ = _error(exc)
+                code, _ = _error(exc)
+                index = request["partition_index"]
+                entry = failed(
+                    ApiKey.DELETE_RECORDS, "topics.partitions", code, partition_index=index
+                )
             partitions.append(entry)
         topics.append({"name": topic["name"], "partitions": partitions})
     # The new log start offsets are on disk (fsynced) before the answer, so a reader of the
