@@ -18,6 +18,8 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import logging
+import socket
+import struct
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -28,6 +30,7 @@ import click
 from confluent_kafka import KafkaError, KafkaException
 
 from seglog.errors import SeglogError
+from seglog.protocol import decode_response, encode_request
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -213,3 +216,33 @@ def partitions_option(help_text: str) -> Callable[[Callable[..., R]], Callable[.
         multiple=True,
         help=help_text,
     )
+
+
+def kafka_request(
+    bootstrap: str, timeout: float, api: int, version: int, body: Mapping[str, Any]
+) -> Any:
+    """One request, encoded by :mod:`seglog.protocol`, to the first bootstrap server; its answer.
+
+    For what librdkafka cannot ask (the cluster-wide default broker resource,
+    client quotas): a plain connection, so PLAINTEXT listeners only.
+    """
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+
+    def exactly(sock: socket.socket, size: int) -> bytes:
+        out = bytearray()
+        while len(out) < size:
+            chunk = sock.recv(size - len(out))
+            if not chunk:
+                raise ClientError(f"{bootstrap} closed the connection")
+            out += chunk
+        return bytes(out)
+
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout) as sock:
+            payload = encode_request(api, version, 1, "seglog", body)
+            sock.sendall(struct.pack(">i", len(payload)) + payload)
+            (size,) = struct.unpack(">i", exactly(sock, 4))
+            _, answer = decode_response(api, version, memoryview(exactly(sock, size)))
+    except (OSError, ValueError) as exc:
+        raise ClientError(f"cannot reach {bootstrap}: {exc}") from exc
+    return answer
