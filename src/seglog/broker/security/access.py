@@ -19,8 +19,9 @@ on the topic (and on the transactional id), Fetch READ, ListOffsets and
 OffsetForLeaderEpoch DESCRIBE, Metadata DESCRIBE (topics not allowed are
 left out of a list of all topics; creating one needs CREATE on the cluster
 or the topic), CreateTopics CREATE, DeleteTopics DELETE, CreatePartitions
-ALTER, DeleteRecords DELETE, DescribeConfigs DESCRIBE_CONFIGS and the config
-changes ALTER_CONFIGS (on the topic, or on the cluster for a broker),
+ALTER, DeleteRecords DELETE, DescribeProducers READ, DescribeConfigs
+DESCRIBE_CONFIGS and the config changes ALTER_CONFIGS (on the topic, or on
+the cluster for a broker),
 the group APIs READ on the group (OffsetCommit also READ on each topic,
 OffsetFetch DESCRIBE), DescribeGroups DESCRIBE, DeleteGroups DELETE,
 ListGroups DESCRIBE on the cluster or else only the groups it may DESCRIBE,
@@ -608,13 +609,16 @@ def _alter_client_quotas(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _topic_names(
-    request_list: str, response_list: str, entry: Callable[[Any], dict[str, Any]]
+    request_list: str,
+    response_list: str,
+    entry: Callable[[Any], dict[str, Any]],
+    operation: Operation = Operation.DESCRIBE,
 ) -> Plan:
-    """Topics by name that need DESCRIBE (DescribeProducers, DescribeTopicPartitions)."""
+    """Topics by name that each need ``operation`` (DescribeProducers, DescribeTopicPartitions)."""
     return _named(
         request_list,
         lambda t: t["name"],
-        lambda a, t: a.allowed(Operation.DESCRIBE, TOPIC, t["name"]),
+        lambda a, t: a.allowed(operation, TOPIC, t["name"]),
         response_list,
         entry,
     )
@@ -889,6 +893,8 @@ PLANS: dict[int, Plan] = {
             t.get("partition_indexes") or [],
             name=t["name"],
         ),
+        # READ, as Kafka: a topic's producers are read from its log, not its metadata.
+        Operation.READ,
     ),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
     ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
