@@ -95,6 +95,8 @@ class Need:
     operation: str
     refused: int
     """The error code Kafka answers without the operation (or :data:`LEFT_OUT`)."""
+    where: tuple[str, ...] = ()
+    """Where Kafka puts ``refused`` (every code there is it); empty: the row's paths."""
 
 
 Body = Callable[[Names], dict[str, Any]]
@@ -131,16 +133,16 @@ def _tp(index: str = "partition_index") -> list[dict[str, Any]]:
     return [{index: 0}]
 
 
-def _c(op: str) -> Need:
-    return Need("cluster", op, CLUSTER_FAILED)
+def _c(op: str, *where: str) -> Need:
+    return Need("cluster", op, CLUSTER_FAILED, where)
 
 
-def _t(op: str) -> Need:
-    return Need("topic", op, TOPIC_FAILED)
+def _t(op: str, *where: str) -> Need:
+    return Need("topic", op, TOPIC_FAILED, where)
 
 
-def _g(op: str) -> Need:
-    return Need("group", op, GROUP_FAILED)
+def _g(op: str, *where: str) -> Need:
+    return Need("group", op, GROUP_FAILED, where)
 
 
 def _x(op: str) -> Need:
@@ -189,7 +191,7 @@ ROWS: tuple[Row, ...] = (
     }, (_g("READ"), _t("READ")), ("topics.partitions.error_code",)),
     Row(ApiKey.OFFSET_FETCH, 9, lambda n: {
         "groups": [{"group_id": n.group, "topics": [{"name": n.topic, "partition_indexes": [0]}]}],
-    }, (_g("DESCRIBE"), _t("DESCRIBE")),
+    }, (_g("DESCRIBE", "groups.error_code"), _t("DESCRIBE", "groups.topics.partitions.error_code")),
         ("groups.error_code", "groups.topics.partitions.error_code")),
     Row(ApiKey.FIND_COORDINATOR, 4, lambda n: {"key_type": 0, "coordinator_keys": [n.group]},
         (_g("DESCRIBE"),), ("coordinators.error_code",)),
@@ -299,12 +301,13 @@ ROWS: tuple[Row, ...] = (
     Row(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, lambda n: {
         "timeout_ms": 5000,
         "topics": [{"name": n.topic, "partitions": [{"partition_index": 0, "replicas": None}]}],
-    }, (_c("ALTER"),)),
+    }, (_c("ALTER"),), ("error_code", "responses.partitions.error_code")),
     Row(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, lambda n: {"timeout_ms": 5000, "topics": None},
         (_c("DESCRIBE"),)),
     Row(ApiKey.OFFSET_DELETE, 0, lambda n: {
         "group_id": n.group, "topics": [{"name": n.topic, "partitions": _tp()}],
-    }, (_g("DELETE"), _t("READ")), ("error_code", "topics.partitions.error_code")),
+    }, (_g("DELETE", "error_code"), _t("READ", "topics.partitions.error_code")),
+        ("error_code", "topics.partitions.error_code")),
     Row(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, lambda n: {"components": [], "strict": False},
         (_c("DESCRIBE_CONFIGS"),)),
     Row(ApiKey.ALTER_CLIENT_QUOTAS, 1, lambda n: {
@@ -313,7 +316,7 @@ ROWS: tuple[Row, ...] = (
         "validate_only": True,
     }, (_c("ALTER_CONFIGS"),), ("entries.error_code",)),
     Row(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, lambda n: {"users": [{"name": "no-such"}]},
-        (_c("DESCRIBE"),)),
+        (_c("DESCRIBE"),), ("error_code", "results.error_code")),
     Row(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, lambda n: {
         "deletions": [{"name": "no-such-user", "mechanism": 1}], "upsertions": [],
     }, (_c("ALTER"),), ("results.error_code",)),
@@ -385,16 +388,16 @@ def _acls(base: str) -> list[dict[str, Any]]:
     return list(made.values())
 
 
-def expected(row: Row, principal: str, kind: str) -> int | None:
-    """The refusal Kafka answers (an error code or :data:`LEFT_OUT`), or None if allowed."""
+def expected(row: Row, principal: str, kind: str) -> Need | None:
+    """The need whose refusal Kafka answers, or None if the request is allowed."""
     if principal == "super" or not row.needs:
         return None
     if principal == "nobody" or kind == "deny":
         # Deny: DENY beats the ALLOW on every resource, the first checked refuses.
-        return row.needs[0].refused
+        return row.needs[0]
     if principal == "describe":
         missing = [n for n in row.needs if n.operation != "DESCRIBE"]
-        return missing[0].refused if missing else None
+        return missing[0] if missing else None
     return None
 
 
@@ -502,13 +505,24 @@ def _prepare(m: Matrix) -> None:
     answer = _admin(m, ApiKey.CREATE_ACLS, 3, {"creations": acls})
     assert [r["error_code"] for r in answer["results"]] == [0] * len(acls), answer
     listed = f"{m.base}-listed"
+    # The topics exist (but CreateTopics'), so that an allowed request really succeeds
+    # and a refused one cannot be told apart from a missing topic by its code.
+    topics = [listed] + [
+        _names(m.base, row, kind).topic
+        for row in ROWS
+        if row.needs and row.api != ApiKey.CREATE_TOPICS
+        for kind in row.kinds
+    ]
     answer = _admin(
         m,
         ApiKey.CREATE_TOPICS,
         7,
-        {"topics": [{"name": listed, "num_partitions": 1, "replication_factor": 1}]},
+        {
+            "topics": [{"name": t, "num_partitions": 1, "replication_factor": 1} for t in topics],
+            "timeout_ms": 30000,
+        },
     )
-    assert answer["topics"][0]["error_code"] == 0, answer
+    assert [t["error_code"] for t in answer["topics"]] == [0] * len(topics), answer
     answer = _admin(
         m,
         ApiKey.OFFSET_COMMIT,
@@ -595,17 +609,20 @@ def test_authorization(matrix: Matrix, row: Row, kind: str, principal: str) -> N
     user = USER.get(principal, f"{principal}-{kind}")
     answer = matrix.connections.request(user, row.api, row.version, body)
     assert answer is not None, "the broker closed the connection instead of answering"
-    want = expected(row, principal, kind)
+    refusal = expected(row, principal, kind)
     if row.listing is not None:
-        got = [0] if row.listing(answer, names) else [LEFT_OUT]
-    else:
-        got = _codes(answer, row.paths)
-    assert got, f"no error code at {row.paths}: {answer}"
-    if want is None:
+        listed = row.listing(answer, names)
+        assert listed is (refusal is None), answer
+        return
+    if refusal is None:
+        paths = tuple(dict.fromkeys([*row.paths, *(p for n in row.needs for p in n.where)]))
+        got = _codes(answer, paths)
+        assert got, f"no error code at {paths}: {answer}"
         assert not AUTH_CODES & set(got), answer
-        assert LEFT_OUT not in got, answer
-    else:
-        assert want in got, answer
+        return
+    for path in refusal.where or row.paths:
+        got = _codes(answer, (path,))
+        assert got and set(got) == {refusal.refused}, f"{path}: {got} in {answer}"
 
 
 def test_every_advertised_api_has_a_row(matrix: Matrix) -> None:

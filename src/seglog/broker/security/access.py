@@ -608,6 +608,68 @@ def _alter_client_quotas(body: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def _elect_leaders(body: dict[str, Any]) -> dict[str, Any]:
+    """Refused: the whole response and each requested partition, as Kafka's error response."""
+    key = ApiKey.ELECT_LEADERS
+    return failed(
+        key,
+        "",
+        CLUSTER_FAILED,
+        replica_election_results=[
+            entries.entry(
+                key,
+                "replica_election_results",
+                topic=t["topic"],
+                partition_result=[
+                    failed(
+                        key,
+                        "replica_election_results.partition_result",
+                        CLUSTER_FAILED,
+                        partition_id=p,
+                    )
+                    for p in t.get("partitions") or []
+                ],
+            )
+            for t in body.get("topic_partitions") or []
+        ],
+    )
+
+
+def _alter_partition_reassignments(body: dict[str, Any]) -> dict[str, Any]:
+    """Refused: the whole response and each requested partition, as Kafka's error response."""
+    key = ApiKey.ALTER_PARTITION_REASSIGNMENTS
+    return failed(
+        key,
+        "",
+        CLUSTER_FAILED,
+        responses=[
+            _failed_partitions(
+                key,
+                "responses",
+                "partitions",
+                CLUSTER_FAILED,
+                (p["partition_index"] for p in t.get("partitions") or []),
+                name=t["name"],
+            )
+            for t in body.get("topics") or []
+        ],
+    )
+
+
+def _describe_user_scram_credentials(body: dict[str, Any]) -> dict[str, Any]:
+    """Refused: the whole response and one failed result per user asked about.
+
+    Kafka's error response leaves each result's user empty; so does this one.
+    """
+    key = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
+    return failed(
+        key,
+        "",
+        CLUSTER_FAILED,
+        results=[failed(key, "results", CLUSTER_FAILED) for _ in body.get("users") or []],
+    )
+
+
 def _topic_names(
     request_list: str,
     response_list: str,
@@ -871,10 +933,8 @@ PLANS: dict[int, Plan] = {
         Operation.DESCRIBE, _cluster_failed(ApiKey.DESCRIBE_LOG_DIRS)
     ),
     ApiKey.ALTER_REPLICA_LOG_DIRS: _cluster(Operation.ALTER, _alter_replica_log_dirs),
-    ApiKey.ELECT_LEADERS: _cluster(Operation.ALTER, _cluster_failed(ApiKey.ELECT_LEADERS)),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(
-        Operation.ALTER, _cluster_failed(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
-    ),
+    ApiKey.ELECT_LEADERS: _cluster(Operation.ALTER, _elect_leaders),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(Operation.ALTER, _alter_partition_reassignments),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(
         Operation.DESCRIBE, _cluster_failed(ApiKey.LIST_PARTITION_REASSIGNMENTS)
     ),
@@ -919,7 +979,7 @@ PLANS: dict[int, Plan] = {
     ),
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(
-        Operation.DESCRIBE, _cluster_failed(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
+        Operation.DESCRIBE, _describe_user_scram_credentials
     ),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _cluster(
         Operation.ALTER,
