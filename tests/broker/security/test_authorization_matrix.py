@@ -38,7 +38,7 @@ import pytest
 
 from seglog.broker.security.access import PLANS
 from seglog.protocol.api_keys import REGISTRY, SUPPORTED, ApiKey
-from seglog.protocol.schema import validate
+from seglog.protocol.schema import Field, validate
 from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.security.conftest import RawClient
 from tests.broker.security.test_sasl import sasl_settings
@@ -108,7 +108,8 @@ class Row:
     """One API key: how to ask it, what it needs, where the answer says so."""
 
     api: ApiKey
-    version: int
+    versions: tuple[int, ...]
+    """Versions asked, each with the same answer layout (another layout: another row)."""
     body: Body
     needs: tuple[Need, ...]
     """In the order Kafka checks them: the first one missing decides the refusal."""
@@ -168,182 +169,213 @@ _NONE_ACL = {
 }  # fmt: skip
 
 ROWS: tuple[Row, ...] = (
-    Row(ApiKey.PRODUCE, 9, lambda n: {
+    Row(ApiKey.PRODUCE, (0, 9), lambda n: {
         "transactional_id": None, "acks": 1, "timeout_ms": 5000,
         "topic_data": [{"name": n.topic, "partition_data": [{"index": 0, "records": b""}]}],
     }, (_t("WRITE"),), ("responses.partition_responses.error_code",)),
-    Row(ApiKey.FETCH, 12, lambda n: {
+    Row(ApiKey.FETCH, (4, 12), lambda n: {
         "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": MB,
         "session_epoch": -1,
         "topics": [{"topic": n.topic, "partitions": [
             {"partition": 0, "fetch_offset": 0, "partition_max_bytes": MB}]}],
     }, (_t("READ"),), ("responses.partitions.error_code",)),
-    Row(ApiKey.LIST_OFFSETS, 7, lambda n: {
+    Row(ApiKey.LIST_OFFSETS, (1, 7), lambda n: {
         "replica_id": -1,
         "topics": [{"name": n.topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}],
     }, (_t("DESCRIBE"),), ("topics.partitions.error_code",)),
-    Row(ApiKey.METADATA, 12, lambda n: {
+    Row(ApiKey.METADATA, (0, 12), lambda n: {
         "topics": [{"name": n.topic}], "allow_auto_topic_creation": False,
     }, (_t("DESCRIBE"),), ("topics.error_code",)),
-    Row(ApiKey.OFFSET_COMMIT, 9, lambda n: {
+    Row(ApiKey.OFFSET_COMMIT, (2, 9), lambda n: {
         "group_id": n.group, "generation_id_or_member_epoch": -1, "member_id": "",
         "topics": _offsets(n),
     }, (_g("READ"), _t("READ")), ("topics.partitions.error_code",)),
-    Row(ApiKey.OFFSET_FETCH, 9, lambda n: {
+    Row(ApiKey.OFFSET_FETCH, (8, 9), lambda n: {
         "groups": [{"group_id": n.group, "topics": [{"name": n.topic, "partition_indexes": [0]}]}],
     }, (_g("DESCRIBE", "groups.error_code"), _t("DESCRIBE", "groups.topics.partitions.error_code")),
         ("groups.error_code", "groups.topics.partitions.error_code")),
-    Row(ApiKey.FIND_COORDINATOR, 4, lambda n: {"key_type": 0, "coordinator_keys": [n.group]},
+    # v1: the group's refusal is in each partition; v2-7 on the whole response.
+    Row(ApiKey.OFFSET_FETCH, (1,), lambda n: {
+        "group_id": n.group, "topics": [{"name": n.topic, "partition_indexes": [0]}],
+    }, (_g("DESCRIBE"), _t("DESCRIBE")), ("topics.partitions.error_code",)),
+    Row(ApiKey.OFFSET_FETCH, (2, 7), lambda n: {
+        "group_id": n.group, "topics": [{"name": n.topic, "partition_indexes": [0]}],
+    }, (_g("DESCRIBE", "error_code"), _t("DESCRIBE", "topics.partitions.error_code")),
+        ("error_code", "topics.partitions.error_code")),
+    Row(ApiKey.FIND_COORDINATOR, (0, 3), lambda n: {"key": n.group, "key_type": 0},
+        (_g("DESCRIBE"),)),
+    Row(ApiKey.FIND_COORDINATOR, (4,), lambda n: {"key_type": 0, "coordinator_keys": [n.group]},
         (_g("DESCRIBE"),), ("coordinators.error_code",)),
-    Row(ApiKey.JOIN_GROUP, 9, lambda n: {
+    # Before v4 a join with no member id becomes a member at once, whom the next join
+    # would wait for: an unknown member id is answered at once instead.
+    Row(ApiKey.JOIN_GROUP, (0, 3), lambda n: {
+        "group_id": n.group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+        "member_id": "m", "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}],
+    }, (_g("READ"),)),
+    Row(ApiKey.JOIN_GROUP, (4, 9), lambda n: {
         "group_id": n.group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
         "member_id": "", "protocol_type": "consumer",
         "protocols": [{"name": "range", "metadata": b""}],
     }, (_g("READ"),)),
-    Row(ApiKey.HEARTBEAT, 4, lambda n: {
+    Row(ApiKey.HEARTBEAT, (0, 4), lambda n: {
         "group_id": n.group, "generation_id": 1, "member_id": "m",
     }, (_g("READ"),)),
-    Row(ApiKey.LEAVE_GROUP, 5, lambda n: {
-        "group_id": n.group, "members": [{"member_id": "m"}],
+    Row(ApiKey.LEAVE_GROUP, (0, 5), lambda n: {
+        "group_id": n.group, "member_id": "m", "members": [{"member_id": "m"}],
     }, (_g("READ"),)),
-    Row(ApiKey.SYNC_GROUP, 5, lambda n: {
+    Row(ApiKey.SYNC_GROUP, (0, 5), lambda n: {
         "group_id": n.group, "generation_id": 1, "member_id": "m",
         "protocol_type": "consumer", "protocol_name": "range", "assignments": [],
     }, (_g("READ"),)),
-    Row(ApiKey.DESCRIBE_GROUPS, 5, lambda n: {"groups": [n.group]},
+    Row(ApiKey.DESCRIBE_GROUPS, (0, 5), lambda n: {"groups": [n.group]},
         (_g("DESCRIBE"),), ("groups.error_code",)),
     # Without DESCRIBE on the cluster, Kafka lists only the groups one may DESCRIBE.
-    Row(ApiKey.LIST_GROUPS, 5, lambda n: {}, (Need("cluster", "DESCRIBE", LEFT_OUT),),
+    Row(ApiKey.LIST_GROUPS, (0, 5), lambda n: {}, (Need("cluster", "DESCRIBE", LEFT_OUT),),
         listing=_listed_group),
-    Row(ApiKey.SASL_HANDSHAKE, 1, lambda n: {"mechanism": "PLAIN"}, (), pre_auth=True),
-    Row(ApiKey.API_VERSIONS, 3, lambda n: {
+    Row(ApiKey.SASL_HANDSHAKE, (0, 1), lambda n: {"mechanism": "PLAIN"}, (), pre_auth=True),
+    Row(ApiKey.API_VERSIONS, (0, 3), lambda n: {
         "client_software_name": "matrix", "client_software_version": "1",
     }, ()),
-    Row(ApiKey.CREATE_TOPICS, 7, lambda n: {
+    Row(ApiKey.CREATE_TOPICS, (2, 7), lambda n: {
         "topics": [{"name": n.topic, "num_partitions": 1, "replication_factor": 1}],
         "timeout_ms": 5000, "validate_only": True,
     }, (_t("CREATE"),), ("topics.error_code",)),
-    Row(ApiKey.DELETE_TOPICS, 5, lambda n: {"topic_names": [n.topic], "timeout_ms": 5000},
+    Row(ApiKey.DELETE_TOPICS, (1, 5), lambda n: {"topic_names": [n.topic], "timeout_ms": 5000},
         (_t("DELETE"),), ("responses.error_code",)),
-    Row(ApiKey.DELETE_RECORDS, 2, lambda n: {
+    Row(ApiKey.DELETE_RECORDS, (0, 2), lambda n: {
         "timeout_ms": 5000,
         "topics": [{"name": n.topic, "partitions": [{"partition_index": 0, "offset": 0}]}],
     }, (_t("DELETE"),), ("topics.partitions.error_code",)),
-    Row(ApiKey.INIT_PRODUCER_ID, 4, lambda n: {
+    Row(ApiKey.INIT_PRODUCER_ID, (0, 4), lambda n: {
         "transactional_id": n.txn, "transaction_timeout_ms": 60000,
         "producer_id": -1, "producer_epoch": -1,
     }, (_x("WRITE"),)),
-    Row(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, lambda n: {
+    Row(ApiKey.OFFSET_FOR_LEADER_EPOCH, (2, 4), lambda n: {
         "replica_id": -1,
         "topics": [{"topic": n.topic, "partitions": [{"partition": 0, "leader_epoch": 0}]}],
     }, (_t("DESCRIBE"),), ("topics.partitions.error_code",)),
     # v3, what clients send; v4 is the brokers' own (CLUSTER_ACTION, KIP-890).
-    Row(ApiKey.ADD_PARTITIONS_TO_TXN, 3, lambda n: {
+    Row(ApiKey.ADD_PARTITIONS_TO_TXN, (0, 3), lambda n: {
         "v3_and_below_transactional_id": n.txn, "v3_and_below_producer_id": 0,
         "v3_and_below_producer_epoch": 0,
         "v3_and_below_topics": [{"name": n.topic, "partitions": [0]}],
     }, (_x("WRITE"), _t("WRITE")),
         ("results_by_topic_v3_and_below.results_by_partition.partition_error_code",)),
-    Row(ApiKey.ADD_OFFSETS_TO_TXN, 4, lambda n: {
+    Row(ApiKey.ADD_PARTITIONS_TO_TXN, (4,), lambda n: {"transactions": [{
+        "transactional_id": n.txn, "producer_id": 0, "producer_epoch": 0, "verify_only": True,
+        "topics": [{"name": n.topic, "partitions": [0]}],
+    }]}, (_c("CLUSTER_ACTION"),)),
+    Row(ApiKey.ADD_OFFSETS_TO_TXN, (0, 4), lambda n: {
         "transactional_id": n.txn, "producer_id": 0, "producer_epoch": 0, "group_id": n.group,
     }, (_x("WRITE"), _g("READ"))),
-    Row(ApiKey.END_TXN, 4, lambda n: {
+    Row(ApiKey.END_TXN, (0, 4), lambda n: {
         "transactional_id": n.txn, "producer_id": 0, "producer_epoch": 0, "committed": False,
     }, (_x("WRITE"),)),
-    Row(ApiKey.WRITE_TXN_MARKERS, 1, lambda n: {
+    Row(ApiKey.WRITE_TXN_MARKERS, (0, 1), lambda n: {
         "markers": [{"producer_id": 7, "producer_epoch": 0, "transaction_result": False,
                      "topics": [{"name": n.topic, "partition_indexes": [0]}],
                      "coordinator_epoch": 0}],
     }, (_c("CLUSTER_ACTION"),), ("markers.topics.partitions.error_code",)),
-    Row(ApiKey.TXN_OFFSET_COMMIT, 4, lambda n: {
+    Row(ApiKey.TXN_OFFSET_COMMIT, (0, 4), lambda n: {
         "transactional_id": n.txn, "group_id": n.group, "producer_id": 0, "producer_epoch": 0,
         "generation_id": -1, "member_id": "", "topics": _offsets(n),
     }, (_x("WRITE"), _g("READ"), _t("READ")), ("topics.partitions.error_code",)),
-    Row(ApiKey.DESCRIBE_ACLS, 3, lambda n: dict(_NONE_ACL), (_c("DESCRIBE"),)),
-    Row(ApiKey.CREATE_ACLS, 3, lambda n: {"creations": [{
+    Row(ApiKey.DESCRIBE_ACLS, (1, 3), lambda n: dict(_NONE_ACL), (_c("DESCRIBE"),)),
+    Row(ApiKey.CREATE_ACLS, (1, 3), lambda n: {"creations": [{
         "resource_type": 2, "resource_name": f"{n.topic}-harmless", "resource_pattern_type": 3,
         "principal": "User:no-such-user", "host": "*", "operation": 3, "permission_type": 3,
     }]}, (_c("ALTER"),), ("results.error_code",)),
-    Row(ApiKey.DELETE_ACLS, 3, lambda n: {"filters": [{
+    Row(ApiKey.DELETE_ACLS, (1, 3), lambda n: {"filters": [{
         "resource_type_filter": 2, "resource_name_filter": "no-such-topic-for-acls",
         "pattern_type_filter": 3, "principal_filter": None, "host_filter": None,
         "operation": 1, "permission_type": 1,
     }]}, (_c("ALTER"),), ("filter_results.error_code",)),
-    Row(ApiKey.DESCRIBE_CONFIGS, 4, lambda n: {
+    Row(ApiKey.DESCRIBE_CONFIGS, (1, 4), lambda n: {
         "resources": [{"resource_type": 2, "resource_name": n.topic, "configuration_keys": None}],
     }, (_t("DESCRIBE_CONFIGS"),), ("results.error_code",)),
-    Row(ApiKey.ALTER_CONFIGS, 2, lambda n: {
+    Row(ApiKey.ALTER_CONFIGS, (0, 2), lambda n: {
         "resources": [{"resource_type": 2, "resource_name": n.topic,
                        "configs": [{"name": "retention.ms", "value": "100000"}]}],
         "validate_only": True,
     }, (_t("ALTER_CONFIGS"),), ("responses.error_code",)),
-    Row(ApiKey.ALTER_REPLICA_LOG_DIRS, 2, lambda n: {
+    Row(ApiKey.ALTER_REPLICA_LOG_DIRS, (1, 2), lambda n: {
         "dirs": [{"path": "/no/such/dir", "topics": [{"name": n.topic, "partitions": [0]}]}],
     }, (_c("ALTER"),), ("results.partitions.error_code",)),
-    Row(ApiKey.DESCRIBE_LOG_DIRS, 4, lambda n: {"topics": None}, (_c("DESCRIBE"),)),
-    Row(ApiKey.SASL_AUTHENTICATE, 2, lambda n: {"auth_bytes": b"\0admin\0admin-secret"}, (),
+    # v1-2 have no error code: a refusal is an empty answer.
+    Row(ApiKey.DESCRIBE_LOG_DIRS, (1, 2), lambda n: {"topics": None},
+        (Need("cluster", "DESCRIBE", LEFT_OUT),), listing=lambda a, n: bool(a["results"])),
+    Row(ApiKey.DESCRIBE_LOG_DIRS, (3, 4), lambda n: {"topics": None}, (_c("DESCRIBE"),)),
+    Row(ApiKey.SASL_AUTHENTICATE, (0, 2), lambda n: {"auth_bytes": b"\0admin\0admin-secret"}, (),
         pre_auth=True),
-    Row(ApiKey.CREATE_PARTITIONS, 3, lambda n: {
+    Row(ApiKey.CREATE_PARTITIONS, (0, 3), lambda n: {
         "topics": [{"name": n.topic, "count": 2, "assignments": None}],
         "timeout_ms": 5000, "validate_only": True,
     }, (_t("ALTER"),), ("results.error_code",)),
-    Row(ApiKey.DELETE_GROUPS, 2, lambda n: {"groups_names": [n.group]},
+    Row(ApiKey.DELETE_GROUPS, (0, 2), lambda n: {"groups_names": [n.group]},
         (_g("DELETE"),), ("results.error_code",)),
-    Row(ApiKey.ELECT_LEADERS, 2, lambda n: {
+    # v0 has no error code on the whole response.
+    Row(ApiKey.ELECT_LEADERS, (0,), lambda n: {
+        "election_type": 0, "topic_partitions": [{"topic": n.topic, "partitions": [0]}],
+        "timeout_ms": 5000,
+    }, (_c("ALTER"),), ("replica_election_results.partition_result.error_code",)),
+    Row(ApiKey.ELECT_LEADERS, (1, 2), lambda n: {
         "election_type": 0, "topic_partitions": [{"topic": n.topic, "partitions": [0]}],
         "timeout_ms": 5000,
     }, (_c("ALTER"),), ("error_code", "replica_election_results.partition_result.error_code")),
-    Row(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, lambda n: {
+    Row(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1), lambda n: {
         "resources": [{"resource_type": 2, "resource_name": n.topic, "configs": [
             {"name": "retention.ms", "config_operation": 0, "value": "100000"}]}],
         "validate_only": True,
     }, (_t("ALTER_CONFIGS"),), ("responses.error_code",)),
-    Row(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, lambda n: {
+    Row(ApiKey.ALTER_PARTITION_REASSIGNMENTS, (0,), lambda n: {
         "timeout_ms": 5000,
         "topics": [{"name": n.topic, "partitions": [{"partition_index": 0, "replicas": None}]}],
     }, (_c("ALTER"),), ("error_code", "responses.partitions.error_code")),
-    Row(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, lambda n: {"timeout_ms": 5000, "topics": None},
+    Row(ApiKey.LIST_PARTITION_REASSIGNMENTS, (0,), lambda n: {"timeout_ms": 5000, "topics": None},
         (_c("DESCRIBE"),)),
-    Row(ApiKey.OFFSET_DELETE, 0, lambda n: {
+    Row(ApiKey.OFFSET_DELETE, (0,), lambda n: {
         "group_id": n.group, "topics": [{"name": n.topic, "partitions": _tp()}],
     }, (_g("DELETE", "error_code"), _t("READ", "topics.partitions.error_code")),
         ("error_code", "topics.partitions.error_code")),
-    Row(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, lambda n: {"components": [], "strict": False},
+    Row(ApiKey.DESCRIBE_CLIENT_QUOTAS, (0, 1), lambda n: {"components": [], "strict": False},
         (_c("DESCRIBE_CONFIGS"),)),
-    Row(ApiKey.ALTER_CLIENT_QUOTAS, 1, lambda n: {
+    Row(ApiKey.ALTER_CLIENT_QUOTAS, (0, 1), lambda n: {
         "entries": [{"entity": [{"entity_type": "user", "entity_name": "no-such-user"}],
                      "ops": [{"key": "producer_byte_rate", "value": 1024.0, "remove": False}]}],
         "validate_only": True,
     }, (_c("ALTER_CONFIGS"),), ("entries.error_code",)),
-    Row(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, lambda n: {"users": [{"name": "no-such"}]},
+    Row(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, (0,), lambda n: {"users": [{"name": "no-such"}]},
         (_c("DESCRIBE"),), ("error_code", "results.error_code")),
-    Row(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, lambda n: {
+    Row(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, (0,), lambda n: {
         "deletions": [{"name": "no-such-user", "mechanism": 1}], "upsertions": [],
     }, (_c("ALTER"),), ("results.error_code",)),
-    Row(ApiKey.DESCRIBE_CLUSTER, 1, lambda n: {}, ()),
+    Row(ApiKey.DESCRIBE_CLUSTER, (0, 1), lambda n: {}, ()),
     # READ, not DESCRIBE: KafkaApis.handleDescribeProducersRequest.
-    Row(ApiKey.DESCRIBE_PRODUCERS, 0, lambda n: {
+    Row(ApiKey.DESCRIBE_PRODUCERS, (0,), lambda n: {
         "topics": [{"name": n.topic, "partition_indexes": [0]}],
     }, (_t("READ"),), ("topics.partitions.error_code",)),
-    Row(ApiKey.DESCRIBE_TRANSACTIONS, 0, lambda n: {"transactional_ids": [n.txn]},
+    Row(ApiKey.DESCRIBE_TRANSACTIONS, (0,), lambda n: {"transactional_ids": [n.txn]},
         (_x("DESCRIBE"),), ("transaction_states.error_code",)),
-    Row(ApiKey.LIST_TRANSACTIONS, 1, lambda n: {
+    Row(ApiKey.LIST_TRANSACTIONS, (0, 1), lambda n: {
         "state_filters": [], "producer_id_filters": [], "duration_filter": -1,
     }, (Need("txn", "DESCRIBE", LEFT_OUT),), listing=_listed_txn),
-    Row(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, lambda n: {
+    Row(ApiKey.CONSUMER_GROUP_HEARTBEAT, (0, 1), lambda n: {
         "group_id": n.group, "member_id": "matrix-member-0000000", "member_epoch": 0,
         "rebalance_timeout_ms": 5000, "subscribed_topic_names": [n.topic],
         "topic_partitions": [],
     }, (_g("READ"), _t("DESCRIBE"))),
-    Row(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, lambda n: {"group_ids": [n.group]},
+    Row(ApiKey.CONSUMER_GROUP_DESCRIBE, (0,), lambda n: {"group_ids": [n.group]},
         (_g("DESCRIBE"),), ("groups.error_code",)),
-    Row(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, lambda n: {
+    Row(ApiKey.DESCRIBE_TOPIC_PARTITIONS, (0,), lambda n: {
         "topics": [{"name": n.topic}], "response_partition_limit": 100, "cursor": None,
     }, (_t("DESCRIBE"),), ("topics.error_code",)),
 )  # fmt: skip
-"""One row per API key the broker serves."""
+"""A row per API key the broker serves, and one more where a version changes the layout."""
 
-BY_KEY = {row.api: row for row in ROWS}
+BY_KEY: dict[ApiKey, list[Row]] = {}
+for _row in ROWS:
+    BY_KEY.setdefault(_row.api, []).append(_row)
 
 
 def _names(base: str, row: Row, kind: str) -> Names:
@@ -353,7 +385,7 @@ def _names(base: str, row: Row, kind: str) -> Names:
 
 def _prefix(base: str, row: Row, kind: str) -> str:
     """What every resource name of the row under ``kind`` starts with (the PREFIXED pattern)."""
-    return f"{base}-{row.api.name.lower()}-{kind}-"
+    return f"{base}-{row.api.name.lower()}-v{row.versions[0]}-{kind}-"
 
 
 def _resource(base: str, row: Row, kind: str, role: str) -> str:
@@ -535,7 +567,7 @@ def _prepare(m: Matrix) -> None:
         },
     )
     assert answer["topics"][0]["partitions"][0]["error_code"] == 0, answer
-    row = BY_KEY[ApiKey.LIST_TRANSACTIONS]
+    (row,) = BY_KEY[ApiKey.LIST_TRANSACTIONS]
     for kind in row.kinds:
         body = {"transactional_id": _names(m.base, row, kind).txn, "transaction_timeout_ms": 60000}
         answer = _admin(m, ApiKey.INIT_PRODUCER_ID, 4, body)
@@ -573,32 +605,49 @@ XFAIL = {
 
 def _cases() -> Iterator[Any]:
     for row in ROWS:
-        for kind in row.kinds:
-            for principal in PRINCIPALS:
-                if principal == "unauthenticated" and kind != row.kinds[0]:
-                    continue  # an unauthenticated connection has no ACLs to vary
-                marks: list[pytest.MarkDecorator] = []
-                if row.pre_auth and principal != "unauthenticated":
-                    marks.append(pytest.mark.skip(reason="asked before authentication only"))
-                if (row.api, principal) in XFAIL:
-                    marks.append(pytest.mark.xfail(strict=True, reason=XFAIL[row.api, principal]))
-                yield pytest.param(
-                    row, kind, principal, id=f"{row.api.name}-{kind}-{principal}", marks=marks
-                )
+        for version in row.versions:
+            for kind in row.kinds:
+                for principal in PRINCIPALS:
+                    if principal == "unauthenticated" and kind != row.kinds[0]:
+                        continue  # an unauthenticated connection has no ACLs to vary
+                    marks: list[pytest.MarkDecorator] = []
+                    if row.pre_auth and principal != "unauthenticated":
+                        marks.append(pytest.mark.skip(reason="asked before authentication only"))
+                    reason = XFAIL.get((row.api, principal))
+                    if reason is not None:
+                        marks.append(pytest.mark.xfail(strict=True, reason=reason))
+                    case = f"{row.api.name}-v{version}-{kind}-{principal}"
+                    yield pytest.param(row, version, kind, principal, id=case, marks=marks)
+
+
+def _fit(fields: tuple[Field, ...], version: int, value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` without the fields ``version`` lacks: a row's body serves all its versions."""
+    fitted = {}
+    for f in fields:
+        if f.name not in value or not f.present(version):
+            continue
+        item = value[f.name]
+        if f.fields and isinstance(item, list):
+            item = [_fit(f.fields, version, i) for i in item]
+        elif f.fields and isinstance(item, dict):
+            item = _fit(f.fields, version, item)
+        fitted[f.name] = item
+    return fitted
 
 
 USER = {"nobody": "nobody", "super": "admin"}
 
 
-@pytest.mark.parametrize(("row", "kind", "principal"), list(_cases()))
-def test_authorization(matrix: Matrix, row: Row, kind: str, principal: str) -> None:
+@pytest.mark.parametrize(("row", "version", "kind", "principal"), list(_cases()))
+def test_authorization(matrix: Matrix, row: Row, version: int, kind: str, principal: str) -> None:
     names = _names(matrix.base, row, kind)
-    body = row.body(names)
-    validate(REGISTRY[row.api].request, row.version, body)
+    request = REGISTRY[row.api].request
+    body = _fit(request.fields, version, row.body(names))
+    validate(request, version, body)
     if principal == "unauthenticated":
         client = RawClient(matrix.port)
         try:
-            answer = client.request(row.api, row.version, body)
+            answer = client.request(row.api, version, body)
         finally:
             client.close()
         if row.api in (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE):
@@ -607,7 +656,7 @@ def test_authorization(matrix: Matrix, row: Row, kind: str, principal: str) -> N
             assert answer is None, f"answered before authentication: {answer}"
         return
     user = USER.get(principal, f"{principal}-{kind}")
-    answer = matrix.connections.request(user, row.api, row.version, body)
+    answer = matrix.connections.request(user, row.api, version, body)
     assert answer is not None, "the broker closed the connection instead of answering"
     refusal = expected(row, principal, kind)
     if row.listing is not None:
@@ -635,8 +684,10 @@ def test_every_advertised_api_has_a_row(matrix: Matrix) -> None:
     advertised = {ApiKey(a["api_key"]) for a in answer["api_keys"]}
     assert advertised - set(BY_KEY) == set(), "advertised APIs without an authorization row"
     assert set(BY_KEY) - advertised == set(), "rows for APIs the broker does not advertise"
-    assert len(BY_KEY) == len(ROWS), "one row per API key"
-    for row in ROWS:
-        low, high = SUPPORTED[row.api]
-        assert low <= row.version <= high, row.api.name
-        assert row.api in PLANS, f"{row.api.name} has no plan in access.py"
+    for key, rows in BY_KEY.items():
+        assert key in PLANS, f"{key.name} has no plan in access.py"
+        asked = [v for row in rows for v in row.versions]
+        assert len(asked) == len(set(asked)), f"{key.name}: a version in two rows"
+        low, high = SUPPORTED[key]
+        assert low in asked and high in asked, f"{key.name}: ask the lowest and highest versions"
+        assert all(low <= v <= high for v in asked), key.name

@@ -401,6 +401,26 @@ def _offset_fetch(access: Access, version: int, body: dict[str, Any]) -> Decisio
 
         return Decision(fixes=[fix_groups])
     if not access.allowed(Operation.DESCRIBE, GROUP, body["group_id"]):
+        if version < 2:
+            # v0-1 have no error code on the whole response: Kafka fails each partition.
+            key = ApiKey.OFFSET_FETCH
+            return Decision(
+                response=entries.entry(
+                    key,
+                    "",
+                    topics=[
+                        _failed_partitions(
+                            key,
+                            "topics",
+                            "partitions",
+                            GROUP_FAILED,
+                            t.get("partition_indexes") or [],
+                            name=t["name"],
+                        )
+                        for t in body.get("topics") or []
+                    ],
+                )
+            )
         return Decision(response=failed(ApiKey.OFFSET_FETCH, "", GROUP_FAILED))
 
     every = body.get("topics") is None
