@@ -192,6 +192,11 @@ ROWS: tuple[Row, ...] = (
             {"index": 0, "records": TRANSACTIONAL_BATCH}]}],
     }, (_x("WRITE"), _t("WRITE")), ("responses.partition_responses.error_code",),
         variant="transactional"),
+    # A transactional id with records that are not transactional: only the topic counts.
+    Row(ApiKey.PRODUCE, (3, 9), lambda n: {
+        "transactional_id": n.txn, "acks": 1, "timeout_ms": 5000,
+        "topic_data": [{"name": n.topic, "partition_data": [{"index": 0, "records": b""}]}],
+    }, (_t("WRITE"),), ("responses.partition_responses.error_code",), variant="plain"),
     Row(ApiKey.FETCH, (4, 12), lambda n: {
         "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": MB,
         "session_epoch": -1,

@@ -54,6 +54,7 @@ from seglog.broker.security.authorizer import (
 from seglog.protocol import entries, error_codes
 from seglog.protocol.api_keys import ApiKey
 from seglog.protocol.entries import failed
+from seglog.records import batch
 
 logger = logging.getLogger(__name__)
 
@@ -258,10 +259,32 @@ def _cluster(operation: Operation, response: Callable[[dict[str, Any]], dict[str
 
 
 def _produce(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    # As Kafka, the transactional id is checked when the records are transactional,
+    # and then a request without one is refused too.
     txn = body.get("transactional_id")
-    if txn is not None and not access.allowed(Operation.WRITE, TXN, txn):
+    if _has_transactional_records(body) and (
+        txn is None or not access.allowed(Operation.WRITE, TXN, txn)
+    ):
         return Decision(response=_failed_topics(ApiKey.PRODUCE, _PRODUCE, body, TXN_FAILED))
     return _partitioned(ApiKey.PRODUCE, _PRODUCE, Operation.WRITE)(access, version, body)
+
+
+def _has_transactional_records(body: dict[str, Any]) -> bool:
+    """Whether some partition's first batch is transactional (Kafka looks at the first only).
+
+    A malformed batch is not judged here: the append refuses it.
+    """
+    for topic in body.get("topic_data") or []:
+        for partition in topic.get("partition_data") or []:
+            records = partition.get("records")
+            if (
+                records is not None
+                and len(records) >= batch.HEADER_SIZE
+                and records[batch.MAGIC_OFFSET] == batch.CURRENT_MAGIC
+                and batch.BatchHeader._make(batch.HEADER.unpack_from(records, 0)).is_transactional
+            ):
+                return True
+    return False
 
 
 def _metadata(access: Access, version: int, body: dict[str, Any]) -> Decision:
