@@ -265,6 +265,11 @@ ROWS: tuple[Row, ...] = (
         "topics": [{"name": n.topic, "num_partitions": 1, "replication_factor": 1}],
         "timeout_ms": 5000, "validate_only": True,
     }, (_t("CREATE"),), ("topics.error_code",)),
+    # CREATE on the cluster creates any topic.
+    Row(ApiKey.CREATE_TOPICS, (2, 7), lambda n: {
+        "topics": [{"name": n.topic, "num_partitions": 1, "replication_factor": 1}],
+        "timeout_ms": 5000, "validate_only": True,
+    }, (Need("cluster", "CREATE", TOPIC_FAILED),), ("topics.error_code",), variant="cluster"),
     Row(ApiKey.DELETE_TOPICS, (1, 5), lambda n: {"topic_names": [n.topic], "timeout_ms": 5000},
         (_t("DELETE"),), ("responses.error_code",)),
     Row(ApiKey.DELETE_RECORDS, (0, 2), lambda n: {
@@ -324,6 +329,20 @@ ROWS: tuple[Row, ...] = (
     Row(ApiKey.DESCRIBE_CONFIGS, (1, 4), lambda n: {
         "resources": [{"resource_type": 2, "resource_name": n.topic, "configuration_keys": None}],
     }, (_t("DESCRIBE_CONFIGS"),), ("results.error_code",)),
+    # The broker's configs (the cluster-wide default, named ""): the cluster's operations.
+    Row(ApiKey.DESCRIBE_CONFIGS, (1, 4), lambda n: {
+        "resources": [{"resource_type": 4, "resource_name": "", "configuration_keys": None}],
+    }, (_c("DESCRIBE_CONFIGS"),), ("results.error_code",), variant="broker"),
+    Row(ApiKey.ALTER_CONFIGS, (0, 2), lambda n: {
+        "resources": [{"resource_type": 4, "resource_name": "",
+                       "configs": [{"name": "log.retention.ms", "value": "100000000"}]}],
+        "validate_only": True,
+    }, (_c("ALTER_CONFIGS"),), ("responses.error_code",), variant="broker"),
+    Row(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1), lambda n: {
+        "resources": [{"resource_type": 4, "resource_name": "", "configs": [
+            {"name": "log.retention.ms", "config_operation": 0, "value": "100000000"}]}],
+        "validate_only": True,
+    }, (_c("ALTER_CONFIGS"),), ("responses.error_code",), variant="broker"),
     Row(ApiKey.ALTER_CONFIGS, (0, 2), lambda n: {
         "resources": [{"resource_type": 2, "resource_name": n.topic,
                        "configs": [{"name": "retention.ms", "value": "100000"}]}],
