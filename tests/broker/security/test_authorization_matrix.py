@@ -87,8 +87,6 @@ class Names:
     topic: str
     group: str
     txn: str
-    listed_group: str
-    """A group that exists and that only super users and cluster DESCRIBE may list."""
 
 
 @dataclass(frozen=True)
@@ -163,7 +161,11 @@ def _x(op: str) -> Need:
 
 
 def _listed_group(answer: dict[str, Any], n: Names) -> bool:
-    return n.listed_group in {g["group_id"] for g in answer["groups"]}
+    return n.group in {g["group_id"] for g in answer["groups"]}
+
+
+def _listed_topic(answer: dict[str, Any], n: Names) -> bool:
+    return n.topic in {t["name"] for t in answer["topics"]}
 
 
 def _listed_txn(answer: dict[str, Any], n: Names) -> bool:
@@ -210,6 +212,11 @@ ROWS: tuple[Row, ...] = (
     Row(ApiKey.METADATA, (0, 12), lambda n: {
         "topics": [{"name": n.topic}], "allow_auto_topic_creation": False,
     }, (_t("DESCRIBE"),), ("topics.error_code",)),
+    # Every topic: those one may not DESCRIBE are left out (v0 asks with an empty list).
+    Row(ApiKey.METADATA, (0,), lambda n: {"topics": []},
+        (Need("topic", "DESCRIBE", LEFT_OUT),), listing=_listed_topic, variant="all0"),
+    Row(ApiKey.METADATA, (1, 12), lambda n: {"topics": None},
+        (Need("topic", "DESCRIBE", LEFT_OUT),), listing=_listed_topic, variant="all"),
     Row(ApiKey.OFFSET_COMMIT, (2, 9), lambda n: {
         "group_id": n.group, "generation_id_or_member_epoch": -1, "member_id": "",
         "topics": _offsets(n),
@@ -257,6 +264,10 @@ ROWS: tuple[Row, ...] = (
     # Without DESCRIBE on the cluster, Kafka lists only the groups one may DESCRIBE.
     Row(ApiKey.LIST_GROUPS, (0, 5), lambda n: {}, (Need("cluster", "DESCRIBE", LEFT_OUT),),
         listing=_listed_group),
+    # Else the groups one may DESCRIBE (the literal users have DESCRIBE on the cluster
+    # from other rows: the prefixed ones show this path).
+    Row(ApiKey.LIST_GROUPS, (0, 5), lambda n: {}, (Need("group", "DESCRIBE", LEFT_OUT),),
+        listing=_listed_group, variant="group"),
     Row(ApiKey.SASL_HANDSHAKE, (0, 1), lambda n: {"mechanism": "PLAIN"}, (), pre_auth=True),
     Row(ApiKey.API_VERSIONS, (0, 3), lambda n: {
         "client_software_name": "matrix", "client_software_version": "1",
@@ -419,6 +430,9 @@ ROWS: tuple[Row, ...] = (
     Row(ApiKey.CONSUMER_GROUP_DESCRIBE, (0,), lambda n: {"group_ids": [n.group]},
         (_g("DESCRIBE"),), ("groups.error_code",)),
     Row(ApiKey.DESCRIBE_TOPIC_PARTITIONS, (0,), lambda n: {
+        "topics": [], "response_partition_limit": 2000, "cursor": None,
+    }, (Need("topic", "DESCRIBE", LEFT_OUT),), listing=_listed_topic, variant="all"),
+    Row(ApiKey.DESCRIBE_TOPIC_PARTITIONS, (0,), lambda n: {
         "topics": [{"name": n.topic}], "response_partition_limit": 100, "cursor": None,
     }, (_t("DESCRIBE"),), ("topics.error_code",)),
 )  # fmt: skip
@@ -431,7 +445,7 @@ for _row in ROWS:
 
 def _names(base: str, row: Row, kind: str) -> Names:
     prefix = _prefix(base, row, kind)
-    return Names(f"{prefix}topic", f"{prefix}group", f"{prefix}txn", f"{base}-listed")
+    return Names(f"{prefix}topic", f"{prefix}group", f"{prefix}txn")
 
 
 def _prefix(base: str, row: Row, kind: str) -> str:
@@ -587,10 +601,9 @@ def _prepare(m: Matrix) -> None:
     acls = _acls(m.base)
     answer = _admin(m, ApiKey.CREATE_ACLS, 3, {"creations": acls})
     assert [r["error_code"] for r in answer["results"]] == [0] * len(acls), answer
-    listed = f"{m.base}-listed"
     # The topics exist (but CreateTopics'), so that an allowed request really succeeds
     # and a refused one cannot be told apart from a missing topic by its code.
-    topics = [listed] + [
+    topics = [
         _names(m.base, row, kind).topic
         for row in ROWS
         if row.needs and row.api != ApiKey.CREATE_TOPICS
@@ -606,23 +619,23 @@ def _prepare(m: Matrix) -> None:
         },
     )
     assert [t["error_code"] for t in answer["topics"]] == [0] * len(topics), answer
-    answer = _admin(
-        m,
-        ApiKey.OFFSET_COMMIT,
-        9,
-        {
-            "group_id": listed,
-            "generation_id_or_member_epoch": -1,
-            "member_id": "",
-            "topics": [{"name": listed, "partitions": [{"partition_index": 0}]}],
-        },
-    )
-    assert answer["topics"][0]["partitions"][0]["error_code"] == 0, answer
-    (row,) = BY_KEY[ApiKey.LIST_TRANSACTIONS]
-    for kind in row.kinds:
-        body = {"transactional_id": _names(m.base, row, kind).txn, "transaction_timeout_ms": 60000}
-        answer = _admin(m, ApiKey.INIT_PRODUCER_ID, 4, body)
-        assert answer["error_code"] == 0, answer
+    for row in BY_KEY[ApiKey.LIST_GROUPS]:
+        for kind in row.kinds:
+            names = _names(m.base, row, kind)
+            body = {
+                "group_id": names.group,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "topics": [{"name": names.topic, "partitions": [{"partition_index": 0}]}],
+            }
+            answer = _admin(m, ApiKey.OFFSET_COMMIT, 9, body)
+            assert answer["topics"][0]["partitions"][0]["error_code"] == 0, answer
+    for row in BY_KEY[ApiKey.LIST_TRANSACTIONS]:
+        for kind in row.kinds:
+            txn = _names(m.base, row, kind).txn
+            body = {"transactional_id": txn, "transaction_timeout_ms": 60000}
+            answer = _admin(m, ApiKey.INIT_PRODUCER_ID, 4, body)
+            assert answer["error_code"] == 0, answer
 
 
 # ------------------------------------------------------------------ the cases
