@@ -2,9 +2,13 @@
 
 One broker for the module: the ACL authorizer, ``allow.everyone.if.no.acl.found=false``,
 ``super.users=User:admin`` and a SASL_PLAINTEXT listener with PLAIN users. The table
-:data:`ROWS` has one row per API key: a minimal valid request body, the resources the
-API needs and the operation Kafka requires on each (``KafkaApis``/``AuthHelper``), and
-where the answer says whether it was refused. One parametrized test asks every row as
+:data:`ROWS` has a row per API key: the versions asked (the lowest and the highest the
+broker serves, at least), a minimal valid request body (fields a version lacks are left
+out), the resources the API needs and the operation Kafka requires on each
+(``KafkaApis``/``AuthHelper``), in the order Kafka checks them, and where the answer
+carries the refusal. An API has another row (a ``variant``) where versions answer in
+another layout or where another kind of request is checked otherwise (transactional
+records, the broker's configs, every topic). One parametrized test asks every row as
 
 - an unauthenticated connection (it never logs in): the broker closes it, except for
   ApiVersions and the SASL handshake, which are answered;
@@ -17,8 +21,9 @@ where the answer says whether it was refused. One parametrized test asks every r
 for the ACL kinds ``literal`` (the resource by name), ``prefixed`` (a PREFIXED pattern
 the resource's name starts with) and ``deny`` (an ALLOW plus a DENY of the same operation
 on the same resource: DENY wins, so refused). Each kind has its own users and each row
-its own resource names, so that no case's ACLs grant or deny another's. The cluster has
-one name: rows on the cluster have no prefixed kind. A refusal is Kafka's error code in
+its own resource names, so that no case's ACLs grant or deny another's; the cluster has
+one name, so a user's ACLs on it serve all its rows (they grant nothing a row does not
+expect), and rows on the cluster have no prefixed kind. A refusal is Kafka's error code in
 Kafka's place (per partition, per topic, per group, on the whole response) or, for a
 listing, the item left out of it.
 
@@ -436,7 +441,7 @@ ROWS: tuple[Row, ...] = (
         "topics": [{"name": n.topic}], "response_partition_limit": 100, "cursor": None,
     }, (_t("DESCRIBE"),), ("topics.error_code",)),
 )  # fmt: skip
-"""A row per API key the broker serves, and one more where a version changes the layout."""
+"""A row per API key the broker serves, and its variants (see the module's docstring)."""
 
 BY_KEY: dict[ApiKey, list[Row]] = {}
 for _row in ROWS:
