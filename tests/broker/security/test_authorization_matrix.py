@@ -16,6 +16,8 @@ records, the broker's configs, every topic). One parametrized test asks every ro
 - ``describe-<kind>``, with DESCRIBE on every resource the API needs: allowed only when
   DESCRIBE is all the API needs;
 - ``right-<kind>``, with the operations the API needs: allowed, except under ``deny``;
+- ``partial-<kind>``, for APIs of several resources: the operations on all but the last
+  one Kafka checks (under ``deny``: ALLOW on all, DENY on the last), refused by the last;
 - ``admin``, a super user: allowed;
 
 for the ACL kinds ``literal`` (the resource by name), ``prefixed`` (a PREFIXED pattern
@@ -58,7 +60,7 @@ LEFT_OUT = -1000
 """What a listing's outcome is when the item asked about is not in it."""
 
 KINDS = ("literal", "prefixed", "deny")
-PRINCIPALS = ("unauthenticated", "nobody", "describe", "right", "super")
+PRINCIPALS = ("unauthenticated", "nobody", "describe", "right", "partial", "super")
 ROLES = ("cluster", "topic", "group", "txn")
 
 # Kafka's wire codes for ACLs (CreateAcls).
@@ -70,7 +72,11 @@ OPERATION = {
     "CLUSTER_ACTION": 9, "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11, "IDEMPOTENT_WRITE": 12,
 }  # fmt: skip
 
-USERS = ["admin", "nobody", *(f"{who}-{kind}" for who in ("describe", "right") for kind in KINDS)]
+USERS = [
+    "admin",
+    "nobody",
+    *(f"{who}-{kind}" for who in ("describe", "right", "partial") for kind in KINDS),
+]
 PASSWORDS = {user: f"{user}-secret" for user in USERS}
 JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -465,17 +471,21 @@ def _resource(base: str, row: Row, kind: str, role: str) -> str:
 
 
 def _acls(base: str) -> list[dict[str, Any]]:
-    """Every ACL of the module: for each row and kind, the describe and right users' own."""
+    """Every ACL of the module: for each row and kind, the describe, right and partial users'."""
     made: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in ROWS:
         for kind in row.kinds:
-            for need in row.needs:
-                for who, operation in (("describe", "DESCRIBE"), ("right", need.operation)):
+            for index, need in enumerate(row.needs):
+                last = index == len(row.needs) - 1
+                grants = [("describe", "DESCRIBE", True), ("right", need.operation, True)]
+                if len(row.needs) > 1 and (not last or kind == "deny"):
+                    grants.append(("partial", need.operation, last))
+                for who, operation, denied in grants:
                     name = _resource(base, row, kind, need.role)
                     pattern = LITERAL
                     if kind == "prefixed":
                         name, pattern = _prefix(base, row, kind), PREFIXED
-                    permissions = (ALLOW, DENY) if kind == "deny" else (ALLOW,)
+                    permissions = (ALLOW, DENY) if kind == "deny" and denied else (ALLOW,)
                     for permission in permissions:
                         acl = {
                             "resource_type": RESOURCE_TYPE[need.role],
@@ -494,6 +504,8 @@ def expected(row: Row, principal: str, kind: str) -> Need | None:
     """The need whose refusal Kafka answers, or None if the request is allowed."""
     if principal == "super" or not row.needs:
         return None
+    if principal == "partial":
+        return row.needs[-1]
     if principal == "nobody" or kind == "deny":
         # Deny: DENY beats the ALLOW on every resource, the first checked refuses.
         return row.needs[0]
@@ -679,6 +691,8 @@ def _cases() -> Iterator[Any]:
                 for principal in PRINCIPALS:
                     if principal == "unauthenticated" and kind != row.kinds[0]:
                         continue  # an unauthenticated connection has no ACLs to vary
+                    if principal == "partial" and len(row.needs) < 2:
+                        continue  # with one resource, partial rights are no rights
                     marks: list[pytest.MarkDecorator] = []
                     if row.pre_auth and principal != "unauthenticated":
                         marks.append(pytest.mark.skip(reason="asked before authentication only"))
