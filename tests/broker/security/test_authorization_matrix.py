@@ -61,7 +61,6 @@ LEFT_OUT = -1000
 
 KINDS = ("literal", "prefixed", "deny")
 PRINCIPALS = ("unauthenticated", "nobody", "describe", "right", "partial", "super")
-ROLES = ("cluster", "topic", "group", "txn")
 
 # Kafka's wire codes for ACLs (CreateAcls).
 RESOURCE_TYPE = {"topic": 2, "group": 3, "cluster": 4, "txn": 5}
@@ -114,7 +113,6 @@ class Need:
 
 
 Body = Callable[[Names], dict[str, Any]]
-Outcome = Callable[[dict[str, Any], Names], list[int]]
 
 
 @dataclass(frozen=True)
@@ -602,9 +600,9 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Matrix]:
     finally:
         connections.close()
         alive = process.alive()
-        if alive:
-            process.stop()
+        code = process.stop() if alive else None
     assert alive, "the broker died during the tests"
+    assert code == 0, f"the broker exited with {code}"
 
 
 def _admin(m: Matrix, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
