@@ -84,6 +84,9 @@ JAAS = (
     + ";"
 )
 MB = 1 << 20
+PATIENCE = 120.0
+"""Seconds a socket waits for an answer: creating the module's topics on a loaded machine
+takes longer than the raw client's default."""
 TRANSACTIONAL_BATCH = build_batch(
     [SimpleRecord(b"matrix")], producer_id=0, producer_epoch=0, base_sequence=0,
     is_transactional=True,
@@ -214,6 +217,14 @@ ROWS: tuple[Row, ...] = (
         "topics": [{"topic": n.topic, "partitions": [
             {"partition": 0, "fetch_offset": 0, "partition_max_bytes": MB}]}],
     }, (_t("READ"),), ("responses.partitions.error_code",)),
+    # A replica's fetch: CLUSTER_ACTION on the cluster instead of READ on each topic.
+    Row(ApiKey.FETCH, (4, 12), lambda n: {
+        "replica_id": 1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": MB,
+        "session_epoch": -1,
+        "topics": [{"topic": n.topic, "partitions": [
+            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": MB}]}],
+    }, (Need("cluster", "CLUSTER_ACTION", TOPIC_FAILED),), ("responses.partitions.error_code",),
+        variant="replica"),
     Row(ApiKey.LIST_OFFSETS, (1, 7), lambda n: {
         "replica_id": -1,
         "topics": [{"name": n.topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}],
@@ -310,6 +321,12 @@ ROWS: tuple[Row, ...] = (
         "replica_id": -1,
         "topics": [{"topic": n.topic, "partitions": [{"partition": 0, "leader_epoch": 0}]}],
     }, (_t("DESCRIBE"),), ("topics.partitions.error_code",)),
+    # CLUSTER_ACTION on the cluster answers every topic.
+    Row(ApiKey.OFFSET_FOR_LEADER_EPOCH, (2, 4), lambda n: {
+        "replica_id": -1,
+        "topics": [{"topic": n.topic, "partitions": [{"partition": 0, "leader_epoch": 0}]}],
+    }, (Need("cluster", "CLUSTER_ACTION", TOPIC_FAILED),), ("topics.partitions.error_code",),
+        variant="cluster"),
     # v3, what clients send; v4 is the brokers' own (CLUSTER_ACTION, KIP-890).
     Row(ApiKey.ADD_PARTITIONS_TO_TXN, (0, 3), lambda n: {
         "v3_and_below_transactional_id": n.txn, "v3_and_below_producer_id": 0,
@@ -524,7 +541,7 @@ class Connections:
         self.open: dict[str, RawClient] = {}
 
     def login(self, user: str) -> RawClient:
-        client = RawClient(self.port)
+        client = _raw(self.port)
         try:
             client.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
             answer = client.request(
@@ -561,6 +578,12 @@ class Connections:
     def close(self) -> None:
         for user in list(self.open):
             self.drop(user)
+
+
+def _raw(port: int) -> RawClient:
+    client = RawClient(port)
+    client.sock.settimeout(PATIENCE)
+    return client
 
 
 @dataclass
@@ -630,7 +653,7 @@ def _prepare(m: Matrix) -> None:
         7,
         {
             "topics": [{"name": t, "num_partitions": 1, "replication_factor": 1} for t in topics],
-            "timeout_ms": 30000,
+            "timeout_ms": int(PATIENCE * 1000),
         },
     )
     assert [t["error_code"] for t in answer["topics"]] == [0] * len(topics), answer
@@ -726,7 +749,7 @@ def test_authorization(matrix: Matrix, row: Row, version: int, kind: str, princi
     body = _fit(request.fields, version, row.body(names))
     validate(request, version, body)
     if principal == "unauthenticated":
-        client = RawClient(matrix.port)
+        client = _raw(matrix.port)
         try:
             answer = client.request(row.api, version, body)
         finally:
@@ -756,7 +779,7 @@ def test_authorization(matrix: Matrix, row: Row, version: int, kind: str, princi
 
 
 def test_every_advertised_api_has_a_row(matrix: Matrix) -> None:
-    client = RawClient(matrix.port)
+    client = _raw(matrix.port)
     try:
         answer = client.request(ApiKey.API_VERSIONS, 3, {})
     finally:

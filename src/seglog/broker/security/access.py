@@ -15,19 +15,21 @@ request and either
   (TOPIC_AUTHORIZATION_FAILED per partition for Produce, for instance).
 
 The operations are Kafka's (``KafkaApis`` and ``AuthHelper``): Produce WRITE
-on the topic (and on the transactional id), Fetch READ, ListOffsets and
-OffsetForLeaderEpoch DESCRIBE, Metadata DESCRIBE (topics not allowed are
-left out of a list of all topics; creating one needs CREATE on the cluster
-or the topic), CreateTopics CREATE, DeleteTopics DELETE, CreatePartitions
-ALTER, DeleteRecords DELETE, DescribeProducers READ, DescribeConfigs
-DESCRIBE_CONFIGS and the config changes ALTER_CONFIGS (on the topic, or on
-the cluster for a broker),
-the group APIs READ on the group (OffsetCommit also READ on each topic,
+on the topic (and on the transactional id for transactional records), Fetch
+READ (a replica's fetch CLUSTER_ACTION on the cluster), ListOffsets DESCRIBE,
+OffsetForLeaderEpoch DESCRIBE (or CLUSTER_ACTION on the cluster), Metadata
+DESCRIBE (topics not allowed are left out of a list of all topics; creating
+one needs CREATE on the cluster or the topic), CreateTopics CREATE,
+DeleteTopics DELETE, CreatePartitions ALTER, DeleteRecords DELETE,
+DescribeProducers READ, DescribeConfigs DESCRIBE_CONFIGS and the config
+changes ALTER_CONFIGS (on the topic, or on the cluster for a broker), the
+group APIs READ on the group (OffsetCommit also READ on each topic,
 OffsetFetch DESCRIBE), DescribeGroups DESCRIBE, DeleteGroups DELETE,
 ListGroups DESCRIBE on the cluster or else only the groups it may DESCRIBE,
 InitProducerId WRITE on the transactional id or IDEMPOTENT_WRITE on the
 cluster (or WRITE on some topic), and the ACL and SCRAM APIs ALTER or
-DESCRIBE on the cluster.
+DESCRIBE on the cluster. ``tests/broker/security/test_authorization_matrix.py``
+asks each of them.
 
 Every error entry and refusal is built by :func:`seglog.protocol.entries.failed`
 from the API's response description: each field at its value in a failed
@@ -267,6 +269,28 @@ def _produce(access: Access, version: int, body: dict[str, Any]) -> Decision:
     ):
         return Decision(response=_failed_topics(ApiKey.PRODUCE, _PRODUCE, body, TXN_FAILED))
     return _partitioned(ApiKey.PRODUCE, _PRODUCE, Operation.WRITE)(access, version, body)
+
+
+def _fetch(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    """READ on each topic; a replica's fetch (``replica_id`` >= 0) needs CLUSTER_ACTION.
+
+    As Kafka: a replica allowed CLUSTER_ACTION fetches every topic, one without it
+    none of them (each partition TOPIC_AUTHORIZATION_FAILED).
+    """
+    if body.get("replica_id", -1) >= 0:
+        if access.cluster(Operation.CLUSTER_ACTION):
+            return Decision()
+        return Decision(response=_failed_topics(ApiKey.FETCH, _FETCH, body, TOPIC_FAILED))
+    return _partitioned(ApiKey.FETCH, _FETCH, Operation.READ)(access, version, body)
+
+
+def _offset_for_leader_epoch(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    """DESCRIBE on each topic, or CLUSTER_ACTION on the cluster for all of them (Kafka's)."""
+    if access.cluster(Operation.CLUSTER_ACTION):
+        return Decision()
+    return _partitioned(ApiKey.OFFSET_FOR_LEADER_EPOCH, _EPOCHS, Operation.DESCRIBE)(
+        access, version, body
+    )
 
 
 def _has_transactional_records(body: dict[str, Any]) -> bool:
@@ -895,11 +919,9 @@ PLANS: dict[int, Plan] = {
     ApiKey.SASL_AUTHENTICATE: _allow,
     ApiKey.DESCRIBE_CLUSTER: _allow,
     ApiKey.PRODUCE: _produce,
-    ApiKey.FETCH: _partitioned(ApiKey.FETCH, _FETCH, Operation.READ),
+    ApiKey.FETCH: _fetch,
     ApiKey.LIST_OFFSETS: _partitioned(ApiKey.LIST_OFFSETS, _COMMON, Operation.DESCRIBE),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: _partitioned(
-        ApiKey.OFFSET_FOR_LEADER_EPOCH, _EPOCHS, Operation.DESCRIBE
-    ),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
     ApiKey.DELETE_RECORDS: _partitioned(ApiKey.DELETE_RECORDS, _COMMON, Operation.DELETE),
     ApiKey.METADATA: _metadata,
     ApiKey.CREATE_TOPICS: _create_topics,
