@@ -21,7 +21,7 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from seglog.cli._client import ClientSettings, key_values, reporting
+from seglog.cli._client import ClientSettings, admin_client, key_values, reporting
 from seglog.mirror import (
     BrokerSource,
     LagRow,
@@ -231,9 +231,12 @@ def mirror(
     if log_dir is not None and from_broker is not None:
         raise click.UsageError("give --log-dir or --from, not both")
     target_settings = ClientSettings(to, timeout, dict(properties))
+    # Say at once when a broker cannot be reached, rather than at the first request.
+    admin_client(target_settings)
     source: Source
     if from_broker is not None:
         source_settings = ClientSettings(from_broker, timeout, dict(source_properties))
+        admin_client(source_settings)
         with reporting(f"cannot connect to {from_broker}"):
             source = BrokerSource(source_settings.config(), timeout)
     else:
