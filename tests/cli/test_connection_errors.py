@@ -253,3 +253,14 @@ def test_transactions_refuse_a_secured_client_file(tmp_path: Path) -> None:
         "seglog: error: seglog transactions speaks PLAINTEXT only; the client properties "
         "ask for security.protocol=SSL"
     ]
+
+
+def test_mirror_says_at_once_when_the_target_cannot_be_reached(tmp_path: Path) -> None:
+    port = free_port()
+    (tmp_path / "data").mkdir()
+    fails_promptly(
+        seglog("mirror", "--to", f"127.0.0.1:{port}", "--log-dir", str(tmp_path / "data"),
+               "--state", str(tmp_path / "m.json"), "--timeout", LONG),
+        f"seglog: error: cannot connect to 127.0.0.1:{port}: ",
+        "Connection refused",
+    )  # fmt: skip

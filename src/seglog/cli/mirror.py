@@ -231,12 +231,11 @@ def mirror(
     if log_dir is not None and from_broker is not None:
         raise click.UsageError("give --log-dir or --from, not both")
     target_settings = ClientSettings(to, timeout, dict(properties))
-    # Say at once when a broker cannot be reached, rather than at the first request.
-    admin_client(target_settings)
     source: Source
+    reachable = [target_settings]
     if from_broker is not None:
         source_settings = ClientSettings(from_broker, timeout, dict(source_properties))
-        admin_client(source_settings)
+        reachable.append(source_settings)
         with reporting(f"cannot connect to {from_broker}"):
             source = BrokerSource(source_settings.config(), timeout)
     else:
@@ -244,6 +243,9 @@ def mirror(
     with reporting(f"cannot connect to {to}"):
         target = Target(target_settings.config(), timeout)
     offsets = OffsetMap.load(state, source.description, to)
+    for settings in reachable:
+        # Say at once when a broker cannot be reached, rather than at the first request.
+        admin_client(settings)
 
     stop = threading.Event()
 
