@@ -264,3 +264,19 @@ def test_mirror_says_at_once_when_the_target_cannot_be_reached(tmp_path: Path) -
         f"seglog: error: cannot connect to 127.0.0.1:{port}: ",
         "Connection refused",
     )  # fmt: skip
+
+
+def test_one_dead_bootstrap_server_among_live_ones_is_no_failure(
+    secured: Secured, topic: str
+) -> None:
+    # librdkafka tries the servers in random order: one refusal must not end the command.
+    dead = f"127.0.0.1:{free_port()}"
+    code, _, err, _ = seglog(
+        "topics", "create", topic, "--bootstrap-server", f"{dead},{secured.plain}"
+    )
+    assert code == 0, err
+    for _ in range(3):
+        code, out, err, _ = seglog(
+            "topics", "list", "--bootstrap-server", f"{dead},{secured.plain},{dead}"
+        )
+        assert code == 0 and topic in out.splitlines(), err

@@ -115,21 +115,28 @@ def cause(text: str) -> str:
     return _AFTER.sub("", _BROKER_PREFIX.sub("", text))
 
 
+# How telling a noted problem is: seglog's own hint, then librdkafka's error
+# (error_cb), then its log line (which may say less: "Disconnected" where the
+# error says "SSL handshake failed: Disconnected ... PLAINTEXT listener?").
+_HINT, _ERROR, _LOG = 0, 1, 2
+
+
 class ConnectionProblems:
-    """librdkafka's ``error_cb`` and ``logger``: the first sign the broker cannot be used.
+    """librdkafka's ``error_cb`` and ``logger``: the signs the broker cannot be used.
 
     Every log line goes on to the ``seglog.cli.librdkafka`` logger at DEBUG.
     """
 
     def __init__(self, security_protocol: str = "plaintext") -> None:
         self._lock = threading.Lock()
-        self._first: str | None = None
+        self._best: tuple[int, str] | None = None
         self._since = 0.0
+        self._last = 0.0
         self._tls = security_protocol.lower() in ("ssl", "sasl_ssl")
 
     def __call__(self, error: KafkaError) -> None:
         if error.code() in _CONNECTION_ERRORS or error.fatal():
-            self._note(cause(error.str()) or error.name())
+            self._note(_ERROR, cause(error.str()) or error.name())
 
     def log(self, level: int, msg: str, *args: object) -> None:
         """librdkafka's log line (``logger`` interface): kept at DEBUG, noted if a failure."""
@@ -138,29 +145,42 @@ class ConnectionProblems:
             text = str(args[2]).split("]: ", 1)[-1]
             if _DROPPED_AT_HELLO.search(text) and not self._tls:
                 self._note(
+                    _HINT,
                     "the broker closed the connection at the first request: a TLS listener? "
-                    "(security.protocol=SSL or SASL_SSL, with --command-config or -X)"
+                    "(security.protocol=SSL or SASL_SSL, with --command-config or -X)",
                 )
             elif "Disconnected" in text or "failed" in text:
-                self._note(cause(text))
+                self._note(_LOG, cause(text))
 
-    def _note(self, text: str) -> None:
+    def _note(self, rank: int, text: str) -> None:
         with self._lock:
-            if self._first is None:
-                self._first = text
-                self._since = time.monotonic()
+            self._last = time.monotonic()
+            if self._best is None:
+                self._since = self._last
+            if (
+                self._best is None
+                or rank < self._best[0]
+                # The same event said with more words ("SSL handshake failed: <it>").
+                or (rank == self._best[0] and self._best[1] in text)
+            ):
+                self._best = (rank, text)
 
     def lasting(self, grace: float) -> str | None:
-        """The first problem, if it was seen ``grace`` seconds ago or more."""
+        """The most telling problem, if problems went on for ``grace`` seconds or more.
+
+        One failed attempt is not enough: the next address, or a connection
+        whose handshake is slow under load, may still succeed; while it is in
+        progress no new problem comes.
+        """
         with self._lock:
-            if self._first is not None and time.monotonic() - self._since >= grace:
-                return self._first
+            if self._best is not None and self._last - self._since >= grace:
+                return self._best[1]
             return None
 
     def first(self) -> str | None:
-        """The first problem seen, however recent."""
+        """The most telling problem seen, however recent."""
         with self._lock:
-            return self._first
+            return None if self._best is None else self._best[1]
 
 
 @dataclass(frozen=True)
