@@ -280,3 +280,18 @@ def test_one_dead_bootstrap_server_among_live_ones_is_no_failure(
             "topics", "list", "--bootstrap-server", f"{dead},{secured.plain},{dead}"
         )
         assert code == 0 and topic in out.splitlines(), err
+
+
+def test_a_java_only_client_setting_is_refused_naming_the_fix(tmp_path: Path) -> None:
+    properties = client_file(
+        tmp_path / "java.properties",
+        **{"security.protocol": "SSL", "ssl.truststore.location": "/etc/kafka/trust.jks"},
+    )
+    code, _, err, _ = seglog("topics", "list", "--command-config", str(properties))
+    assert code == 1
+    assert err.splitlines() == [
+        f"seglog: error: client properties file {properties}: Kafka option "
+        "'ssl.truststore.type' JKS is not supported: a JKS trust store is a Java format. "
+        "Convert it to PEM (keytool -exportcert -rfc) and set ssl.truststore.type=PEM with "
+        "ssl.truststore.location, or set ssl.ca.location."
+    ]

@@ -94,6 +94,8 @@ _CONNECTION_ERRORS = frozenset(
 _BROKER_PREFIX = re.compile(r"^\S+/(?:bootstrap|-?\d+): ")
 _AFTER = re.compile(r"\s*\(after [^()]*\)\s*$")
 
+_SPARK_PREFIX = re.compile(r"(?<![\w.])kafka\.")
+
 GRACE = 1.0
 """Seconds a connection problem must last before a command gives up on it.
 
@@ -225,7 +227,10 @@ def client_file(path: Path) -> dict[str, str]:
     try:
         return translate(params, producer=False)
     except ValueError as exc:
-        raise ClientError(f"client properties file {path}: {exc}") from None
+        # The translation speaks to Spark jobs, whose options carry a "kafka." prefix;
+        # in a properties file the names stand alone (a class name keeps its own).
+        message = _SPARK_PREFIX.sub("", str(exc))
+        raise ClientError(f"client properties file {path}: {message}") from None
 
 
 def resolve(
