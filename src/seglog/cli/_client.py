@@ -12,13 +12,14 @@ which :func:`client_options` adds and folds into one :class:`ClientSettings`:
   translated to librdkafka's, librdkafka's own pass through);
 - ``-X key=value``, any librdkafka property, applied last;
 - ``--timeout SECONDS``: how long to wait for the broker, to connect and for
-  each request (5 s by default, as long as kcat takes to say what is wrong).
+  each request (5 s by default).
 
 Before its first request a command waits for the broker (:func:`wait_for_broker`):
 librdkafka retries a refused connection, a failed TLS handshake or SASL
 authentication forever and reports only ``Broker transport failure`` when the
-request times out. Its ``error_cb`` says why at once; the first such cause that
-lasts ends the command with one line naming it, well before the timeout.
+request times out. Its ``error_cb`` and log lines say why at once; a cause that
+goes on for a second (:data:`GRACE`) ends the command with one line naming it,
+well before the timeout.
 
 librdkafka's own log lines go to the ``seglog.cli.librdkafka`` logger at DEBUG
 (see them with ``--log-level DEBUG``): a command reports what failed itself, as
