@@ -200,13 +200,18 @@ class SeglogBroker(Broker):
             text = response.read().decode()
         found: dict[str, float] = {}
         for line in text.splitlines():
-            m = re.match(r'seglog_requests_total\{api="(\w+)",error="NONE"\} (\S+)', line)
+            m = re.match(
+                r'kafka_network_requestmetrics_errors_total\{error="NONE",request="(\w+)"\} (\S+)',
+                line,
+            )
             if m:
                 found[f"requests:{m[1]}"] = float(m[2])
-            m = re.match(r'seglog_request_seconds_sum\{api="(\w+)"\} (\S+)', line)
+            m = re.match(
+                r'kafka_network_requestmetrics_totaltimems_sum\{request="(\w+)"\} (\S+)', line
+            )
             if m:
-                found[f"seconds:{m[1]}"] = float(m[2])
-            m = re.match(r"seglog_bytes_(in|out)_total (\S+)", line)
+                found[f"seconds:{m[1]}"] = float(m[2]) / 1000  # the page's times are in ms
+            m = re.match(r"kafka_server_brokertopicmetrics_bytes(in|out)_total (\S+)", line)
             if m:
                 found[f"bytes_{m[1]}"] = float(m[2])
         return found

@@ -102,10 +102,14 @@ class GroupBroker(SeglogBroker):
             text = response.read().decode()
         count = seconds = 0.0
         for line in text.splitlines():
-            if line.startswith(f'seglog_request_seconds_count{{api="{api}"}} '):
+            if line.startswith(
+                f'kafka_network_requestmetrics_totaltimems_count{{request="{api}"}} '
+            ):
                 count = float(line.split()[-1])
-            elif line.startswith(f'seglog_request_seconds_sum{{api="{api}"}} '):
-                seconds = float(line.split()[-1])
+            elif line.startswith(
+                f'kafka_network_requestmetrics_totaltimems_sum{{request="{api}"}} '
+            ):
+                seconds = float(line.split()[-1]) / 1000  # the page's times are in ms
         return count, seconds
 
 

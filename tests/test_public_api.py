@@ -49,13 +49,15 @@ def test_public_names_are_documented() -> None:
 
 
 def test_readme_example_runs(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """The library example in the README works as written."""
+    """The library example of docs/quickstart.md works as written."""
     from pathlib import Path
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    start = readme.index("```python\nfrom seglog import")
-    code = readme[start + len("```python\n") : readme.index("```", start + 10)]
+    page = Path(__file__).parent.parent / "docs" / "quickstart.md"
+    readme = page.read_text(encoding="utf-8")
+    opening = "```python runnable\nfrom seglog import"
+    start = readme.index(opening)
+    code = readme[start + opening.index("\n") + 1 : readme.index("```", start + 10)]
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {}
-    exec(compile(code, "README.md", "exec"), namespace)
-    assert (tmp_path / "data" / "orders-0").is_dir()
+    exec(compile(code, "docs/quickstart.md", "exec"), namespace)
+    assert (tmp_path / "library-data" / "orders-0").is_dir()

@@ -353,6 +353,7 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     _broker("listener.security.protocol.map", Type.STRING, None),
     _broker("log.dir", Type.STRING, "./data"),
     _broker("log.dirs", Type.STRING, None),
+    _broker("metrics.host", Type.STRING, "127.0.0.1"),
     _broker("metrics.port", Type.INT, None, between(0, 65535)),
     _broker("nodes", Type.STRING, "1"),
     _broker("auto.create.topics.enable", Type.BOOLEAN, True),
@@ -374,6 +375,9 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     _broker("sasl.plain.users.file", Type.STRING, None),
     _broker("connections.max.reauth.ms", Type.LONG, 0),
     _broker("connection.failed.authentication.delay.ms", Type.INT, 100, at_least(0)),
+    _broker("sasl.server.max.receive.size", Type.INT, 524_288, at_least(1)),
+    # seglog's: how long a connection of a SASL listener may take to authenticate.
+    _broker("sasl.server.authentication.timeout.ms", Type.LONG, 30_000, at_least(1)),
     _broker("authorizer.class.name", Type.STRING, ""),
     _broker("super.users", Type.STRING, None),
     _broker("allow.everyone.if.no.acl.found", Type.BOOLEAN, False),

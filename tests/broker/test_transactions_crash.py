@@ -1,5 +1,6 @@
 """Transactions across broker crashes and stalls: kill -9 mid-transaction and at random
-points, and a stalled transaction aborted by the coordinator after its timeout."""
+points, a stalled transaction aborted by the coordinator after its timeout, and a
+consume-transform-produce loop across kills."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker.conftest import BrokerProcess
 from tests.broker.test_transactions import _committed_end, _create, _producer, _read
@@ -119,3 +122,136 @@ def test_a_stalled_transaction_is_aborted_after_its_timeout(
     assert _read(broker.bootstrap, topic) == []
     with pytest.raises(KafkaException):
         producer.commit_transaction(10)
+
+
+def test_a_consume_transform_produce_loop_survives_broker_kills_exactly_once(
+    tmp_path: Path,
+) -> None:
+    """Each input record is in the output once, read_committed, after kill -9s mid-loop.
+
+    The producer sets ``metadata.recovery.strategy=none``: with librdkafka's default
+    (re-bootstrap once every broker is down, KIP-899) a kill of a one-broker cluster
+    leaves ``send_offsets_to_transaction`` blocked past its timeout on a broker handle
+    librdkafka has decommissioned (its log repeats "Handle is terminating"), whatever
+    the broker does; Kafka's single broker would meet the same client.
+    """
+    broker = BrokerProcess(tmp_path / "data", {"group.initial.rebalance.delay.ms": "0"})
+    broker.start()
+    count = 6000
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.create_topics([NewTopic("in", 2, 1), NewTopic("out", 2, 1)]).values():
+            future.result(30)
+        source = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(count):
+            source.produce("in", str(i).encode(), partition=i % 2)
+        assert source.flush(30) == 0
+        done = threading.Event()
+        failures: list[BaseException] = []
+        loop = threading.Thread(
+            target=_transform_loop, args=(broker.bootstrap, count, done, failures), daemon=True
+        )
+        loop.start()
+        for _ in range(4):
+            time.sleep(1.5)
+            if done.is_set():
+                break
+            broker.kill()
+            broker.start()
+        loop.join(timeout=240)
+        assert not failures, failures
+        assert done.is_set(), "the loop did not finish"
+        out = _read_committed(broker.bootstrap, "out", count)
+        assert sorted(int(v) for v in out) == list(range(count))
+    finally:
+        if broker.alive():
+            broker.kill()
+
+
+def _transform_loop(
+    bootstrap: str, count: int, done: threading.Event, failures: list[BaseException]
+) -> None:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "transform",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "session.timeout.ms": 6000,
+            "log_level": 0,
+        }
+    )
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": "transform-1",
+            "metadata.recovery.strategy": "none",
+            "log_level": 0,
+        }
+    )
+    try:
+        consumer.subscribe(["in"])
+        inputs = [TopicPartition("in", 0), TopicPartition("in", 1)]
+        producer.init_transactions(60)
+        moved = 0
+        deadline = time.monotonic() + 240
+        while moved < count and time.monotonic() < deadline:
+            batch = [m for m in consumer.consume(200, 1.0) if m.error() is None]
+            if not batch:
+                continue
+            try:
+                producer.begin_transaction()
+                for message in batch:
+                    producer.produce("out", message.value(), partition=message.partition())
+                positions = consumer.position(consumer.assignment())
+                producer.send_offsets_to_transaction(
+                    positions, consumer.consumer_group_metadata(), 30
+                )
+                producer.commit_transaction(30)
+            except KafkaException as exc:
+                if not exc.args[0].txn_requires_abort() and not exc.args[0].retriable():
+                    raise
+                if exc.args[0].txn_requires_abort():
+                    producer.abort_transaction(30)
+                # Back to the last committed offsets: what was not committed is redone.
+                for partition in consumer.committed(consumer.assignment(), 30):
+                    partition.offset = max(partition.offset, 0)
+                    consumer.seek(partition)
+            moved = _committed_total(consumer.committed(inputs, 30))
+        if moved >= count:
+            done.set()
+    except BaseException as exc:
+        failures.append(exc)
+    finally:
+        consumer.close()
+
+
+def _committed_total(partitions: list[TopicPartition]) -> int:
+    return sum(max(p.offset, 0) for p in partitions)
+
+
+def _read_committed(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "reader",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            message = consumer.poll(2.0)
+            if message is None:
+                if len(values) >= count:
+                    break
+                continue
+            if message.error() is None:
+                values.append(message.value() or b"")
+    finally:
+        consumer.close()
+    return values

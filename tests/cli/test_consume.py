@@ -27,7 +27,10 @@ def run(broker: BrokerProcess, *args: str, data: bytes | None = None) -> Result:
 def consume(broker: BrokerProcess, topic: str, *args: str) -> bytes:
     result = run(broker, "consume", topic, *args)
     assert result.exit_code == 0, (result.output, result.exception)
-    assert result.stderr == ""
+    # stderr holds only the summary line, whose count is what stdout holds.
+    (line,) = result.stderr.splitlines()
+    lines = result.stdout_bytes.count(b"\n")
+    assert line.startswith(f"seglog consume: {lines} record{'' if lines == 1 else 's'} ("), line
     return result.stdout_bytes
 
 

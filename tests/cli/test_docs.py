@@ -1,4 +1,4 @@
-"""Every command has help text and is documented in the README."""
+"""Every command has help text and is documented in the command line reference."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from seglog.cli.main import cli
 
-README = (Path(__file__).parent.parent.parent / "README.md").read_text(encoding="utf-8")
+REFERENCE = (Path(__file__).parent.parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("name", sorted(cli.commands))
@@ -18,4 +18,4 @@ def test_command_has_help_and_docs(name: str) -> None:
     assert command.help, f"seglog {name} has no help"
     result = CliRunner().invoke(cli, [name, "--help"])
     assert result.exit_code == 0
-    assert f"`seglog {name}" in README, f"seglog {name} is not in the README"
+    assert f"`seglog {name}" in REFERENCE, f"seglog {name} is not in docs/cli.md"

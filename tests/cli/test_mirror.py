@@ -148,3 +148,23 @@ def test_follow_stops_on_sigterm_with_its_report(
     assert follow.returncode == 0, err.decode()
     assert "4 partition(s), " in out.decode()
     assert "source end" in err.decode()  # the lag table
+
+
+def test_piped_run_draws_no_progress_and_its_summary_starts_a_line(
+    source_dir: Path, target: BrokerProcess, tmp_path: Path
+) -> None:
+    args = ["--to", target.bootstrap, "--log-dir", str(source_dir)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "FORCE_COLOR": "1"}
+    done = subprocess.run(
+        _command(*args, "--state", str(tmp_path / "m.json")),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # 2>&1: progress, had there been any, would come first
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout.decode()
+    text = done.stdout.decode()
+    assert "\x1b" not in text and "\r" not in text and "━" not in text
+    (summary,) = [line for line in text.splitlines() if "Mirrored to " in line]
+    assert summary.startswith("Mirrored to ") and summary.endswith(" MiB, 0 error(s)")
+    assert "2 topic(s) (2 created), 4 partition(s), " in summary

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
 import confluent_kafka as ck
 import pytest
 
+from seglog.spark import client_options
 from seglog.spark.client_options import translate
 from seglog.spark.options import parse_source_options, parse_write_options
 
@@ -114,7 +117,6 @@ def test_producer_options_and_login_modules() -> None:
             "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
             "cannot run outside the JVM",
         ),
-        ("sasl.login.callback.handler.class", "com.example.Handler", "names Java classes"),
     ],
 )
 def test_what_librdkafka_cannot_do_is_refused_at_parse(option: str, value: str, says: str) -> None:
@@ -145,3 +147,100 @@ def test_every_translation_is_a_setting_librdkafka_knows() -> None:
         producer=False,
     )
     ck.Consumer(consumer_config).close()
+
+
+@pytest.fixture
+def warnings_log(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> pytest.LogCaptureFixture:
+    """The warnings of seglog.spark.client_options, with none yet given in this process."""
+    monkeypatch.setattr(client_options, "_warned", set())
+    caplog.set_level(logging.WARNING, logger="seglog.spark.client_options")
+    return caplog
+
+
+def test_java_only_options_are_dropped_with_one_warning(
+    warnings_log: pytest.LogCaptureFixture,
+) -> None:
+    spark_job = {
+        "kafka.bootstrap.servers": "127.0.0.1:1",
+        "subscribe": "t",
+        "kafka.security.providers": "com.example.ProviderCreator",
+        "kafka.partition.assignment.strategy": "org.apache.kafka.clients.consumer.StickyAssignor",
+        "kafka.key.serializer": "org.apache.kafka.common.serialization.StringSerializer",
+        "kafka.sasl.client.callback.handler.class": "com.example.Handler",
+        "kafka.client.id": "job",
+    }
+    read = parse_source_options(spark_job, streaming=False)
+    assert dict(read.kafka_params) == {"bootstrap.servers": "127.0.0.1:1", "client.id": "job"}
+    (record,) = warnings_log.records
+    assert record.levelno == logging.WARNING
+    for name in (
+        "kafka.security.providers",
+        "kafka.partition.assignment.strategy",
+        "kafka.key.serializer",
+        "kafka.sasl.client.callback.handler.class",
+    ):
+        assert name in record.getMessage()
+    assert "kafka.client.id" not in record.getMessage()
+    # Parsed again (at planning, after load()): no second warning.
+    parse_source_options(spark_job, streaming=True)
+    assert len(warnings_log.records) == 1
+    write = parse_write_options(
+        {
+            "kafka.bootstrap.servers": "127.0.0.1:1",
+            "kafka.key.deserializer": "org.apache.kafka.common.serialization.StringDeserializer",
+            "kafka.interceptor.classes": "com.example.Interceptor",
+            "kafka.ssl.provider": "SunJSSE",
+            "kafka.acks": "all",
+        }
+    )
+    assert dict(write.kafka_params) == {"bootstrap.servers": "127.0.0.1:1", "acks": "all"}
+    assert "kafka.key.deserializer" in warnings_log.records[-1].getMessage()
+    # What is left is a configuration librdkafka takes.
+    ck.Consumer({**read.kafka_params, "group.id": "g"}).close()
+    ck.Producer(dict(write.kafka_params)).flush(0)
+
+
+def test_options_with_a_librdkafka_name_are_translated() -> None:
+    config = translate(
+        {
+            "bootstrap.servers": "127.0.0.1:1",
+            "group.id": "g",
+            # Java's default: range now, cooperative-sticky once every member has it.
+            "partition.assignment.strategy": "org.apache.kafka.clients.consumer.RangeAssignor,"
+            "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+            "fetch.max.wait.ms": "250",
+        },
+        producer=False,
+    )
+    assert config["partition.assignment.strategy"] == "range"
+    assert config["fetch.wait.max.ms"] == "250"
+    ck.Consumer(config).close()
+
+
+def test_a_spark_consumer_still_refuses_the_deserializers() -> None:
+    # Spark's Kafka source refuses them (keys and values are always bytes); so does seglog.
+    with pytest.raises(ValueError, match="keys are deserialized as byte arrays"):
+        parse_source_options(
+            {
+                "kafka.bootstrap.servers": "b:1",
+                "subscribe": "t",
+                "kafka.key.deserializer": "org.apache.kafka.common.serialization.X",
+            },
+            streaming=False,
+        )
+
+
+def test_the_wait_for_a_broker_follows_the_java_timeouts() -> None:
+    def timeout(**kafka: str) -> int:
+        options = {"kafka.bootstrap.servers": "b:1", "subscribe": "t"}
+        options.update({"kafka." + k.replace("_", "."): v for k, v in kafka.items()})
+        return parse_source_options(options, streaming=False).broker_timeout_ms
+
+    assert timeout() == 30_000
+    assert timeout(request_timeout_ms="2000") == 2000
+    assert timeout(default_api_timeout_ms="4000") == 4000
+    assert timeout(default_api_timeout_ms="60000", request_timeout_ms="5000") == 5000
+    with pytest.raises(ValueError, match="Invalid value 'soon' for Kafka option"):
+        timeout(request_timeout_ms="soon")

@@ -12,9 +12,10 @@ import pytest
 
 from seglog import LogDir, SimpleRecord, build_batch
 from seglog.records.compression import Codec
+from seglog.spark.batch_reader import plan_batch
 from seglog.spark.files import FilesTransport
 from seglog.spark.offsets import OffsetRange, TopicPartition
-from seglog.spark.options import Subscribe
+from seglog.spark.options import Subscribe, SubscribePattern, parse_source_options
 from seglog.spark.transport import DataLossError
 from seglog.storage.reader import SegmentReader
 from tests.records.legacy_encoder import message
@@ -235,3 +236,38 @@ def test_read_committed_skips_aborted_data_and_stops_at_the_lso(
     ]
     if not clean_shutdown:
         logs.close()
+
+
+def test_without_a_subscription_internal_topics_are_left_out(tmp_path: Path) -> None:
+    with LogDir.open(tmp_path) as logs:
+        for name in ("orders", "__consumer_offsets", "__transaction_state"):
+            logs.create_topic(name, partitions=1)
+            logs.append(name, 0, build_batch([SimpleRecord(value=b"x", timestamp=TS)]))
+    with FilesTransport(tmp_path) as t:
+        orders = [TopicPartition("orders", 0)]
+        assert t.partitions(None) == orders
+        assert t.partitions(SubscribePattern(".*")) == orders
+        # Named, an internal topic is read, as Spark's subscribe and assign read it.
+        named = Subscribe(("__consumer_offsets",))
+        assert t.partitions(named) == [TopicPartition("__consumer_offsets", 0)]
+
+
+def test_a_start_past_the_end_is_refused_with_sparks_message(tmp_path: Path) -> None:
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic("orders", partitions=1)
+        logs.append("orders", 0, build_batch([SimpleRecord(value=b"x", timestamp=TS)] * 3))
+    options = parse_source_options(
+        {"path": str(tmp_path), "subscribe": "orders", "startingOffsets": '{"orders":{"0":10}}'},
+        streaming=False,
+    )
+    with pytest.raises(ValueError) as info:
+        plan_batch(options)
+    assert str(info.value) == (
+        "Beginning offset 10 is after the ending offset 3 for topic orders partition 0. You "
+        "either provided an invalid fromOffset, or the Kafka topic has been damaged"
+    )
+    at_the_end = parse_source_options(
+        {"path": str(tmp_path), "subscribe": "orders", "startingOffsets": '{"orders":{"0":3}}'},
+        streaming=False,
+    )
+    assert plan_batch(at_the_end) == []  # nothing to read, and nothing wrong

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
-from seglog.spark.network import NetworkTransport
+from seglog.spark.network import ClusterUnreachableError, NetworkTransport
 from seglog.spark.offsets import OffsetRange, TopicPartition
 from seglog.spark.options import GlobalTimestamp, SubscribePattern, parse_source_options
 from seglog.spark.transport import DataLossError, resolve_offsets
@@ -82,3 +84,29 @@ def test_read_committed_stops_at_the_lso_and_skips_aborted_records(
     with _transport(broker) as t:
         assert t.latest_offsets([tp])[tp] == 13
     producer.abort_transaction(10)
+
+
+def _closed_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+@pytest.mark.parametrize("setting", ["request.timeout.ms", "default.api.timeout.ms"])
+def test_a_broker_that_is_down_fails_lookups_after_the_java_timeout(setting: str) -> None:
+    address = f"127.0.0.1:{_closed_port()}"
+    options = parse_source_options(
+        {"kafka.bootstrap.servers": address, "subscribe": "x", f"kafka.{setting}": "1500"},
+        streaming=False,
+    )
+    with NetworkTransport(options) as t:
+        with pytest.raises(ClusterUnreachableError) as listing:
+            t.partitions(options.strategy)
+        with pytest.raises(ClusterUnreachableError) as offsets:
+            t.latest_offsets([TopicPartition("x", 0)])
+    for info in (listing, offsets):
+        message = str(info.value)
+        assert "within 1.5 s" in message, message
+        assert address in message and "Connection refused" in message, message

@@ -43,7 +43,7 @@ def test_save_modes(spark: SparkSession, broker: BrokerProcess, topic: str) -> N
     assert OVERWRITE_REFUSED in str(refused.value)
     assert str(refused.value).count("Save mode Overwrite not allowed for Kafka") == 1
     # PySpark refuses these for any Python data source before the source is asked; the
-    # README quotes this message.
+    # docs/spark.md quotes this message.
     for mode, name in ((None, "ErrorIfExists"), ("ignore", "Ignore")):
         with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE") as info:
             writer(mode).save()  # type: ignore[attr-defined]

@@ -16,9 +16,13 @@ from seglog.spark.source import SeglogDataSource
 
 def test_name_and_schema_follow_include_headers() -> None:
     assert SeglogDataSource.name() == "seglog"
-    assert "headers" not in SeglogDataSource({}).schema().fieldNames()
-    read = {"kafka.bootstrap.servers": "x:1", "subscribe": "a", "includeheaders": "TRUE"}
-    assert "headers" in SeglogDataSource(read).schema().fieldNames()
+    read = {"kafka.bootstrap.servers": "x:1", "subscribe": "a"}
+    assert "headers" not in SeglogDataSource(read).schema().fieldNames()
+    with_headers = {**read, "includeheaders": "TRUE"}
+    assert "headers" in SeglogDataSource(with_headers).schema().fieldNames()
+    # schema() is asked for a read only, so a read's options are checked there.
+    with pytest.raises(ValueError, match="One of the following options must be specified"):
+        SeglogDataSource({"kafka.bootstrap.servers": "x:1"}).schema()
 
 
 def test_register_sets_the_worker_environment(spark: SparkSession) -> None:

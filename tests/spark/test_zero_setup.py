@@ -73,3 +73,66 @@ def test_format_seglog_works_in_any_session_with_no_setup(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stderr[-3000:]
     columns = "key,value,topic,partition,offset,timestamp,timestampType"
     assert result.stdout.split() == [columns, columns]
+
+
+# A job run as `.venv/bin/python job.py`, the environment not activated: the python3 first
+# on the path is another interpreter.
+NOT_ACTIVATED = {
+    "import first": textwrap.dedent(
+        """
+        import sys
+        import seglog.spark
+        from pyspark.sql import SparkSession
+
+        spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+                 .getOrCreate())
+        print(spark.read.format("seglog").option("subscribe", "orders").load(sys.argv[1]).count())
+        spark.stop()
+        """
+    ),
+    "register after": textwrap.dedent(
+        """
+        import sys
+        from pyspark.sql import SparkSession
+
+        spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+                 .getOrCreate())
+        import seglog.spark
+        seglog.spark.register(spark)
+        print(spark.read.format("seglog").option("subscribe", "orders").load(sys.argv[1]).count())
+        spark.stop()
+        """
+    ),
+}
+
+
+@pytest.mark.parametrize("script", NOT_ACTIVATED.values(), ids=NOT_ACTIVATED.keys())
+def test_a_job_run_with_the_environments_python_without_activating_it(
+    tmp_path: Path, script: str
+) -> None:
+    from seglog import LogDir, SimpleRecord, build_batch
+
+    data = tmp_path / "data"
+    with LogDir.open(data) as logs:
+        logs.create_topic("orders", partitions=1)
+        logs.append("orders", 0, build_batch([SimpleRecord(value=b"v")] * 3))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    # The python3 on the path: an interpreter without this environment's packages
+    # (no pyarrow, no seglog data source), as the system's python3 is.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    other = bindir / "python3"
+    other.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    other.chmod(0o755)
+    env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(data)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["3"]

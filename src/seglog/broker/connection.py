@@ -404,6 +404,16 @@ def _peer(transport: asyncio.BaseTransport) -> object:
     return transport.get_extra_info("peername")
 
 
+def _close_unauthenticated(transport: asyncio.Transport, session: Session, peer: object) -> None:
+    if not session.authenticated and not transport.is_closing():
+        logger.info(
+            "closing the connection from %s: not authenticated within "
+            "sasl.server.authentication.timeout.ms",
+            peer,
+        )
+        transport.abort()
+
+
 def _close_silent(transport: asyncio.Transport, peer: object) -> None:
     logger.info("closing the connection from %s: it sent nothing (connections.max.idle.ms)", peer)
     transport.abort()
@@ -434,8 +444,10 @@ async def serve_connection(
         logger.info("refusing the connection from %s: %s", peer, refused)
         transport.abort()
         return
-    state.metrics.connections += 1
+    state.metrics.connections[listener.name] += 1
+    state.metrics.connections_created[listener.name] += 1
     channel: Channel | None = None
+    login_timer: asyncio.TimerHandle | None = None
     session = Session(listener, host=ip, authenticated=security.sasl is None, security=security)
     SESSION.set(session)
     try:
@@ -464,12 +476,20 @@ async def serve_connection(
                 timer.cancel()
         if not data:
             return
-        channel = Channel(
-            transport,
-            FrameBuffer(state.settings.socket_request_max_bytes),
-            connections,
-            tls=security.tls,
-        )
+        frames = FrameBuffer(state.settings.socket_request_max_bytes)
+        if security.sasl is not None:
+            # Until the client has logged in it may not make the broker hold more
+            # than this (Kafka's sasl.server.max.receive.size).
+            frames = FrameBuffer(security.sasl.max_receive_size, "sasl.server.max.receive.size")
+        channel = Channel(transport, frames, connections, tls=security.tls)
+        if security.sasl is not None:
+            login_timer = asyncio.get_running_loop().call_later(
+                security.sasl.authentication_timeout_ms / 1000,
+                _close_unauthenticated,
+                transport,
+                session,
+                peer,
+            )
         transport.set_protocol(channel)
         if not transport.is_reading():
             transport.resume_reading()  # the stream reader may have paused it
@@ -477,6 +497,13 @@ async def serve_connection(
         while (request := await channel.next_request()) is not None:
             channel.busy = True
             chunks = await handle_frame(state, request, session)
+            if session.authenticated and frames.limit_name != "socket.request.max.bytes":
+                frames.max_frame_size = state.settings.socket_request_max_bytes
+                frames.limit_name = "socket.request.max.bytes"
+            if session.close_after:
+                # A failed authentication is answered after Kafka's delay (KIP-306):
+                # a guesser waits for each verdict, and only this task sleeps.
+                await asyncio.sleep(session.close_after)
             if chunks is not None:
                 try:
                     await channel.send(frame(chunks))
@@ -486,9 +513,6 @@ async def serve_connection(
             channel.activity()
             channel.busy = False
             if session.close_after is not None:
-                # A failed authentication: closed after Kafka's delay, which slows
-                # down password guessing without holding a request slot.
-                await asyncio.sleep(session.close_after)
                 break
     except ShortRegionError as exc:
         # Part of the frame is on the wire and the rest cannot come: only
@@ -502,7 +526,9 @@ async def serve_connection(
     except (ConnectionError, asyncio.IncompleteReadError, OSError) as exc:
         logger.info("connection from %s ended: %s", peer, exc)
     finally:
-        state.metrics.connections -= 1
+        if login_timer is not None:
+            login_timer.cancel()
+        state.metrics.connections[listener.name] -= 1
         connections.leave(ip)
         transport.close()
         with contextlib.suppress(ConnectionError, OSError):

@@ -31,7 +31,7 @@ from seglog.broker.security import handlers as security
 from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.protocol import error_codes
-from seglog.protocol.api_keys import ApiKey
+from seglog.protocol.api_keys import DESCRIPTIONS, ApiKey
 from seglog.protocol.errors import DecodeError, UnsupportedVersionError
 from seglog.protocol.headers import RequestHeader, decode_request, encode_response, peek_header
 
@@ -97,6 +97,12 @@ HANDLERS: dict[int, Handler] = {
 _WAITING_APIS = frozenset({ApiKey.FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP})
 
 
+def _api_name(api_key: int) -> str:
+    """Kafka's name of an API (its request label on /metrics), the key itself if unknown."""
+    api = DESCRIPTIONS.get(api_key)
+    return api.name if api is not None else str(api_key)
+
+
 class CloseConnection(Exception):
     """The request cannot be answered: the connection must be closed."""
 
@@ -118,13 +124,14 @@ async def handle_frame(
         try:
             return [sasl.raw_token(session, bytes(frame))]
         except sasl.AuthenticationFailed as exc:
-            logger.info("failed authentication from /%s: %s", session.host, exc)
-            raise CloseConnection(str(exc)) from exc
+            # No answer: the connection closes after Kafka's delay.
+            sasl.failed(session, exc, session.exchange.user if session.exchange else None)
+            return None
     began = time.perf_counter()
     try:
         request = decode_request(frame)
     except UnsupportedVersionError as exc:
-        state.metrics.observe(str(exc.api_key), "UNSUPPORTED_VERSION", 0.0)
+        state.metrics.observe(_api_name(exc.api_key), exc.api_version, "UNSUPPORTED_VERSION", 0.0)
         if exc.api_key == ApiKey.API_VERSIONS:
             # Answer with v0 so that a client asking a newer version learns ours.
             body = metadata.api_versions_body(error_codes.code_for("UNSUPPORTED_VERSION"))
@@ -132,7 +139,7 @@ async def handle_frame(
         logger.warning("closing a connection: %s", exc)
         raise CloseConnection(str(exc)) from exc
     except DecodeError as exc:
-        state.metrics.observe("unknown", "INVALID_REQUEST", 0.0)
+        state.metrics.observe("unknown", -1, "INVALID_REQUEST", 0.0)
         try:
             head = peek_header(frame)
             what = f"api key {head.api_key} v{head.api_version} from {head.client_id}"
@@ -169,7 +176,10 @@ async def handle_frame(
             if response is not None:
                 decision.fix(response)
     elapsed = time.perf_counter() - began
-    state.metrics.observe(request.api.name, "NONE", elapsed)
+    state.metrics.observe(request.api.name, header.api_version, "NONE", elapsed)
+    if header.api_key == ApiKey.FETCH:
+        # Every fetch here is a consumer's: seglog's nodes do not replicate.
+        state.metrics.observe_also_as("FetchConsumer", header.api_version, elapsed)
     if not state.quotas.active:
         if response is None:
             return None

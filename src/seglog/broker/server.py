@@ -24,11 +24,12 @@ from seglog.broker.connection import serve_connection
 from seglog.broker.handlers.groups import load_groups
 from seglog.broker.handlers.transactions import stop_transaction_timers
 from seglog.broker.limits import Connections
-from seglog.broker.metrics import metrics_text
+from seglog.broker.metrics import MetricsServer, high_watermarks_handler, start_metrics_server
 from seglog.broker.nodes import transactions as node_transactions
 from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.nodes.node_log_dir import NodeLogDir, open_node_log_dir
 from seglog.broker.security.authorizer import Authorizer
+from seglog.broker.security.failures import AuthenticationFailures
 from seglog.broker.security.listener import ListenerSecurity
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
@@ -133,6 +134,7 @@ class Broker:
         self._stopped = asyncio.Event()
         self._connections: set[asyncio.Task[None]] = set()
         self._group_load: asyncio.Task[None] | None = None
+        self._metrics: MetricsServer | None = None
         self.connections = Connections(
             max_connections=settings.max_connections,
             max_connections_per_ip=settings.max_connections_per_ip,
@@ -149,8 +151,9 @@ class Broker:
         _log_settings(settings)
         config = BrokerConfig(settings.properties)
         authorizer = Authorizer.from_config(config, settings.log_dir)
+        failures = AuthenticationFailures()
         secured = [
-            ListenerSecurity.build(config, listener, settings.log_dir, authorizer)
+            ListenerSecurity.build(config, listener, settings.log_dir, authorizer, failures)
             for listener in settings.listeners
         ]
         before, after = descriptors.raise_soft_limit()
@@ -179,6 +182,7 @@ class Broker:
             node_log_dir.start_channel()
         self.log_dir.start_background()
         self.state = BrokerState(settings, self.log_dir, self.cluster)
+        self.state.authentication_failures = failures
         if isinstance(self.log_dir, NodeLogDir):
             node_transactions.install(self.state, self.log_dir, asyncio.get_running_loop())
             state = self.state
@@ -191,31 +195,46 @@ class Broker:
                 return {"ok": True}
 
             self.log_dir.handlers["reload"] = reload
+            # Other nodes' /metrics ask for the offsets of partitions led here (consumer lag).
+            self.log_dir.handlers["high_watermarks"] = high_watermarks_handler(state)
         self._group_load = asyncio.create_task(load_groups(self.state))
         self.connections.start_reaper()
-        for security in secured:
-            listener = security.listener
-            server = await asyncio.start_server(
-                functools.partial(self._on_connection, security),
-                listener.host or None,
-                listener.port,
-                reuse_address=True,
-                ssl=security.ssl_context,
-            )
-            self._servers.append(server)
-            for sock in server.sockets:
-                logger.info(
-                    "listening on %s (%s)",
-                    sock.getsockname(),
-                    listener.name
-                    if listener.name == listener.security_protocol
-                    else f"{listener.name}, {listener.security_protocol}",
-                )
         if settings.metrics_port is not None:
-            self._servers.append(
-                await asyncio.start_server(self._on_metrics, "127.0.0.1", settings.metrics_port)
+            # Before the listeners: once clients can connect, the page is there.
+            # It runs off the loop, in prometheus_client's server thread (see
+            # seglog.broker.metrics).
+            self._metrics = start_metrics_server(
+                self.state, settings.metrics_host, settings.metrics_port
             )
-            logger.info("metrics on http://127.0.0.1:%d/metrics", settings.metrics_port)
+            logger.info(
+                "metrics on http://%s:%d/metrics",
+                settings.metrics_host or "0.0.0.0",
+                self._metrics.port,
+            )
+        try:
+            for security in secured:
+                listener = security.listener
+                server = await asyncio.start_server(
+                    functools.partial(self._on_connection, security),
+                    listener.host or None,
+                    listener.port,
+                    reuse_address=True,
+                    ssl=security.ssl_context,
+                )
+                self._servers.append(server)
+                for sock in server.sockets:
+                    logger.info(
+                        "listening on %s (%s)",
+                        sock.getsockname(),
+                        listener.name
+                        if listener.name == listener.security_protocol
+                        else f"{listener.name}, {listener.security_protocol}",
+                    )
+        except BaseException:
+            if self._metrics is not None:  # a listener could not bind: the page goes too
+                self._metrics.close()
+                self._metrics = None
+            raise
 
     @property
     def port(self) -> int:
@@ -240,29 +259,10 @@ class Broker:
             if task is not None:
                 self._connections.discard(task)
 
-    async def _on_metrics(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        assert self.state is not None
-        try:
-            request = await reader.readline()
-            while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                pass
-            if request.split(b" ")[1:2] == [b"/metrics"]:
-                body = metrics_text(self.state).encode()
-                status = b"200 OK"
-            else:
-                body, status = b"not found\n", b"404 Not Found"
-            writer.write(
-                b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                b"Content-Length: "
-                + str(len(body)).encode()
-                + b"\r\nConnection: close\r\n\r\n"
-                + body
-            )
-            await writer.drain()
-        except (ConnectionError, IndexError):
-            pass
-        finally:
-            writer.close()
+    @property
+    def metrics_port(self) -> int | None:
+        """The port ``/metrics`` listens on (None: not served)."""
+        return None if self._metrics is None else self._metrics.port
 
     async def serve(self) -> None:
         """Run until :meth:`stop` is called (or a signal arrives)."""
@@ -290,6 +290,10 @@ class Broker:
 
     async def _shutdown(self) -> None:
         logger.info("shutting down")
+        if self._metrics is not None:
+            # Before storage closes: a scrape reads the partitions.
+            await asyncio.to_thread(self._metrics.close)
+            self._metrics = None
         for server in self._servers:
             server.close()
         await self.connections.stop_reaper()

@@ -158,6 +158,8 @@ class BrokerSettings:
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
     cluster_id: str | None = None
+    metrics_host: str = "127.0.0.1"
+    """Where ``/metrics`` listens (``metrics.host``; "" or 0.0.0.0: every interface)."""
     metrics_port: int | None = None
     nodes: int = 1
     """How many broker processes (nodes) share the log directory (``nodes``)."""
@@ -294,6 +296,7 @@ class BrokerSettings:
             auto_create_topics_enable=config["auto.create.topics.enable"],
             num_partitions=config["num.partitions"],
             cluster_id=config["cluster.id"],
+            metrics_host=config["metrics.host"] or "",
             metrics_port=config["metrics.port"],
             nodes=node_count(config["nodes"]),
             log_defaults=LogConfig.from_broker_properties(config),

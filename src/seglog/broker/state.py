@@ -10,17 +10,16 @@ growth, reconfiguration and deletion of topics (auto-creation included).
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import contextvars
 import itertools
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
 
 from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.quotas import ClientQuotas
+from seglog.broker.security.failures import AuthenticationFailures
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.storage_errors import StorageErrorLog
 from seglog.coordinator.group_coordinator import create_coordinator
@@ -35,29 +34,119 @@ handlers of that connection's requests read it (DescribeGroups shows it).
 """
 
 
-@dataclass
+RECENT_TIMES = 1028
+"""How many recent request times each API keeps for its percentiles.
+
+Kafka's request-time histograms sample into a reservoir of 1,028 values
+biased towards the last five minutes; a window of the last 1,028 requests
+answers the same question (how slow are requests now) with one store per
+request and no random numbers.
+"""
+
+
+class RequestTimes:
+    """One API's request count, total time and its most recent times in ms."""
+
+    __slots__ = ("_next", "count", "recent", "total_ms")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total_ms = 0.0
+        #: Up to RECENT_TIMES times, overwritten oldest first once full.
+        self.recent: list[float] = []
+        self._next = 0
+
+    def add(self, ms: float) -> None:
+        """Count one request that took ``ms`` milliseconds."""
+        self.count += 1
+        self.total_ms += ms
+        if len(self.recent) < RECENT_TIMES:
+            self.recent.append(ms)
+        else:
+            self.recent[self._next] = ms
+            self._next = (self._next + 1) % RECENT_TIMES
+
+
+class TopicCounters:
+    """What produce and fetch requests moved in and out of one topic."""
+
+    __slots__ = ("bytes_in", "bytes_out", "fetch_requests", "messages_in", "produce_requests")
+
+    def __init__(self) -> None:
+        self.messages_in = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.produce_requests = 0
+        self.fetch_requests = 0
+
+
 class Metrics:
-    """Counters exported on ``/metrics`` in Prometheus format."""
+    """Counters the request path keeps; ``/metrics`` reads them when scraped.
 
-    bytes_in: int = 0
-    bytes_out: int = 0
-    requests: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
-    #: Per API, how many requests fell in each bucket (not cumulative; the
-    #: /metrics page adds them up, as Prometheus histograms are).
-    latency_buckets: dict[str, list[int]] = field(default_factory=dict)
-    latency_sum: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    connections: int = 0
+    Only the event loop writes them, each update an increment or a store; the
+    scrape (in the metrics server's thread, see :mod:`seglog.broker.metrics`)
+    copies each container in one step before reading it.
+    """
 
-    BUCKETS: tuple[float, ...] = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1.0, 5.0)
+    def __init__(self) -> None:
+        #: Requests by (API name, version).
+        self.requests: defaultdict[tuple[str, int], int] = defaultdict(int)
+        #: Requests by (API name, error), NONE included, as Kafka's ErrorsPerSec.
+        self.errors: defaultdict[tuple[str, str], int] = defaultdict(int)
+        #: Handling time by API name.
+        self.times: dict[str, RequestTimes] = {}
+        #: Per topic; the broker-wide totals below outlive a deleted topic's entry.
+        self.topics: dict[str, TopicCounters] = {}
+        self.messages_in = 0
+        self.bytes_in = 0
+        self.bytes_out = 0
+        #: Open connections and connections accepted, by listener name.
+        self.connections: defaultdict[str, int] = defaultdict(int)
+        self.connections_created: defaultdict[str, int] = defaultdict(int)
 
-    def observe(self, api: str, error: str, seconds: float) -> None:
-        """Count a request and its latency."""
-        self.requests[(api, error)] += 1
-        buckets = self.latency_buckets.get(api)
-        if buckets is None:
-            buckets = self.latency_buckets[api] = [0] * (len(self.BUCKETS) + 1)
-        buckets[bisect.bisect_left(self.BUCKETS, seconds)] += 1
-        self.latency_sum[api] += seconds
+    def observe(self, api: str, version: int, error: str, seconds: float) -> None:
+        """Count a request, its outcome and its handling time."""
+        self.requests[(api, version)] += 1
+        self.errors[(api, error)] += 1
+        times = self.times.get(api)
+        if times is None:
+            times = self.times[api] = RequestTimes()
+        times.add(seconds * 1000.0)
+
+    def observe_also_as(self, name: str, version: int, seconds: float) -> None:
+        """Count a request once more under another of Kafka's names (requests and times only).
+
+        Kafka counts a fetch twice: as ``Fetch`` and as ``FetchConsumer`` (or
+        ``FetchFollower``), and Kafka dashboards chart the latter.
+        """
+        self.requests[(name, version)] += 1
+        times = self.times.get(name)
+        if times is None:
+            times = self.times[name] = RequestTimes()
+        times.add(seconds * 1000.0)
+
+    def topic(self, name: str) -> TopicCounters:
+        """The counters of topic ``name`` (created at its first use)."""
+        counters = self.topics.get(name)
+        if counters is None:
+            counters = self.topics[name] = TopicCounters()
+        return counters
+
+    def produced(self, topic: str, messages: int, size: int) -> None:
+        """Count an append of ``messages`` records in ``size`` bytes by a produce request."""
+        counters = self.topic(topic)
+        counters.produce_requests += 1
+        counters.messages_in += messages
+        counters.bytes_in += size
+        self.messages_in += messages
+        self.bytes_in += size
+
+    def fetched(self, topic: str, size: int) -> None:
+        """Count ``size`` bytes of ``topic`` sent in a fetch response."""
+        counters = self.topic(topic)
+        counters.fetch_requests += 1
+        counters.bytes_out += size
+        self.bytes_out += size
 
 
 class BrokerState:
@@ -73,6 +162,8 @@ class BrokerState:
         self.metrics = Metrics()
         # Storage errors answered to clients, logged with their cause (rate-limited).
         self.storage_errors = StorageErrorLog()
+        #: Failed logins by listener and principal (the listeners' SASL settings share it).
+        self.authentication_failures = AuthenticationFailures()
         self.quotas = ClientQuotas.load(log_dir.path, env=log_dir.env)
         self.cluster_id = settings.cluster_id or str(
             log_dir.meta_properties.get("cluster.id", "seglog")

@@ -10,9 +10,10 @@ The count of errors left out is given with the next line logged.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
+
+from seglog.broker.log_limiter import LogLimiter
 
 logger = logging.getLogger(__name__)
 
@@ -28,29 +29,14 @@ class StorageErrorLog:
         interval_seconds: float = INTERVAL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._interval = interval_seconds
-        self._clock = clock
-        self._lock = threading.Lock()  # flushes report from worker threads
-        self._last: dict[tuple[str, int], float] = {}
-        self._suppressed: dict[tuple[str, int], int] = {}
+        self._limiter = LogLimiter(interval_seconds, clock)
 
     def report(self, action: str, topic: str, partition: int, exc: BaseException) -> bool:
         """Log that ``action`` on the partition failed with ``exc``; False if rate-limited."""
-        key = (topic, partition)
-        now = self._clock()
-        with self._lock:
-            last = self._last.get(key)
-            if last is not None and now - last < self._interval:
-                self._suppressed[key] = self._suppressed.get(key, 0) + 1
-                return False
-            self._last[key] = now
-            suppressed = self._suppressed.pop(key, 0)
-        more = (
-            f" ({suppressed} more storage error(s) of this partition were not logged in the "
-            f"last {self._interval:g} s)"
-            if suppressed
-            else ""
-        )
+        suppressed = self._limiter.admit((topic, partition))
+        if suppressed is None:
+            return False
+        more = self._limiter.not_logged(suppressed, "storage error(s) of this partition were")
         logger.error(
             "%s partition %d of topic %s failed; the client was answered KAFKA_STORAGE_ERROR: %s%s",
             action,

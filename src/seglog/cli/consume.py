@@ -9,6 +9,13 @@ start, nothing is committed. Output goes to stdout as bytes, one message a line:
 - ``json``: one object a line with topic, partition, offset, timestamp,
   timestamp_type, key, value and headers (a list of ``[name, value]`` pairs). Bytes
   that are valid UTF-8 are strings; others are ``{"base64": "..."}``; null is null.
+
+On a terminal, stderr shows a bar towards ``--max-messages`` (or, with
+``--exit``, towards the partitions' ends, in offsets) or the count and rate. At
+the end one summary line goes to stderr: records and their bytes, partitions,
+errors, elapsed time. Ctrl-C (or SIGTERM) is how a consumer without ``--exit``
+or ``--max-messages`` stops: it ends the current batch, writes the summary and
+exits 0.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import sys
+import time
 from typing import Any
 
 import click
@@ -37,6 +45,14 @@ from seglog.cli._client import (
     partitions_option,
     reporting,
     topic_partitions,
+)
+from seglog.cli._progress import (
+    Activity,
+    Interrupted,
+    Signals,
+    plural,
+    progress_wanted,
+    size_text,
 )
 
 # Consumer errors after which waiting for more cannot help.
@@ -195,6 +211,9 @@ def consume(
 ) -> None:
     """Print the messages of TOPIC to stdout, one a line, without a consumer group.
 
+    Progress shows on stderr when it is a terminal; a summary line (records,
+    bytes, partitions, errors, time) always ends on stderr, also after Ctrl-C.
+
     \b
     Formats:
       value  the value (null for a null value); --print-key puts KEY<SEP> first
@@ -222,30 +241,121 @@ def consume(
         # The end of a partition is seen when a fetch comes back empty, after the
         # broker's long poll: keep that short when the end is what we wait for.
         defaults["fetch.wait.max.ms"] = 100
+    began = time.monotonic()
     with reporting("bad client configuration"):
         consumer = Consumer(client.config(defaults))
+    tally = _Tally()
+    activity: Activity | None = None
+    # Until the first message is asked for, a signal stops at once: nothing is under way.
+    signals = Signals(raising=True)
     try:
-        ids = topic_partitions(consumer, client, topic, partitions)
-        assignment = _start_offsets(consumer, client, topic, ids, start, timestamp)
-        with reporting(f"cannot assign {topic!r}"):
-            consumer.assign(assignment)
-        _print_messages(
-            consumer,
-            len(ids),
-            max_messages,
-            exit_at_end,
-            output,
-            print_key,
-            key_separator.encode(),
-        )
-    except KeyboardInterrupt:
-        pass  # Ctrl-C is how a consumer without --exit or --max-messages stops
+        with signals:
+            ids = topic_partitions(consumer, client, topic, partitions)
+            assignment = _start_offsets(consumer, client, topic, ids, start, timestamp)
+            with reporting(f"cannot assign {topic!r}"):
+                consumer.assign(assignment)
+            tally.partitions = len(ids)
+            activity, offsets = _activity(
+                consumer, client, topic, assignment, max_messages, exit_at_end
+            )
+            signals.raising = False
+            with activity:
+                _print_messages(
+                    consumer,
+                    activity,
+                    offsets,
+                    signals,
+                    tally,
+                    len(ids),
+                    max_messages,
+                    exit_at_end,
+                    output,
+                    print_key,
+                    key_separator.encode(),
+                )
+    except Interrupted:
+        pass  # a signal before the first poll, or a second one: stop at once
     finally:
         consumer.close()
+        # Also before a failure's one-line error once messages were asked for: what
+        # was printed until then. Not after a failure to start: that line says it all.
+        if activity is not None or signals.stopped():
+            summary = tally.summary(time.monotonic() - began)
+            if signals.stopped():
+                summary = f"stopped by {signals.name}: {summary}"
+            (activity or Activity("consume", topic, show=False)).summary(summary)
+
+
+class _Tally:
+    """What was printed: the summary's figures."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.bytes = 0
+        self.errors = 0
+        self.partitions = 0
+
+    def summary(self, elapsed: float) -> str:
+        return (
+            f"{plural(self.records, 'record')} ({size_text(self.bytes)} of keys and values) "
+            f"from {plural(self.partitions, 'partition')}, {plural(self.errors, 'error')} "
+            f"in {elapsed:.1f}s"
+        )
+
+
+def _activity(
+    consumer: Consumer,
+    client: ClientSettings,
+    topic: str,
+    assignment: list[TopicPartition],
+    max_messages: int | None,
+    exit_at_end: bool,
+) -> tuple[Activity, _OffsetProgress | None]:
+    """The progress display: a bar to --max-messages, or to the ends with --exit."""
+    if max_messages is not None:
+        return Activity("consume", topic, total=max_messages), None
+    if not exit_at_end or not progress_wanted():
+        return Activity("consume", topic), None
+    # The total is in offsets (transaction markers take one too): ask for the ends
+    # only when the bar is drawn, it costs a request per partition.
+    progress = _OffsetProgress()
+    for tp in assignment:
+        with reporting(f"cannot get the offsets of {topic!r} partition {tp.partition}"):
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, tp.partition), timeout=client.timeout, cached=False
+            )
+        first = {OFFSET_BEGINNING: low, OFFSET_END: high}.get(tp.offset, tp.offset)
+        progress.add(tp.partition, max(first, low), high)
+    return Activity("consume", topic, total=progress.total, unit="offsets"), progress
+
+
+class _OffsetProgress:
+    """How far each partition is between its first offset and its end (for --exit)."""
+
+    def __init__(self) -> None:
+        self.first: dict[int, int] = {}
+        self.end: dict[int, int] = {}
+        self.position: dict[int, int] = {}
+
+    def add(self, partition: int, first: int, end: int) -> None:
+        self.first[partition] = first
+        self.end[partition] = max(first, end)
+        self.position[partition] = first
+
+    @property
+    def total(self) -> int:
+        return sum(self.end[p] - self.first[p] for p in self.end)
+
+    def completed(self) -> int:
+        return sum(min(self.position[p], self.end[p]) - self.first[p] for p in self.position)
 
 
 def _print_messages(
     consumer: Consumer,
+    activity: Activity,
+    offsets: _OffsetProgress | None,
+    signals: Signals,
+    tally: _Tally,
     partition_count: int,
     max_messages: int | None,
     exit_at_end: bool,
@@ -253,36 +363,49 @@ def _print_messages(
     print_key: bool,
     separator: bytes,
 ) -> None:
-    out = sys.stdout.buffer
-    printed = 0
+    out = sys.stdout.buffer  # taken inside the activity: it may print above its display
     at_end: set[int | None] = set()
-    while True:
+    while not signals.stopped():
         # Wait for one message (consume() would wait for a whole batch), then take
         # whatever else has already arrived.
         first = consumer.poll(0.5)
-        batch = 500 if max_messages is None else min(500, max_messages - printed)
+        batch = 500 if max_messages is None else min(500, max_messages - tally.records)
         rest = consumer.consume(batch - 1, timeout=0) if first is not None and batch > 1 else []
+        printed = 0
         for message in [first, *rest] if first is not None else []:
             error = message.error()
+            partition = message.partition()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(message.partition())
+                    at_end.add(partition)
+                    if offsets is not None and partition is not None:
+                        offsets.position[partition] = offsets.end[partition]
                     continue
                 if error.fatal() or error.code() in _FATAL:
                     raise ClientError(f"{message.topic()!r}: {error.str()}")
+                tally.errors += 1
                 click.echo(f"seglog: warning: {error.str()}", err=True)
                 continue
-            at_end.discard(message.partition())
+            at_end.discard(partition)
+            key, value = message.key(), message.value()
             if output == "json":
                 line = _as_json(message)
             elif output == "kv" or print_key:
-                line = _field(message.key()) + separator + _field(message.value())
+                line = _field(key) + separator + _field(value)
             else:
-                line = _field(message.value())
+                line = _field(value)
             out.write(line + b"\n")
             printed += 1
+            tally.bytes += len(key or b"") + len(value or b"")
+            if offsets is not None and partition is not None:
+                offsets.position[partition] = (message.offset() or 0) + 1
         out.flush()
-        if max_messages is not None and printed >= max_messages:
+        tally.records += printed
+        if offsets is not None:
+            activity.update(completed=offsets.completed())
+        elif printed:
+            activity.advance(printed)
+        if max_messages is not None and tally.records >= max_messages:
             return
         if exit_at_end and len(at_end) >= partition_count:
             return

@@ -1,14 +1,18 @@
 """``seglog dump-log``: list what segment files hold, like Kafka's DumpLogSegments tool.
 
 Reads only; never changes a file. Works on files written by seglog or by Kafka.
+The listing goes to stdout in Kafka's tool's words; on a terminal, stderr shows
+a bar over the bytes of the ``.log`` files, and one summary line ends on stderr.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
+from seglog.cli._progress import BYTES, Activity, Interrupted, Signals, plural, size_text
 from seglog.errors import SeglogError
 from seglog.records import batch, control, log_entries
 from seglog.records import record as record_codec
@@ -27,7 +31,25 @@ def _timestamp_label(timestamp_type: int) -> str:
     return "LogAppendTime" if timestamp_type == batch.LOG_APPEND_TIME else "CreateTime"
 
 
-def _dump_log(path: Path, print_data: bool, max_bytes: int | None) -> int:
+@dataclass
+class _Tally:
+    """What was read, for the summary line."""
+
+    files: int = 0
+    batches: int = 0
+    bytes: int = 0
+    problems: int = 0
+
+
+def _log_bytes(path: Path, max_bytes: int | None) -> int:
+    """How much of a ``.log`` file dump-log reads: the progress bar's share of it."""
+    size = path.stat().st_size
+    return size if max_bytes is None else min(size, max_bytes)
+
+
+def _dump_log(
+    path: Path, print_data: bool, max_bytes: int | None, activity: Activity, tally: _Tally
+) -> int:
     """Print every entry of a ``.log`` file; returns the number of problems found."""
     base = filenames.parse_base_offset(path.name)
     click.echo(f"Dumping {path}")
@@ -44,6 +66,9 @@ def _dump_log(path: Path, print_data: bool, max_bytes: int | None) -> int:
                 break
             chunk = segment.read(info.position, info.size)
             problems += _dump_entry(info, chunk, print_data)
+            tally.batches += 1
+            tally.bytes += info.size
+            activity.advance(info.size)
         if scanned.error is not None and scanned.valid_end < end:
             click.echo(
                 f"Found {segment.size - scanned.valid_end} invalid bytes at position "
@@ -247,31 +272,68 @@ def dump_log(
 ) -> None:
     """Print the batches of .log files and the entries of index, .snapshot and .txnindex files.
 
-    Index files are checked against the .log beside them. Exits with status 2
+    Index files are checked against the .log beside them. A summary line
+    (files, batches, bytes, problems) ends on stderr. Exits with status 2
     when any problem is found.
     """
-    problems = 0
-    for path in files:
-        name = path.name
-        if name.endswith(filenames.LOG_SUFFIX) or name.endswith(
-            filenames.LOG_SUFFIX + filenames.DELETED_SUFFIX
-        ):
-            problems += _dump_log(path, print_data, max_bytes)
-        elif name.endswith(filenames.INDEX_SUFFIX):
-            problems += _dump_index(path, verify_index_only)
-        elif name.endswith(filenames.TIME_INDEX_SUFFIX):
-            problems += _dump_time_index(path, verify_index_only)
-        elif name.endswith(filenames.SNAPSHOT_SUFFIX):
-            problems += _dump_snapshot(path)
-        elif name.endswith(filenames.TXN_INDEX_SUFFIX):
-            problems += _dump_txn_index(path)
-        else:
-            raise click.ClickException(
-                f"{path}: not a .log, .index, .timeindex, .txnindex or .snapshot file"
-            )
-    if problems:
-        click.echo(f"{problems} problem(s) found", err=True)
+    tally = _Tally()
+    total = sum(_log_bytes(path, max_bytes) for path in files if _is_log(path.name))
+    # Nothing is written: a signal may stop the listing anywhere.
+    with Signals(raising=True) as signals:
+        activity = Activity("dump-log", "dump-log", total=total, unit=BYTES)
+        try:
+            with activity:
+                for path in files:
+                    activity.update(description=path.name)
+                    tally.problems += _dump_file(
+                        path, print_data, verify_index_only, max_bytes, activity, tally
+                    )
+                    tally.files += 1
+        except Interrupted:
+            pass
+    summary = (
+        f"{plural(tally.files, 'file')}"
+        + (f" of {len(files)}" if tally.files < len(files) else "")
+        + f", {plural(tally.batches, 'batch')}, {size_text(tally.bytes)}, "
+        + f"{plural(tally.problems, 'problem')} in {activity.elapsed:.1f}s"
+    )
+    if signals.stopped():
+        activity.summary(f"interrupted by {signals.name}: {summary}")
+        raise SystemExit(signals.exit_code)
+    activity.summary(summary)
+    if tally.problems:
         raise SystemExit(2)
+
+
+def _is_log(name: str) -> bool:
+    return name.endswith(filenames.LOG_SUFFIX) or name.endswith(
+        filenames.LOG_SUFFIX + filenames.DELETED_SUFFIX
+    )
+
+
+def _dump_file(
+    path: Path,
+    print_data: bool,
+    verify_index_only: bool,
+    max_bytes: int | None,
+    activity: Activity,
+    tally: _Tally,
+) -> int:
+    """Print one file of any kind; returns the number of problems found."""
+    name = path.name
+    if _is_log(name):
+        return _dump_log(path, print_data, max_bytes, activity, tally)
+    if name.endswith(filenames.INDEX_SUFFIX):
+        return _dump_index(path, verify_index_only)
+    if name.endswith(filenames.TIME_INDEX_SUFFIX):
+        return _dump_time_index(path, verify_index_only)
+    if name.endswith(filenames.SNAPSHOT_SUFFIX):
+        return _dump_snapshot(path)
+    if name.endswith(filenames.TXN_INDEX_SUFFIX):
+        return _dump_txn_index(path)
+    raise click.ClickException(
+        f"{path}: not a .log, .index, .timeindex, .txnindex or .snapshot file"
+    )
 
 
 __all__ = ["dump_log"]

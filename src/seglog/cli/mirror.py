@@ -1,8 +1,11 @@
 """``seglog mirror``: copy topics and group offsets to a Kafka cluster (see :mod:`seglog.mirror`).
 
 This module only reads the options, shows progress (rich: a bar per
-partition, and with ``--follow`` a lag table refreshed after every round)
-and prints the final report; the copy is :class:`seglog.mirror.Mirror`'s.
+partition, and with ``--follow`` a lag table refreshed after every round,
+both on stderr and only when it is a terminal) and prints the final report
+on stdout, its first line the summary; the copy is
+:class:`seglog.mirror.Mirror`'s. Off a terminal, the last lag table is
+printed on stderr at the end.
 SIGINT and SIGTERM stop the mirror between records: what was delivered is
 saved in the offset map, and a rerun resumes there (a second signal stops it
 at once; the rerun then finds the rest by reading the target).
@@ -10,7 +13,9 @@ at once; the rerun then finds the rest by reading the target).
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import sys
 import threading
 from pathlib import Path
 from types import FrameType
@@ -22,6 +27,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemaining
 from rich.table import Table
 
 from seglog.cli._client import ClientSettings, admin_client, key_values, reporting
+from seglog.cli._progress import progress_wanted
 from seglog.mirror import (
     BrokerSource,
     LagRow,
@@ -92,18 +98,26 @@ class _Display(Observer):
                 str(row.behind),
             )
         self._lag = table
-        self.live.refresh()
+        if self.live.is_started:
+            self.live.refresh()
+
+    @property
+    def lag_table(self) -> Table | None:
+        """The last lag table (with --follow), or None."""
+        return self._lag
 
     def note(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False)
 
 
-def _report_lines(report: MirrorReport, target: str) -> list[str]:
+def _report_lines(report: MirrorReport, target: str, stopped_by: str | None) -> list[str]:
     mib = report.bytes / (1 << 20)
+    # The first line is the summary; the others detail it.
     lines = [
         f"Mirrored to {target} in {report.seconds:.1f}s: {len(report.topics)} topic(s) "
         f"({len(report.created)} created), {report.partitions} partition(s), "
-        f"{report.records} record(s), {mib:.2f} MiB",
+        f"{report.records} record(s), {mib:.2f} MiB, {len(report.errors)} error(s)"
+        + (f"; stopped by {stopped_by}" if stopped_by else ""),
     ]
     if report.resumed:
         lines.append(f"Found {report.resumed} record(s) already in the target (resumed).")
@@ -248,14 +262,20 @@ def mirror(
         admin_client(settings)
 
     stop = threading.Event()
+    stopped_by: list[str] = []
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         if stop.is_set():
             raise KeyboardInterrupt  # a second Ctrl-C: stop now, without the report
+        stopped_by.append(signal.Signals(signum).name)
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    console = Console(stderr=True)
+    # The bars and the live lag table only on a terminal: elsewhere rich would print
+    # their last state without a newline, glued to the report. force_terminal either
+    # way: FORCE_COLOR alone does not make a log file a terminal.
+    shown = progress_wanted()
+    console = Console(file=sys.stderr, force_terminal=shown)
     display = _Display(console, follow)
     runner = Mirror(
         source,
@@ -268,7 +288,8 @@ def mirror(
         stop=stop,
     )
     try:
-        with display.live, reporting(f"mirror to {to} failed"):
+        live = display.live if shown else contextlib.nullcontext()
+        with live, reporting(f"mirror to {to} failed"):
             report = runner.run(follow=follow, interval=interval)
     finally:
         for sig, handler in previous.items():
@@ -276,7 +297,9 @@ def mirror(
         with reporting("cannot close the clients"):
             target.close()
             source.close()
-    for line in _report_lines(report, to):
+    if not shown and display.lag_table is not None:
+        console.print(display.lag_table)  # the last lag, on lines of its own
+    for line in _report_lines(report, to, stopped_by[0] if stopped_by else None):
         click.echo(line)
     if report.errors:
         raise SystemExit(1)

@@ -74,11 +74,14 @@ class FrameBuffer:
         "_scratch",
         "_size",
         "_start",
+        "limit_name",
         "max_frame_size",
     )
 
-    def __init__(self, max_frame_size: int) -> None:
+    def __init__(self, max_frame_size: int, limit_name: str = "socket.request.max.bytes") -> None:
         self.max_frame_size = max_frame_size
+        self.limit_name = limit_name
+        """The setting that sets ``max_frame_size``, named when a frame is over it."""
         self._buf = bytearray()
         self._start = 0  # bytes of _buf already handed out
         self._failed = False
@@ -167,7 +170,7 @@ class FrameBuffer:
             self._start = 0
             raise FrameTooLargeError(
                 f"a frame of {size} bytes is over the limit of {self.max_frame_size} "
-                "(socket.request.max.bytes)",
+                f"({self.limit_name})",
                 size,
                 self.max_frame_size,
             )

@@ -36,7 +36,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -55,8 +55,9 @@ from pyspark.sql.datasource import (
 )
 
 from seglog.spark.files import FilesTransport
-from seglog.spark.offsets import OffsetRange, plan_ranges
+from seglog.spark.offsets import OffsetRange, TopicPartition, plan_ranges
 from seglog.spark.options import SourceOptions
+from seglog.spark.refusal import refusing
 from seglog.spark.transport import open_transport, plan_inputs, resolve_offsets
 
 if TYPE_CHECKING:
@@ -140,6 +141,7 @@ def plan_batch(options: SourceOptions, bounds: ScanBounds | None = None) -> list
                 f"topics[{sorted(map(str, start))}] and ending offsets "
                 f"topics[{sorted(map(str, end))}]"
             )
+        _check_begins_before_ends(start, end)
         ranges = bounds.clip(plan_inputs(start, end))
         if bounds.min_timestamp_ms is not None:
             wanted = {r.topic_partition: bounds.min_timestamp_ms for r in ranges if r.size > 0}
@@ -150,6 +152,20 @@ def plan_batch(options: SourceOptions, bounds: ScanBounds | None = None) -> list
         if isinstance(transport, FilesTransport):
             ranges = [piece for r in ranges for piece in transport.split_by_segments(r)]
     return plan_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+
+
+def _check_begins_before_ends(
+    start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]
+) -> None:
+    """Refuse a range that starts after it ends (a ``startingOffsets`` past the end of its
+    partition), with Spark's message, rather than read nothing from it."""
+    for tp in sorted(start):
+        if start[tp] > end[tp]:
+            raise ValueError(
+                f"Beginning offset {start[tp]} is after the ending offset {end[tp]} for topic "
+                f"{tp.topic} partition {tp.partition}. You either provided an invalid "
+                "fromOffset, or the Kafka topic has been damaged"
+            )
 
 
 def _start_at(rng: OffsetRange, first: int | None) -> OffsetRange:
@@ -168,8 +184,10 @@ class BatchReader(DataSourceReader):
     bounds = ScanBounds()
 
     def partitions(self) -> Sequence[InputPartition]:
-        """One partition per planned offset range."""
-        return [RangePartition(rng) for rng in plan_batch(self.options, self.bounds)]
+        """One partition per planned offset range; a refusal (Spark's message) is reported
+        without the worker's traceback."""
+        ranges = refusing(lambda: plan_batch(self.options, self.bounds))
+        return [RangePartition(rng) for rng in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of the partition's range (none for Spark's placeholder partition)."""

@@ -4,9 +4,10 @@ terms.
 Spark hands every ``kafka.*`` option to the Java consumer or producer; seglog's
 clients are librdkafka's, which shares many names with Java's but not all,
 and cannot run Java code. :func:`translate` maps a job's options so that it
-runs unchanged, and refuses, when the options are parsed (at ``load()`` or
-when a write is planned), what has no librdkafka equivalent, saying what to
-use instead:
+runs unchanged, drops (with a warning) the Java-only settings whose absence
+changes nothing a job relies on, and refuses, when the options are parsed (at
+``load()`` or when a write is planned), what has no librdkafka equivalent and
+matters, saying what to use instead:
 
 =====================================  ==============================================
 Java option                            librdkafka
@@ -25,60 +26,118 @@ Java option                            librdkafka
 ``send/receive.buffer.bytes``          ``socket.send/receive.buffer.bytes``
 ``request.timeout.ms`` (consumer)      ``socket.timeout.ms``
 ``partitioner.class`` (Java default)   ``partitioner=murmur2_random``
+``fetch.max.wait.ms``                  ``fetch.wait.max.ms``
 =====================================  ==============================================
 
 Names the two clients share (``security.protocol``, ``client.id``, ``acks``,
 ``compression.type``, ``linger.ms``, ``batch.size``, ``retries``,
 ``enable.idempotence``, ``fetch.*``, ``isolation.level``, ...) and every
-librdkafka name pass through unchanged. Java settings of blocking calls that
-librdkafka does not have (``max.block.ms``, ``default.api.timeout.ms``,
-``max.poll.records``, ...) are dropped: librdkafka's calls do not block that
-way. Refused: JKS and PKCS12 trust stores, JKS key stores, and any Java class
-name (callback handlers, partitioners other than the default, login modules
-other than those above).
+librdkafka name pass through unchanged; Java assignor classes in
+``partition.assignment.strategy`` become librdkafka's names (``range``,
+``roundrobin``, ``cooperative-sticky``).
+
+A Java client setting that librdkafka has no counterpart for (the settings of
+Java's blocking calls such as ``max.block.ms``, ``security.providers``,
+``ssl.provider``, a serializer where none is used, any Java class such as a
+callback handler or an interceptor, ...) is dropped with one warning naming
+it, as the Java client warns about a setting it does not use and carries on:
+a job written for Spark's Kafka source keeps running. ``default.api.timeout.ms``
+is dropped silently: :mod:`seglog.spark.options` reads it (it bounds the wait
+for a broker). Refused, because dropping them would change what is written or
+who connects: JKS and PKCS12 trust stores, JKS key stores, a partitioner other
+than Java's default, and login modules other than those above.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 
 __all__ = ["translate"]
 
-# Java settings with no librdkafka counterpart whose absence changes nothing a
-# job relies on (librdkafka does not block the caller, has no such limit, or
-# always behaves as the setting asks).
-_DROPPED = frozenset(
+# Java client settings librdkafka has no property for (librdkafka 2.x answers
+# "No such configuration property"), or has but for what seglog's reads do not
+# use (auto commit, poll sizes): dropped with a warning. Settings naming Java
+# classes are caught by their ``.class``/``.classes`` suffix.
+_IGNORED = frozenset(
     {
-        "max.block.ms",
-        "default.api.timeout.ms",
-        "max.poll.records",
-        "auto.commit.interval.ms",
+        "auto.include.jmx.reporter",
+        "compression.gzip.level",
+        "compression.lz4.level",
+        "compression.zstd.level",
         "exclude.internal.topics",
-        "ssl.protocol",
-        "ssl.enabled.protocols",
-        "ssl.keymanager.algorithm",
-        "ssl.trustmanager.algorithm",
-        "ssl.secure.random.implementation",
-        "sasl.kerberos.kinit.cmd",
-        "sasl.kerberos.ticket.renew.window.factor",
-        "sasl.kerberos.ticket.renew.jitter",
-        "sasl.kerberos.min.time.before.relogin",
-        "sasl.login.refresh.window.factor",
-        "sasl.login.refresh.window.jitter",
-        "sasl.login.refresh.min.period.seconds",
-        "sasl.login.refresh.buffer.seconds",
+        "key.deserializer",
+        "key.serializer",
+        "max.block.ms",
+        "max.poll.records",
+        "metadata.max.idle.ms",
         "metric.reporters",
         "metrics.num.samples",
-        "metrics.sample.window.ms",
         "metrics.recording.level",
+        "metrics.sample.window.ms",
+        "partitioner.adaptive.partitioning.enable",
+        "partitioner.availability.timeout.ms",
+        "partitioner.ignore.keys",
+        "auto.commit.interval.ms",
+        "sasl.kerberos.kinit.cmd",
+        "sasl.kerberos.min.time.before.relogin",
+        "sasl.kerberos.ticket.renew.jitter",
+        "sasl.kerberos.ticket.renew.window.factor",
+        "sasl.login.connect.timeout.ms",
+        "sasl.login.read.timeout.ms",
+        "sasl.login.refresh.buffer.seconds",
+        "sasl.login.refresh.min.period.seconds",
+        "sasl.login.refresh.window.factor",
+        "sasl.login.refresh.window.jitter",
+        "sasl.login.retry.backoff.max.ms",
+        "sasl.login.retry.backoff.ms",
+        "sasl.oauthbearer.clock.skew.seconds",
+        "sasl.oauthbearer.expected.audience",
+        "sasl.oauthbearer.expected.issuer",
+        "sasl.oauthbearer.header.urlencode",
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+        "sasl.oauthbearer.jwks.endpoint.url",
+        "sasl.oauthbearer.scope.claim.name",
+        "security.providers",
+        "socket.connection.setup.timeout.max.ms",
+        "ssl.enabled.protocols",
+        "ssl.keymanager.algorithm",
+        "ssl.protocol",
+        "ssl.provider",
+        "ssl.secure.random.implementation",
+        "ssl.trustmanager.algorithm",
+        "value.deserializer",
+        "value.serializer",
     }
 )
+
+# Read by seglog.spark.options (the bound on waiting for a broker), so dropped
+# here without a warning.
+_READ_ELSEWHERE = frozenset({"default.api.timeout.ms"})
+
+# The Java consumer's assignors that librdkafka has under another name.
+_ASSIGNORS = {
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+    "range": "range",
+    "roundrobin": "roundrobin",
+    "cooperative-sticky": "cooperative-sticky",
+}
+
+_log = logging.getLogger(__name__)
+# Sets of dropped names already warned about in this process: options are parsed
+# more than once per query (at load(), at planning), one warning is enough.
+_warned: set[frozenset[str]] = set()
 
 _RENAMED = {
     "sasl.mechanism": "sasl.mechanisms",
     "delivery.timeout.ms": "message.timeout.ms",
     "max.request.size": "message.max.bytes",
+    "fetch.max.wait.ms": "fetch.wait.max.ms",
     "send.buffer.bytes": "socket.send.buffer.bytes",
     "receive.buffer.bytes": "socket.receive.buffer.bytes",
 }
@@ -213,10 +272,36 @@ def _partitioner(value: str) -> str:
     )
 
 
+def _assignors(value: str) -> str | None:
+    """librdkafka's names for a list of Java assignors; None when one has no equivalent."""
+    names = [_ASSIGNORS.get(name.strip()) for name in value.split(",") if name.strip()]
+    if not names or None in names:
+        return None
+    # librdkafka refuses a list that mixes eager and cooperative assignors, which Java
+    # allows (its default is range then cooperative-sticky, to upgrade later): keep those
+    # of the first one's kind, the one a group of such members uses.
+    kinds = [name == "cooperative-sticky" for name in names]
+    return ",".join(n for n, kind in zip(names, kinds, strict=True) if n and kind == kinds[0])
+
+
+def _warn_ignored(ignored: list[str]) -> None:
+    key = frozenset(ignored)
+    if not ignored or key in _warned:
+        return
+    _warned.add(key)
+    _log.warning(
+        "Kafka options ignored: %s. They are Java client settings that librdkafka, "
+        "seglog's Kafka client, has no equivalent for (the Java client likewise warns "
+        "about settings it does not use and carries on).",
+        ", ".join(f"kafka.{name}" for name in sorted(ignored)),
+    )
+
+
 def translate(params: Mapping[str, str], *, producer: bool) -> dict[str, str]:
     """``kafka.*`` options (without the prefix) in librdkafka's terms; see the module docstring.
 
-    Raises ValueError for what librdkafka cannot do, naming what to use instead.
+    Raises ValueError for what librdkafka cannot do, naming what to use instead; logs one
+    warning naming the Java-only settings it drops.
     """
     out: dict[str, str] = {}
     handled = set()
@@ -233,10 +318,13 @@ def translate(params: Mapping[str, str], *, producer: bool) -> dict[str, str]:
         "ssl.keystore.certificate.chain",
         "ssl.keystore.key",
     }
+    ignored: list[str] = []
     for key, value in params.items():
-        if key in handled or key in _DROPPED:
+        if key in handled or key in _READ_ELSEWHERE:
             continue
-        if key == "sasl.jaas.config":
+        if key in _IGNORED:
+            ignored.append(key)
+        elif key == "sasl.jaas.config":
             out.update(_jaas(value))
         elif key == "partitioner.class":
             out["partitioner"] = _partitioner(value)
@@ -250,11 +338,16 @@ def translate(params: Mapping[str, str], *, producer: bool) -> dict[str, str]:
             out["socket.timeout.ms"] = value
         elif key in _RENAMED:
             out[_RENAMED[key]] = value
-        elif key.endswith((".class", ".classes")) and key != "partitioner.class":
-            raise _refuse(
-                f"Kafka option '{key}' names Java classes, which cannot run outside the JVM; "
-                "remove it (librdkafka's options are accepted as kafka.<name>)."
-            )
+        elif key == "partition.assignment.strategy":
+            assignors = _assignors(value)
+            if assignors is None:
+                ignored.append(key)
+            else:
+                out[key] = assignors
+        elif key.endswith((".class", ".classes")):
+            # Java classes (callback handlers, interceptors, engine factories) cannot run here.
+            ignored.append(key)
         else:
             out[key] = value
+    _warn_ignored(ignored)
     return out

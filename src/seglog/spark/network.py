@@ -12,24 +12,35 @@ auto offset reset (out-of-range reads are data loss, not silent jumps),
 ``read_uncommitted``; every ``kafka.*`` option is passed through to
 librdkafka, which knows most Java client names (``security.protocol``,
 ``sasl.*``, ``ssl.*`` ...).
+
+A lookup (metadata, watermarks, offsets by time) waits for the cluster as long
+as the Java client would (``kafka.default.api.timeout.ms`` or
+``kafka.request.timeout.ms``, see :attr:`SourceOptions.broker_timeout_ms`) and
+then fails with :class:`ClusterUnreachableError`, which carries librdkafka's
+last word on why (``Connect to ipv4#127.0.0.1:9092 failed: Connection
+refused``): librdkafka reports that through its error callback, not in the
+exception of the call that timed out.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import confluent_kafka as ck
 import pyarrow as pa  # type: ignore[import-untyped]
 
+from seglog.errors import SeglogError
 from seglog.spark.arrow import NO_TIMESTAMP_TYPE, ColumnBuilder
 from seglog.spark.offsets import OffsetRange, PartitionOffsets, TopicPartition
 from seglog.spark.options import SourceOptions, Strategy, select_partitions
 from seglog.spark.transport import BATCH_ROWS, Transport, data_loss
 
-__all__ = ["NetworkTransport", "consumer_config"]
+__all__ = ["ClusterUnreachableError", "NetworkTransport", "consumer_config"]
+
+T = TypeVar("T")
 
 # confluent-kafka's timestamp types → Kafka's TimestampType ids.
 _TIMESTAMP_TYPES = {
@@ -39,7 +50,23 @@ _TIMESTAMP_TYPES = {
 }
 _CONSUME_BATCH = 10_000
 _POLL_S = 0.2
-_METADATA_TIMEOUT_S = 30.0
+# librdkafka's errors of a call that could not reach the cluster in time.
+_UNREACHABLE = frozenset(
+    {
+        ck.KafkaError._TRANSPORT,
+        ck.KafkaError._ALL_BROKERS_DOWN,
+        ck.KafkaError._TIMED_OUT,
+        ck.KafkaError._RESOLVE,
+        ck.KafkaError._SSL,
+        ck.KafkaError._AUTHENTICATION,
+    }
+)
+
+
+class ClusterUnreachableError(SeglogError):
+    """A lookup found no broker to answer it in time; the message says why."""
+
+    kafka_error = "NETWORK_EXCEPTION"
 
 
 def consumer_config(options: SourceOptions) -> dict[str, Any]:
@@ -66,13 +93,41 @@ class NetworkTransport(Transport):
         self.options = options
         self._consumer: ck.Consumer | None = None
         self._timeout = options.poll_timeout_ms / 1000
+        self._lookup_timeout = options.broker_timeout_ms / 1000
+        # librdkafka's latest error about a connection (see the module docstring).
+        self._cause: str | None = None
 
     @property
     def consumer(self) -> ck.Consumer:
         """The consumer (no group membership: partitions are assigned, never subscribed)."""
         if self._consumer is None:
-            self._consumer = ck.Consumer(consumer_config(self.options))
+            config = consumer_config(self.options)
+            config["error_cb"] = self._on_error
+            self._consumer = ck.Consumer(config)
         return self._consumer
+
+    def _on_error(self, error: ck.KafkaError) -> None:
+        # "1/1 brokers are down" follows the error that says why; keep the reason.
+        if error.code() != ck.KafkaError._ALL_BROKERS_DOWN or self._cause is None:
+            self._cause = error.str()
+
+    def _lookup(self, what: str, call: Callable[[], T]) -> T:
+        """``call()``, with a failure to reach the cluster reported as
+        :class:`ClusterUnreachableError` naming its cause."""
+        try:
+            return call()
+        except ck.KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if not isinstance(error, ck.KafkaError) or error.code() not in _UNREACHABLE:
+                raise
+            if self._consumer is not None:
+                self._consumer.poll(0)  # serves the error callback, which holds the cause
+            cause = self._cause or error.str()
+            raise ClusterUnreachableError(
+                f"Could not {what}: no answer from the cluster at "
+                f"{self.options.bootstrap_servers} within {self._lookup_timeout:g} s "
+                f"(kafka.default.api.timeout.ms / kafka.request.timeout.ms): {cause}"
+            ) from None
 
     def close(self) -> None:
         """Close the consumer (it never committed anything)."""
@@ -84,7 +139,10 @@ class NetworkTransport(Transport):
 
     def partitions(self, strategy: Strategy) -> list[TopicPartition]:
         """The partitions ``strategy`` covers, from the cluster's metadata."""
-        metadata = self.consumer.list_topics(timeout=_METADATA_TIMEOUT_S)
+        consumer = self.consumer
+        metadata = self._lookup(
+            "list the topics", lambda: consumer.list_topics(timeout=self._lookup_timeout)
+        )
         available = [
             TopicPartition(name, number)
             for name, topic in metadata.topics.items()
@@ -94,8 +152,14 @@ class NetworkTransport(Transport):
         return select_partitions(strategy, available)
 
     def _watermarks(self, tp: TopicPartition) -> tuple[int, int]:
-        low, high = self.consumer.get_watermark_offsets(
-            ck.TopicPartition(tp.topic, tp.partition), timeout=self._timeout, cached=False
+        consumer = self.consumer
+        low, high = self._lookup(
+            f"look up the offsets of {tp}",
+            lambda: consumer.get_watermark_offsets(
+                ck.TopicPartition(tp.topic, tp.partition),
+                timeout=self._lookup_timeout,
+                cached=False,
+            ),
         )
         return int(low), int(high)
 
@@ -114,7 +178,11 @@ class NetworkTransport(Transport):
         if not timestamps:
             return {}
         request = [ck.TopicPartition(tp.topic, tp.partition, ts) for tp, ts in timestamps.items()]
-        answer = self.consumer.offsets_for_times(request, timeout=self._timeout)
+        consumer = self.consumer
+        answer = self._lookup(
+            "look up offsets by time",
+            lambda: consumer.offsets_for_times(request, timeout=self._lookup_timeout),
+        )
         out: dict[TopicPartition, int | None] = {}
         for item in answer:
             if item.error is not None:
@@ -193,12 +261,15 @@ class NetworkTransport(Transport):
             messages = consumer.consume(min(_CONSUME_BATCH, until - next_offset), timeout=_POLL_S)
             if not messages:
                 if time.monotonic() > deadline:
+                    # consume() served the error callback: say why, when librdkafka said.
+                    cause = f": {self._cause}" if self._cause else ""
                     raise TimeoutError(
                         f"Timed out after {self._timeout:g} s reading {rng.topic_partition} at "
-                        f"offset {next_offset} (kafkaConsumer.pollTimeoutMs)"
+                        f"offset {next_offset} (kafkaConsumer.pollTimeoutMs){cause}"
                     )
                 continue
             deadline = time.monotonic() + self._timeout
+            self._cause = None  # records came: an earlier connection error is over
             done = False
             for message in messages:
                 error = message.error()

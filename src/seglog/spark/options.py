@@ -13,7 +13,8 @@ partition (``startingOffsetsByTimestamp``), then ``startingOffsets``
 
 seglog adds one thing: a ``path`` (``load("/path/to/log-dir")``) selects files
 mode, where no broker is involved; ``kafka.bootstrap.servers`` is then not
-needed and, with no subscription option, every topic of the directory is read.
+needed and, with no subscription option, every topic of the directory is read
+(but Kafka's internal topics, as with a pattern).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from seglog.spark.offsets import (
     parse_partition_offsets,
     parse_partition_timestamps,
 )
+from seglog.storage.filenames import is_internal
 
 __all__ = [
     "Assign",
@@ -139,7 +141,11 @@ def select_partitions(strategy: Strategy, available: list[TopicPartition]) -> li
     """The partitions of ``available`` that ``strategy`` reads, sorted.
 
     ``assign`` returns its partitions whether or not they exist: the transport
-    reports missing ones when it looks their offsets up, as Spark does.
+    reports missing ones when it looks their offsets up, as Spark does. A
+    pattern, and files mode's "every topic", leave out Kafka's internal topics
+    (``__consumer_offsets``, ``__transaction_state`` ...), as the Java
+    consumer's pattern subscription does (``exclude.internal.topics``);
+    ``subscribe`` and ``assign`` read one when they name it.
     """
     if isinstance(strategy, Assign):
         return sorted(strategy.partitions)
@@ -147,8 +153,10 @@ def select_partitions(strategy: Strategy, available: list[TopicPartition]) -> li
         wanted = set(strategy.topics)
         return sorted(tp for tp in available if tp.topic in wanted)
     if isinstance(strategy, SubscribePattern):
-        return sorted(tp for tp in available if strategy.matches(tp.topic))
-    return sorted(available)
+        return sorted(
+            tp for tp in available if not is_internal(tp.topic) and strategy.matches(tp.topic)
+        )
+    return sorted(tp for tp in available if not is_internal(tp.topic))
 
 
 # -------------------------------------------------------------- offset specs
@@ -213,6 +221,9 @@ class SourceOptions:
     no_match_strategy: str = "error"
     group_id_prefix: str = "spark-kafka-source"
     poll_timeout_ms: int = 120_000
+    # How long a lookup (metadata, offsets) waits for the cluster: the Java client's
+    # default.api.timeout.ms or request.timeout.ms, the shorter of those set.
+    broker_timeout_ms: int = 30_000
     # seglog's addition: commit each finished micro-batch's offsets to this consumer group.
     commit_group: str | None = None
 
@@ -254,6 +265,29 @@ def _bool(params: Mapping[str, str], key: str, name: str, default: bool) -> bool
             f"Invalid value '{params[key]}' for option '{name}', must be true or false"
         )
     return text == "true"
+
+
+# The Java consumer's settings that end a wait for an unreachable cluster: a call
+# (partitionsFor, offsetsForTimes ...) gives up after default.api.timeout.ms, a
+# request after request.timeout.ms.
+_BROKER_TIMEOUTS = ("default.api.timeout.ms", "request.timeout.ms")
+_DEFAULT_BROKER_TIMEOUT_MS = 30_000
+
+
+def _broker_timeout_ms(kafka: Mapping[str, str]) -> int:
+    """The shortest of :data:`_BROKER_TIMEOUTS` that is set (``kafka.*`` names without the
+    prefix), else 30 s."""
+    given = []
+    for name in _BROKER_TIMEOUTS:
+        if name in kafka:
+            text = kafka[name].strip()
+            if not text.isdigit() or int(text) <= 0:
+                raise ValueError(
+                    f"Invalid value '{text}' for Kafka option '{name}', must be a positive "
+                    "number of milliseconds"
+                )
+            given.append(int(text))
+    return min(given) if given else _DEFAULT_BROKER_TIMEOUT_MS
 
 
 def parse_duration_ms(text: str) -> int:
@@ -372,7 +406,9 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     min_partitions = _int(params, "minpartitions", "minPartitions")
     if min_partitions is not None and min_partitions <= 0:
         raise ValueError("minPartitions must be positive")
-    kafka = translate(_kafka_params(params, _UNSUPPORTED_CONSUMER), producer=False)
+    java_kafka = _kafka_params(params, _UNSUPPORTED_CONSUMER)
+    broker_timeout_ms = _broker_timeout_ms(java_kafka)
+    kafka = translate(java_kafka, producer=False)
     bootstrap = kafka.get("bootstrap.servers")
     if bootstrap is not None and files_mode:
         raise ValueError(
@@ -422,6 +458,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         poll_timeout_ms=_positive(params, "kafkaconsumer.polltimeoutms", "pollTimeoutMs")
         or 120_000,
         commit_group=_commit_group(params, streaming, files_mode),
+        broker_timeout_ms=broker_timeout_ms,
     )
 
 

@@ -10,7 +10,13 @@ or a stream; given a user's ``.schema(...)`` it runs nothing of the source at
 
 * at ``load()``, options that can only be a read's (a subscription, a path,
   offsets, ...) are checked; what is wrong for both a batch and a stream
-  fails there, with Spark's message;
+  fails there, with Spark's message. ``schema()`` runs only for a read (a
+  write hands PySpark the DataFrame's schema, so PySpark does not ask), so
+  there every read option is checked, a missing subscription included;
+* nothing PySpark hands a data source at ``load()`` tells a batch from a
+  stream (the same options, the same worker, the same calls), so what is
+  wrong for one kind only (``startingOffsets=latest`` in a batch,
+  ``endingOffsets`` in a stream) cannot fail there;
 * ``reader()`` (batch, at planning on the driver, before any task) and
   ``streamReader()`` (when the query starts its source) check the rest, and
   refuse a user-specified schema with Spark's message (at the first action, the
@@ -25,16 +31,15 @@ message, so the user reads one line.
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit
 
 from seglog.spark.batch_reader import BatchReader, FilteringBatchReader, building_for_pushdown
 from seglog.spark.options import parse_source_options, parse_write_options
+from seglog.spark.refusal import refusing
 from seglog.spark.schema import spark_schema
 from seglog.spark.stream_reader import StreamReader
 from seglog.spark.writer import BatchWriter, StreamWriter
@@ -81,32 +86,13 @@ _READ_ONLY_OPTIONS = frozenset(
     }
 )
 
-T = TypeVar("T")
 
-
-def _in_spark_worker() -> bool:
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    return spec is not None and str(spec.name).startswith("pyspark.")
-
-
-def refusing(check: Callable[[], T]) -> T:
-    """Run ``check``; a ValueError (a refusal with Spark's message) leaves the PySpark
-    worker without its traceback, so the user reads the message alone."""
-    try:
-        return check()
-    except ValueError:
-        if _in_spark_worker():
-            # The worker reports this exception and exits; PySpark reads this at reporting.
-            os.environ["SPARK_HIDE_TRACEBACK"] = "1"
-        raise
-
-
-def check_read_options_at_load(options: Mapping[str, str]) -> None:
+def check_read_options_at_load(options: Mapping[str, str], *, read: bool = False) -> None:
     """Raise what is wrong with read options for a batch and a stream alike (see the module
-    docstring); options that may be a write's are left to the factories."""
+    docstring); unless ``read`` (the options are known to be a read's), options that may be a
+    write's are left to the factories."""
     keys = {key.lower() for key in options}
-    if not keys & _READ_ONLY_OPTIONS:
+    if not read and not keys & _READ_ONLY_OPTIONS:
         return
     try:
         parse_source_options(options, streaming=True)
@@ -167,7 +153,11 @@ class SeglogDataSource(DataSource):
             raise ValueError(CUSTOM_SCHEMA_REFUSED)
 
     def schema(self) -> StructType:
-        """Spark's Kafka row schema, with ``headers`` when ``includeHeaders`` is true."""
+        """Spark's Kafka row schema, with ``headers`` when ``includeHeaders`` is true.
+
+        PySpark asks only when reading, so the options are checked as a read's here.
+        """
+        refusing(lambda: check_read_options_at_load(self.options, read=True))
         self.fixed_schema = True
         include = {k.lower(): str(v) for k, v in self.options.items()}.get("includeheaders", "")
         return spark_schema(include.strip().lower() == "true")

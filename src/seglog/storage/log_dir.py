@@ -10,13 +10,17 @@ Layout (Kafka's, plus one file of seglog's own for topic definitions)::
       log-start-offset-checkpoint
       cleaner-offset-checkpoint
       seglog-topics.json                  topic id, partition count, config overrides,
-                                          replica assignment (when recorded)
+                                          replica assignment (when recorded), and the
+                                          creation or deletion under way (topic_list.py)
       <topic>-<partition>/                one Log each (see log.py)
         partition.metadata
 
 Kafka keeps topic definitions in its metadata log; a single machine needs only
-a small JSON file, written atomically. Everything else is byte-for-byte what
-Kafka writes, so Kafka's tools can read the partitions.
+a small JSON file, written atomically (:mod:`.topic_list`); a creation or a
+deletion is on record there before any directory is made or removed, so that
+one cut short by a crash is taken back or finished at the next start.
+Everything else is byte-for-byte what Kafka writes, so Kafka's tools can read
+the partitions.
 
 On open, the clean-shutdown marker is read and removed, as Kafka does; if it
 was absent every partition is recovered from its recovery point. Directories
@@ -44,7 +48,6 @@ import errno
 import functools
 import heapq
 import itertools
-import json
 import logging
 import os
 import threading
@@ -66,13 +69,14 @@ from seglog.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from seglog.storage import checkpoints, descriptors, filenames, io, reader
+from seglog.storage import checkpoints, descriptors, filenames, io, reader, topic_list
 from seglog.storage.log import AppendInfo, Log, LogReadResult
 from seglog.storage.segment import LogSegment, TimestampAndOffset
+from seglog.storage.topic_list import TOPICS_FILE as TOPICS_FILE
+from seglog.storage.topic_list import TopicInfo as TopicInfo
 
 logger = logging.getLogger(__name__)
 
-TOPICS_FILE = "seglog-topics.json"
 _NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 LOCK_FILE = ".lock"
 CHECKPOINT_LOCK_FILE = ".checkpoint.lock"
@@ -151,35 +155,6 @@ def node_id(config: BrokerConfig) -> int:
     if config.is_set("node.id") or not config.is_set("broker.id"):
         return int(config["node.id"])
     return int(config["broker.id"])
-
-
-@dataclass
-class TopicInfo:
-    """A topic's definition: id, partition count and config overrides."""
-
-    name: str
-    topic_id: uuid.UUID
-    partitions: int
-    overrides: dict[str, str] = field(default_factory=dict)
-    #: Kafka's replica assignment: the node ids of each partition (one each
-    #: here, its leader), or None where none was recorded.
-    replicas: list[list[int]] | None = None
-
-    def copy(self) -> TopicInfo:
-        """A copy that shares nothing mutable with this one."""
-        return TopicInfo(
-            self.name,
-            self.topic_id,
-            self.partitions,
-            dict(self.overrides),
-            None if self.replicas is None else [list(r) for r in self.replicas],
-        )
-
-    def replicas_of(self, partition: int) -> list[int] | None:
-        """The recorded replicas of ``partition``, or None."""
-        if self.replicas is None or partition >= len(self.replicas):
-            return None
-        return self.replicas[partition]
 
 
 Serves = Callable[[TopicInfo, int], bool]
@@ -340,7 +315,11 @@ class LogDir:
             self._had_clean_shutdown = checkpoints.consume_clean_shutdown(self.path, env=self._env)
         else:
             self._had_clean_shutdown = self._given_clean_shutdown
-        self._topics = self._read_topics()
+        recorded = self._read_topics()
+        unfinished = {name for name, info in recorded.items() if info.unfinished}
+        if self._writes_topics:
+            self._finish_unfinished(recorded)
+        self._topics = topic_list.committed(recorded)
         recovery_points = checkpoints.read_offset_checkpoint(
             self.path / checkpoints.RECOVERY_POINT_CHECKPOINT, env=self._env
         )
@@ -357,6 +336,8 @@ class LogDir:
                 self._env.rmtree(self.path / name)
         for (topic, partition), entry in sorted(partitions.items(), key=lambda item: item[1]):
             info = self._topics.get(topic)
+            if topic in unfinished and (info is None or partition >= info.partitions):
+                continue  # the writer of the topic list finishes its change
             if info is None:
                 # A partition directory written by Kafka or copied in: adopt it.
                 info = TopicInfo(topic, uuid.uuid4(), 0)
@@ -454,7 +435,7 @@ class LogDir:
         """
         with self._admin_lock:
             self._check_open()
-            fresh = self._read_topics()
+            fresh = topic_list.committed(self._read_topics())
             with self._lock:
                 gone = [name for name in self._topics if name not in fresh]
                 closing = [(key, log) for key, log in self._logs.items() if key[0] in gone] + [
@@ -513,37 +494,47 @@ class LogDir:
     # ---------------------------------------------------------------- topics
 
     def _read_topics(self) -> dict[str, TopicInfo]:
+        """Every topic the topic list records, unfinished creations and deletions included."""
         path = self.path / TOPICS_FILE
         data = self._env.read_file(path)
-        if data is None:
-            return {}
-        try:
-            raw = json.loads(data.decode("utf-8"))
-            return {
-                name: TopicInfo(
-                    name,
-                    uuid.UUID(spec["id"]),
-                    int(spec["partitions"]),
-                    dict(spec["configs"]),
-                    [[int(node) for node in r] for r in spec["replicas"]]
-                    if spec.get("replicas") is not None
-                    else None,
-                )
-                for name, spec in raw["topics"].items()
-            }
-        except (ValueError, KeyError, TypeError) as exc:
-            raise StorageError(f"{path} is not a valid topic list: {exc}") from exc
+        return {} if data is None else topic_list.decode(data, path)
 
-    def _write_topics(self) -> None:
+    def _write_topics(self, change: TopicInfo | None = None) -> None:
+        """Write the topic list: the topics as they are, with ``change`` (under way) over them."""
         with self._lock:
-            payload = {
-                "version": 1,
-                "topics": {
-                    info.name: _topic_spec(info)
-                    for info in sorted(self._topics.values(), key=lambda i: i.name)
-                },
-            }
-        self._env.atomic_write_text(self.path / TOPICS_FILE, json.dumps(payload, indent=2) + "\n")
+            topics = dict(self._topics)
+        if change is not None:
+            topics[change.name] = change
+        self._env.atomic_write_text(self.path / TOPICS_FILE, topic_list.encode(topics))
+
+    def _finish_unfinished(self, recorded: dict[str, TopicInfo]) -> None:
+        """Take back the creations and finish the deletions a crash cut short."""
+        changed = False
+        for name, info in sorted(recorded.items()):
+            if not info.unfinished:
+                continue
+            changed = True
+            before = None if info.deleting else info.before_creation()
+            first = 0 if before is None else before.partitions
+            for partition in range(first, info.partitions):
+                directory = self.path / filenames.partition_dir_name(name, partition)
+                if directory.exists():
+                    self._env.rmtree(directory, ignore_errors=False)
+            if info.deleting:
+                logger.warning("finishing the deletion of topic %s, cut short", name)
+            else:
+                logger.warning(
+                    "taking back the creation of %s, cut short: partitions %d to %d removed",
+                    f"topic {name}" if before is None else f"partitions of topic {name}",
+                    first,
+                    info.partitions - 1,
+                )
+            if before is None:
+                del recorded[name]
+            else:
+                recorded[name] = before
+        if changed:
+            self._env.fsync_dir(self.path)
 
     def topic_config(self, topic: str) -> LogConfig:
         """The resolved config of ``topic``: its overrides over the broker defaults."""
@@ -616,9 +607,13 @@ class LogDir:
             info = TopicInfo(
                 name, uuid.uuid4(), count, overrides, replicas(0, count) if replicas else None
             )
-            # All or nothing: the topic is recorded (in memory and in the topics
-            # file) only once every partition exists; a failure removes what was made.
-            logs = self._create_logs(info, range(count))
+            # All or nothing: the creation is on record before any partition exists
+            # (a crash is taken back at the next start), and the topic is complete
+            # (in memory and in the topics file) once every partition exists; a
+            # failure removes what was made.
+            info.creating_from = 0
+            logs = self._make_partitions(info, range(count))
+            info.creating_from = None
             with self._lock:
                 # Partitions first: whoever sees the topic finds every partition.
                 self._logs.update(((name, log.partition), log) for log in logs)
@@ -635,6 +630,22 @@ class LogDir:
                 raise
             logger.info("created topic %s with %d partition(s)", name, count)
             return info
+
+    def _make_partitions(self, change: TopicInfo, partitions: range) -> list[Log]:
+        """Record ``change`` (a creation under way), then create its served ``partitions``.
+
+        On failure nothing of it is left: the partitions made are removed and the
+        record is taken back (or, if even that write fails, the next start does it).
+        """
+        self._write_topics(change)
+        try:
+            return self._create_logs(change, partitions)
+        except BaseException:
+            try:
+                self._write_topics()
+            except StorageError as exc:
+                logger.error("cannot take back the record of %s: %s", change.name, exc)
+            raise
 
     def _check_collision(self, name: str) -> None:
         """Kafka refuses a name equal to an existing one once ``.`` and ``_`` are alike."""
@@ -707,18 +718,17 @@ class LogDir:
             )
             previous = info.partitions
             previous_replicas = info.replicas
+            change = info.copy()
+            change.partitions, change.creating_from = total, previous
             if replicas is not None:
                 # Partitions recorded without an assignment keep none (empty lists).
                 known = list(info.replicas or [[] for _ in range(previous)])
-                info.replicas = known + replicas(previous, total - previous)
-            try:
-                logs = self._create_logs(info, range(previous, total))
-            except BaseException:
-                info.replicas = previous_replicas
-                raise
+                change.replicas = known + replicas(previous, total - previous)
+            logs = self._make_partitions(change, range(previous, total))
             with self._lock:
                 self._logs.update(((name, log.partition), log) for log in logs)
                 info.partitions = total
+                info.replicas = change.replicas
             try:
                 self._write_topics()
             except BaseException:
@@ -753,12 +763,21 @@ class LogDir:
     def delete_topic(self, name: str) -> None:
         """Remove a topic: its directories are renamed ``*-delete`` and removed.
 
-        A partition whose directory cannot be renamed stays (offline) and the
-        topic with it, and a StorageError is raised; deleting again retries.
+        The deletion is on record before the first file goes, so that one cut
+        short by a crash is finished at the next start. A partition whose
+        directory cannot be renamed stays (offline) and the topic with it, and a
+        StorageError is raised; deleting again retries.
         """
         with self._admin_lock:
             self._check_open()
             info = self._require_topic(name)
+            if not info.deleting:
+                info.deleting = True
+                try:
+                    self._write_topics()
+                except BaseException:
+                    info.deleting = False
+                    raise
             failures: list[tuple[int, StorageError]] = []
             with self._lock:
                 # Gone for readers at once; the files go below.
@@ -1118,23 +1137,17 @@ class LogDir:
         self.close()
 
 
-def _topic_spec(info: TopicInfo) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "id": str(info.topic_id),
-        "partitions": info.partitions,
-        "configs": dict(info.overrides),
-    }
-    if info.replicas is not None:
-        spec["replicas"] = info.replicas
-    return spec
-
-
 def read_topic_list(path: Path, *, env: io.Env | None = None) -> dict[str, TopicInfo]:
     """The topic list of the log directory at ``path``, with the partition directories
     that no topic declares adopted (as :meth:`LogDir.open` adopts them); no partition
-    is opened. For whoever prepares a directory before the processes sharing it start."""
+    is opened. For whoever prepares a directory before the processes sharing it start:
+    a creation or deletion that a crash cut short is taken back or finished first."""
     log_dir = LogDir(path, LogConfig(), LogDirSettings(), env=env)
     topics = log_dir._read_topics()
+    if any(info.unfinished for info in topics.values()):
+        log_dir._finish_unfinished(topics)
+        log_dir._topics = topics
+        log_dir._write_topics()
     for topic, partition in reader.partition_dirs(path):
         info = topics.get(topic)
         if info is None:

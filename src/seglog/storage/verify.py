@@ -18,6 +18,7 @@ find, not what the log holds in memory.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -124,11 +125,19 @@ def verify_log(log: Log) -> VerifyReport:
     return report
 
 
-def verify_partition_dir(directory: Path) -> VerifyReport:
-    """Check a partition directory on disk without changing it (opened read-only)."""
+def verify_partition_dir(
+    directory: Path, checked: Callable[[int], None] | None = None
+) -> VerifyReport:
+    """Check a partition directory on disk without changing it (opened read-only).
+
+    ``checked`` is called with each segment's ``.log`` size once it is checked
+    (``seglog verify`` draws its progress from it).
+    """
     report = VerifyReport(directory.name)
     bases = segment_bases(directory)
     for i, base in enumerate(bases):
         with SegmentReader.open(directory, base) as segment:
             _scan_segment(segment, bases[i + 1] if i + 1 < len(bases) else None, report)
+            if checked is not None:
+                checked(segment.size)
     return report

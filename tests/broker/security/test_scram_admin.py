@@ -15,7 +15,8 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from tests.broker.security.conftest import Secured
+from seglog.protocol.api_keys import ApiKey
+from tests.broker.security.conftest import RawClient, Secured
 from tests.broker.security.test_sasl import confluent, sasl_settings
 
 
@@ -74,3 +75,33 @@ def test_describe_configs_hides_secrets(secured_broker: Callable[..., Secured]) 
     assert shown["ssl.key.password"] == (None, True)
     assert shown["sasl.enabled.mechanisms"] == ("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", False)
     assert all("secret" not in (value or "") for value, _ in shown.values())
+
+
+@pytest.mark.parametrize(
+    ("salt", "salted", "message"),
+    [
+        (b"", b"s" * 32, "Salt must not be empty"),
+        (b"salt", b"", "Salted password must be 32 bytes for SCRAM-SHA-256"),
+        (b"salt", b"s" * 64, "Salted password must be 32 bytes for SCRAM-SHA-256"),
+    ],
+)
+def test_a_credential_no_client_could_use_is_refused(
+    secured_broker: Callable[..., Secured], salt: bytes, salted: bytes, message: str
+) -> None:
+    broker = secured_broker("SASL_PLAINTEXT", **sasl_settings("SASL_PLAINTEXT"))
+    client = RawClient(broker.process.port)  # the PLAINTEXT listener: no authorizer here
+    upsertion = {
+        "name": "eve",
+        "mechanism": 1,
+        "iterations": 4096,
+        "salt": salt,
+        "salted_password": salted,
+    }
+    answer = client.request(
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {"deletions": [], "upsertions": [upsertion]}
+    )
+    client.close()
+    assert answer is not None
+    assert answer["results"] == [
+        {"user": "eve", "error_code": 93, "error_message": message}  # UNACCEPTABLE_CREDENTIAL
+    ]

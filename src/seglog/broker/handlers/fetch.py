@@ -83,6 +83,16 @@ def _read_all(
     return responses, total
 
 
+def _count_out(state: BrokerState, responses: list[dict[str, Any]]) -> None:
+    """Count the bytes of each topic an answer sends (once, after the last pass)."""
+    for topic in responses:
+        size = sum(
+            p["records"].length for p in topic["partitions"] if not isinstance(p["records"], bytes)
+        )
+        if size:
+            state.metrics.fetched(topic["topic"], size)
+
+
 async def fetch(state: BrokerState, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
     """Fetch: wait up to max_wait_ms for min_bytes, then answer with file regions.
 
@@ -102,7 +112,8 @@ async def fetch(state: BrokerState, header: RequestHeader, body: dict[str, Any])
         # rather than keep a deleted segment open for the whole wait.
         release_regions(p["records"] for t in responses for p in t["partitions"])
         await state.wait_for_data(wait)
-    state.metrics.bytes_out += total
+    if total:
+        _count_out(state, responses)
     return {
         "throttle_time_ms": 0,
         "error_code": 0,

@@ -119,7 +119,8 @@ def _append(
         result["error_code"] = error_codes.code_for_exception(exc)
         result["error_message"] = str(exc)
         return result, None
-    state.metrics.bytes_in += info.size
+    if not info.duplicate:  # a retry that wrote nothing moves nothing in
+        state.metrics.produced(topic, info.record_count, info.size)
     result.update(
         base_offset=info.first_offset,
         log_append_time_ms=info.log_append_time,

@@ -65,6 +65,12 @@ class Cluster:
                     f"listener {listener}: ports {listener.port} to {listener.port + count - 1} "
                     "do not all exist"
                 )
+        metrics = settings.metrics_port
+        if metrics and metrics + count - 1 > 65535:
+            raise InvalidConfigError(
+                f"metrics.port={metrics}: ports {metrics} to {metrics + count - 1} "
+                "(node i serves /metrics on metrics.port + i) do not all exist"
+            )
 
     # ------------------------------------------------------------ identity
 
@@ -97,7 +103,10 @@ class Cluster:
             advertised_listeners=None
             if settings.advertised_listeners is None
             else tuple(_shifted(x, offset) for x in settings.advertised_listeners),
-            metrics_port=None if settings.metrics_port is None else settings.metrics_port + offset,
+            # Port 0 stays 0: each node's page on a port of its own choosing.
+            metrics_port=settings.metrics_port + offset
+            if settings.metrics_port
+            else settings.metrics_port,
         )
 
     def advertised(self, mine: Listener, node_id: int) -> Listener:

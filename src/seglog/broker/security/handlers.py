@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from seglog.broker.security.credentials import ScramStore
 from seglog.broker.security.scram import (
     MAX_ITERATIONS,
     MECHANISM_TYPES,
+    MECHANISMS,
     MIN_ITERATIONS,
     credential_from_salted,
 )
@@ -126,6 +128,14 @@ def _check_upsertion(item: dict[str, Any]) -> tuple[str, str] | None:
         return "UNACCEPTABLE_CREDENTIAL", "Too few iterations"
     if item["iterations"] > MAX_ITERATIONS:
         return "UNACCEPTABLE_CREDENTIAL", "Too many iterations"
+    # Kafka stores what it is given; an empty salt or a salted password of the wrong
+    # length makes a credential no client can ever use, so it is refused here.
+    if not item["salt"]:
+        return "UNACCEPTABLE_CREDENTIAL", "Salt must not be empty"
+    mechanism = _TYPE_MECHANISMS[item["mechanism"]]
+    size = hashlib.new(MECHANISMS[mechanism]).digest_size
+    if len(item["salted_password"]) != size:
+        return "UNACCEPTABLE_CREDENTIAL", f"Salted password must be {size} bytes for {mechanism}"
     return None
 
 

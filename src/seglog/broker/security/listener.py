@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seglog.broker.security.authorizer import Authorizer
+from seglog.broker.security.failures import AuthenticationFailures
 from seglog.broker.security.sasl import SaslConfig
 from seglog.broker.security.session import listener_value
 from seglog.broker.security.tls import PrincipalMapper, server_context
@@ -38,6 +39,7 @@ class ListenerSecurity:
         listener: Listener,
         log_dir: Path,
         authorizer: Authorizer | None = None,
+        failures: AuthenticationFailures | None = None,
     ) -> ListenerSecurity:
         """Read the listener's settings; InvalidConfigError when they are wrong."""
         protocol = listener.security_protocol
@@ -48,5 +50,5 @@ class ListenerSecurity:
                 str(listener_value(config, listener.name, "ssl.principal.mapping.rules"))
             )
         if protocol.startswith("SASL_"):
-            result.sasl = SaslConfig.build(config, listener.name, log_dir)
+            result.sasl = SaslConfig.build(config, listener.name, log_dir, failures)
         return result

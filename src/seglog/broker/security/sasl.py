@@ -22,9 +22,14 @@ any                anything else               the connection is closed
 =================  ==========================  ================================
 
 A failed exchange is answered with SASL_AUTHENTICATION_FAILED and Kafka's
-message, and the connection is closed
-``connection.failed.authentication.delay.ms`` after (Kafka's defence against
-password guessing). v0 tokens carry no error: the connection just closes.
+message ``connection.failed.authentication.delay.ms`` after it failed, and the
+connection is then closed (Kafka's defence against password guessing, KIP-306).
+v0 tokens carry no error: the connection just closes after the delay. Each
+failure is counted, and logged at a bounded rate (:mod:`.failures`). Until a
+connection has authenticated, no frame may be larger than
+``sasl.server.max.receive.size`` (Kafka's bound on what a stranger can make
+the broker hold), and a connection that has not authenticated
+``sasl.server.authentication.timeout.ms`` after it was accepted is closed.
 
 Re-authentication: with ``connections.max.reauth.ms`` > 0 the
 SaslAuthenticate answer (v1+) carries ``session_lifetime_ms`` and the session
@@ -41,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from seglog.broker.security.credentials import PlainUsers, ScramStore
+from seglog.broker.security.failures import AuthenticationFailures
 from seglog.broker.security.scram import MECHANISMS, ScramError, ScramServer
 from seglog.broker.security.session import Session, listener_value
 from seglog.config import BrokerConfig
@@ -63,6 +69,25 @@ _PLAIN_FAILED = "Authentication failed: Invalid username or password"
 class AuthenticationFailed(Exception):
     """The client did not prove who it is; the message is what Kafka tells it."""
 
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = message if reason is None else reason
+        """What the log says: more than the client is told (why a SCRAM proof failed)."""
+
+
+def failed(session: Session, exc: AuthenticationFailed, user: str | None) -> None:
+    """Count and log a failed authentication; its answer waits Kafka's delay, then closes.
+
+    Kafka holds the failure answer itself for
+    ``connection.failed.authentication.delay.ms`` (KIP-306), so that a guesser
+    waits for each verdict; the connection's own task sleeps, nothing else does.
+    """
+    config: SaslConfig = session.security.sasl
+    session.exchange = None
+    session.close_after = config.failed_delay_ms / 1000
+    principal = None if user is None else f"User:{user}"
+    config.failures.record(config.listener, principal, session.host, session.mechanism, exc.reason)
+
 
 @dataclass
 class SaslConfig:
@@ -71,11 +96,24 @@ class SaslConfig:
     mechanisms: tuple[str, ...]
     reauth_ms: int
     failed_delay_ms: int
+    max_receive_size: int
+    """The largest frame accepted before authentication (``sasl.server.max.receive.size``)."""
+    authentication_timeout_ms: int
+    """How long a connection may take to authenticate before it is closed."""
     plain: PlainUsers
     scram: ScramStore
+    failures: AuthenticationFailures
+    """The broker's count and log of failed authentications."""
+    listener: str = ""
 
     @classmethod
-    def build(cls, config: BrokerConfig, listener: str, log_dir: Any) -> SaslConfig:
+    def build(
+        cls,
+        config: BrokerConfig,
+        listener: str,
+        log_dir: Any,
+        failures: AuthenticationFailures | None = None,
+    ) -> SaslConfig:
         """Read the listener's SASL settings; InvalidConfigError for a mechanism not served."""
         mechanisms = tuple(
             m.strip().upper() for m in listener_value(config, listener, "sasl.enabled.mechanisms")
@@ -92,8 +130,14 @@ class SaslConfig:
             mechanisms=mechanisms,
             reauth_ms=int(listener_value(config, listener, "connections.max.reauth.ms")),
             failed_delay_ms=int(config["connection.failed.authentication.delay.ms"]),
+            max_receive_size=int(listener_value(config, listener, "sasl.server.max.receive.size")),
+            authentication_timeout_ms=int(
+                listener_value(config, listener, "sasl.server.authentication.timeout.ms")
+            ),
             plain=PlainUsers(None if jaas is None else str(jaas), config["sasl.plain.users.file"]),
             scram=ScramStore(log_dir),
+            failures=AuthenticationFailures() if failures is None else failures,
+            listener=listener,
         )
 
 
@@ -115,6 +159,7 @@ class _Plain:
             raise AuthenticationFailed(_PLAIN_FAILED) from exc
         if not user:
             raise AuthenticationFailed("Authentication failed: username not specified")
+        self.user = user  # named in the log if the check fails
         if not self._users.check(user, password):
             raise AuthenticationFailed(_PLAIN_FAILED)
         if authzid and authzid != user:
@@ -122,7 +167,7 @@ class _Plain:
                 "Authentication failed: Client requested an authorization id that is "
                 "different from username"
             )
-        self.user, self.complete = user, True
+        self.complete = True
         return b""
 
 
@@ -143,10 +188,10 @@ class _Scram:
         try:
             return self._server.respond(token)
         except ScramError as exc:
-            logger.info("SCRAM authentication failed: %s", exc)
             raise AuthenticationFailed(
                 "Authentication failed during authentication due to invalid credentials "
-                f"with SASL mechanism {self._mechanism}"
+                f"with SASL mechanism {self._mechanism}",
+                reason=str(exc),
             ) from exc
 
 
@@ -182,23 +227,18 @@ def authenticate(session: Session, token: bytes) -> dict[str, Any]:
     try:
         answer = exchange.respond(token)
     except AuthenticationFailed as exc:
-        session.exchange = None
-        session.close_after = config.failed_delay_ms / 1000
-        logger.info(
-            "failed authentication with %s from /%s (%s)", session.mechanism, session.host, exc
-        )
+        failed(session, exc, exchange.user)
         return _failed("SASL_AUTHENTICATION_FAILED", str(exc))
     lifetime = 0
     if exchange.complete:
         principal = f"User:{exchange.user}"
         if session.authenticated and session.principal != principal:
-            session.exchange = None
-            session.close_after = config.failed_delay_ms / 1000
-            return _failed(
-                "SASL_AUTHENTICATION_FAILED",
+            refused = AuthenticationFailed(
                 "Cannot change principals during re-authentication from "
-                f"{session.principal}: {principal}",
+                f"{session.principal}: {principal}"
             )
+            failed(session, refused, exchange.user)
+            return _failed("SASL_AUTHENTICATION_FAILED", str(refused))
         session.principal = principal
         session.authenticated = True
         session.exchange = None

@@ -42,6 +42,11 @@ MECHANISM_TYPES: dict[str, int] = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
 """Kafka's bounds on SCRAM iterations (ScramMechanism's minIterations, and its maximum)."""
+MAX_MESSAGE_BYTES = 8192
+"""The longest SCRAM message read. A real one is a few hundred bytes (a name, two nonces, a
+proof); refusing longer ones unread bounds what a stranger can make the broker parse."""
+_UNKNOWN_USER_SECRET = os.urandom(32)
+"""Keys the made-up salts of unknown users: stable per user for the process's life."""
 
 
 class ScramError(Exception):
@@ -124,6 +129,20 @@ def _sasl_name(text: str) -> str:
     return decoded
 
 
+def _made_up_credential(mechanism: str, user: str) -> ScramCredential:
+    """A credential for an unknown user: the exchange fails at the proof, as for a bad password.
+
+    Its salt is the same at each attempt for the same name, as a real user's
+    is, so the answer does not tell that the user is unknown; no PBKDF2 is
+    run for it, so guessing names costs the broker no more than guessing
+    passwords.
+    """
+    digest = MECHANISMS[mechanism]
+    salt = hmac.digest(_UNKNOWN_USER_SECRET, f"{mechanism}\0{user}".encode(), "sha256")
+    size = hashlib.new(digest).digest_size
+    return ScramCredential(salt, os.urandom(size), os.urandom(size), MIN_ITERATIONS)
+
+
 class ScramServer:
     """The server side of one SCRAM exchange.
 
@@ -167,6 +186,10 @@ class ScramServer:
     def respond(self, token: bytes) -> bytes:
         """The answer to the client's next message; ScramError when authentication fails."""
         state, self._state = self._state, "FAILED"
+        if len(token) > MAX_MESSAGE_BYTES:
+            raise ScramError(
+                f"a SCRAM message of {len(token)} bytes is over the limit of {MAX_MESSAGE_BYTES}"
+            )
         try:
             text = token.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -201,8 +224,7 @@ class ScramServer:
         credential = self._lookup(user, self.mechanism)
         self._known = credential is not None
         if credential is None:
-            # A made-up credential: the exchange fails at the proof, as for a bad password.
-            credential = make_credential(self.mechanism, os.urandom(16).hex(), MIN_ITERATIONS)
+            credential = _made_up_credential(self.mechanism, user)
         self._credential = credential
         self.user = user
         self._first_bare = bare
