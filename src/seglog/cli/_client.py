@@ -93,7 +93,9 @@ _CONNECTION_ERRORS = frozenset(
 )
 # "127.0.0.1:9093/bootstrap: " before, "(after 3ms in state SSL_HANDSHAKE)" after.
 _BROKER_PREFIX = re.compile(r"^\S+/(?:bootstrap|-?\d+): ")
-_AFTER = re.compile(r"\s*\(after [^()]*\)\s*$")
+_AFTER = re.compile(
+    r"\s*\(after \d+ms in state \w+(?:, \d+ identical error\(s\) suppressed)?\)\s*$"
+)
 
 _SPARK_PREFIX = re.compile(r"(?<![\w.])kafka\.")
 
@@ -173,10 +175,17 @@ class ConnectionProblems:
 
         One failed attempt is not enough: the next address, or a connection
         whose handshake is slow under load, may still succeed; while it is in
-        progress no new problem comes.
+        progress no new problem comes. Problems seen again over ``grace``
+        seconds, or one seen three graces ago with no answer since, are enough.
         """
         with self._lock:
-            if self._best is not None and self._last - self._since >= grace:
+            if self._best is None:
+                return None
+            # librdkafka holds back an error identical to the last one for a while
+            # ("1 identical error(s) suppressed"): a problem not seen again may still
+            # be going on. Three graces without an answer are enough.
+            again = self._last - self._since >= grace
+            if again or time.monotonic() - self._since >= 3 * grace:
                 return self._best[1]
             return None
 
