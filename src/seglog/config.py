@@ -14,7 +14,9 @@ There are two tables:
   storage engine's and the coordinator's settings, the network and security
   settings. :class:`BrokerConfig` parses a ``server.properties`` mapping through
   it once; :class:`LogConfig`, ``LogDirSettings``, ``CoordinatorConfig`` and
-  ``BrokerSettings`` read their values from there.
+  ``BrokerSettings`` read their values from there. The settings that may change
+  while the broker runs carry a :class:`Dynamic` mode (KIP-226; see
+  :mod:`seglog.broker.dynamic_config`).
 
 Parsing follows Kafka's rules and messages (``ConfigDef.parseType`` and the
 validators), so that a client sees what a Kafka broker would tell it::
@@ -43,6 +45,19 @@ from seglog.errors import InvalidConfigError
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 DOUBLE_MAX = 1.7976931348623157e308
+
+
+class Dynamic(enum.Enum):
+    """Whether and where a broker setting may change at run time (KIP-226's update modes).
+
+    Kafka's ``DynamicBrokerConfig`` names two modes: a ``per-broker`` setting is
+    changed on one broker only (resource name: its id); a ``cluster-wide`` one
+    on one broker or as the cluster-wide default (resource name ``""``). A
+    setting without a mode is read at start only.
+    """
+
+    PER_BROKER = "per-broker"
+    CLUSTER_WIDE = "cluster-wide"
 
 
 class Type(enum.Enum):
@@ -144,7 +159,8 @@ class ConfigDef:
     ``broker_name`` is, for a topic-level config, the broker-level synonym
     that supplies its default (``log.segment.bytes`` for ``segment.bytes``).
     ``internal`` settings are parsed but never described (Kafka's
-    ``defineInternal``).
+    ``defineInternal``). ``dynamic`` says whether (and where) a broker
+    setting may be changed at run time (None: at start only).
     """
 
     name: str
@@ -153,6 +169,7 @@ class ConfigDef:
     validator: Validator | None = None
     broker_name: str | None = None
     internal: bool = False
+    dynamic: Dynamic | None = None
 
     @property
     def attr(self) -> str:
@@ -337,8 +354,13 @@ def _broker(
     validator: Validator | None = None,
     *,
     internal: bool = False,
+    dynamic: Dynamic | None = None,
 ) -> ConfigDef:
-    return ConfigDef(name, kind, default, validator, None, internal)
+    return ConfigDef(name, kind, default, validator, None, internal, dynamic)
+
+
+_CLUSTER = Dynamic.CLUSTER_WIDE
+_PER_BROKER = Dynamic.PER_BROKER
 
 
 # Broker-level names of seglog's own settings and of Kafka's that seglog reads. The
@@ -356,14 +378,15 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     _broker("metrics.host", Type.STRING, "127.0.0.1"),
     _broker("metrics.port", Type.INT, None, between(0, 65535)),
     _broker("nodes", Type.STRING, "1"),
-    _broker("auto.create.topics.enable", Type.BOOLEAN, True),
-    _broker("num.partitions", Type.INT, 1, at_least(1)),
+    # Static in Kafka; seglog also lets these two change at run time (for later creations).
+    _broker("auto.create.topics.enable", Type.BOOLEAN, True, dynamic=_CLUSTER),
+    _broker("num.partitions", Type.INT, 1, at_least(1), dynamic=_CLUSTER),
     # --- network limits
     _broker("socket.request.max.bytes", Type.INT, 104_857_600, at_least(1)),
     _broker("connections.max.idle.ms", Type.LONG, 600_000),
-    _broker("max.connections", Type.INT, INT_MAX, at_least(0)),
-    _broker("max.connections.per.ip", Type.INT, INT_MAX, at_least(0)),
-    _broker("max.connections.per.ip.overrides", Type.STRING, ""),
+    _broker("max.connections", Type.INT, INT_MAX, at_least(0), dynamic=_CLUSTER),
+    _broker("max.connections.per.ip", Type.INT, INT_MAX, at_least(0), dynamic=_CLUSTER),
+    _broker("max.connections.per.ip.overrides", Type.STRING, "", dynamic=_CLUSTER),
     # Kafka's default is -1 (no bound); seglog bounds what clients can make it hold.
     # -1 (any value <= 0) still lifts the bound.
     _broker("queued.max.request.bytes", Type.LONG, 536_870_912),
@@ -408,11 +431,35 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     # Kafka's default is Long.MAX_VALUE (never); seglog checks flush.ms every second.
     _broker("log.flush.scheduler.interval.ms", Type.LONG, 1_000, at_least(1)),
     _broker("log.cleaner.enable", Type.BOOLEAN, True),
-    _broker("log.cleaner.backoff.ms", Type.LONG, 15_000, at_least(0)),
-    _broker("log.cleaner.dedupe.buffer.size", Type.LONG, 134_217_728, at_least(1)),
-    _broker("log.cleaner.io.max.bytes.per.second", Type.DOUBLE, DOUBLE_MAX, at_least(0)),
-    _broker("producer.id.expiration.ms", Type.INT, 86_400_000, at_least(1)),
+    _broker("log.cleaner.backoff.ms", Type.LONG, 15_000, at_least(0), dynamic=_CLUSTER),
+    _broker(
+        "log.cleaner.dedupe.buffer.size", Type.LONG, 134_217_728, at_least(1), dynamic=_CLUSTER
+    ),
+    _broker(
+        "log.cleaner.io.max.bytes.per.second",
+        Type.DOUBLE,
+        DOUBLE_MAX,
+        at_least(0),
+        dynamic=_CLUSTER,
+    ),
+    _broker("producer.id.expiration.ms", Type.INT, 86_400_000, at_least(1), dynamic=_CLUSTER),
     _broker("producer.id.expiration.check.interval.ms", Type.INT, 600_000, at_least(1)),
+    # --- Kafka's dynamic settings seglog has no use for (it has no such thread
+    # pools, no Kerberos): accepted, kept and described as Kafka does, so that
+    # tools which change them (librdkafka's admin tests) get Kafka's answers.
+    _broker("background.threads", Type.INT, 10, at_least(1), dynamic=_CLUSTER),
+    _broker("num.io.threads", Type.INT, 8, at_least(1), dynamic=_CLUSTER),
+    _broker("num.network.threads", Type.INT, 3, at_least(1), dynamic=_CLUSTER),
+    _broker("num.replica.fetchers", Type.INT, 1, dynamic=_CLUSTER),
+    _broker("num.recovery.threads.per.data.dir", Type.INT, 2, at_least(1), dynamic=_CLUSTER),
+    _broker("log.cleaner.threads", Type.INT, 1, at_least(0), dynamic=_CLUSTER),
+    _broker("log.cleaner.io.buffer.size", Type.INT, 524_288, at_least(0), dynamic=_CLUSTER),
+    _broker("log.cleaner.io.buffer.load.factor", Type.DOUBLE, 0.9, dynamic=_CLUSTER),
+    _broker("max.connection.creation.rate", Type.INT, INT_MAX, at_least(0), dynamic=_CLUSTER),
+    _broker("sasl.kerberos.service.name", Type.STRING, None, dynamic=_PER_BROKER),
+    _broker("sasl.kerberos.min.time.before.relogin", Type.LONG, 60_000, dynamic=_PER_BROKER),
+    _broker("sasl.kerberos.ticket.renew.jitter", Type.DOUBLE, 0.05, dynamic=_PER_BROKER),
+    _broker("sasl.kerberos.ticket.renew.window.factor", Type.DOUBLE, 0.8, dynamic=_PER_BROKER),
     # --- the group coordinator (CoordinatorConfig)
     _broker("group.initial.rebalance.delay.ms", Type.INT, 3_000, at_least(0)),
     _broker("group.min.session.timeout.ms", Type.INT, 6_000, at_least(0)),
@@ -453,7 +500,13 @@ def _broker_synonym(topic: ConfigDef) -> ConfigDef:
     if topic.name == "retention.ms":
         # log.retention.ms has no floor: any negative value means "unlimited".
         validator = None
-    return ConfigDef(topic.broker_name, topic.type, default, validator, None, topic.internal)
+    # Kafka lets every topic config's first broker synonym change at run time,
+    # cluster-wide (DynamicLogConfig); its coarse synonyms (log.retention.hours)
+    # stay static.
+    dynamic = None if topic.internal else Dynamic.CLUSTER_WIDE
+    return ConfigDef(
+        topic.broker_name, topic.type, default, validator, None, topic.internal, dynamic
+    )
 
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {

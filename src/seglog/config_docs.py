@@ -22,6 +22,7 @@ from seglog.config import (
     CONFIGS_BY_BROKER_NAME,
     TOPIC_CONFIGS,
     ConfigDef,
+    Dynamic,
     Range,
     ValidList,
     ValidString,
@@ -78,6 +79,21 @@ DESCRIPTIONS: dict[str, str] = {
     "nodes": "broker processes over the one log directory (`auto`: one per core)",
     "auto.create.topics.enable": "create a topic when a client asks for one that does not exist",
     "num.partitions": "partitions of an automatically created topic",
+    "background.threads": "accepted for compatibility (seglog has no such thread pool)",
+    "num.io.threads": "accepted for compatibility (seglog has no such thread pool)",
+    "num.network.threads": "accepted for compatibility (seglog has no such thread pool)",
+    "num.replica.fetchers": "accepted for compatibility (seglog does not replicate)",
+    "num.recovery.threads.per.data.dir": "accepted for compatibility",
+    "log.cleaner.threads": "accepted for compatibility (one cleaner thread)",
+    "log.cleaner.io.buffer.size": "accepted for compatibility",
+    "log.cleaner.io.buffer.load.factor": "accepted for compatibility",
+    "max.connection.creation.rate": "accepted for compatibility",
+    "sasl.kerberos.service.name": "accepted for compatibility (GSSAPI is not served)",
+    "sasl.kerberos.min.time.before.relogin": "accepted for compatibility (GSSAPI is not served)",
+    "sasl.kerberos.ticket.renew.jitter": "accepted for compatibility (GSSAPI is not served)",
+    "sasl.kerberos.ticket.renew.window.factor": (
+        "accepted for compatibility (GSSAPI is not served)"
+    ),
     # network limits
     "socket.request.max.bytes": "largest request frame; a larger one closes the connection",
     "connections.max.idle.ms": "close idle, stalled or non-reading connections after this",
@@ -234,7 +250,9 @@ def render() -> str:
     lines.append("## Topic configs\n")
     lines.append(
         "Set per topic; the broker-level synonym sets the default for every topic that does"
-        "\nnot override it. Internal settings are for tests and are never described.\n"
+        "\nnot override it, and can also be changed while the broker runs (see [Changing"
+        "\nconfigs at run time](configs.md)). Internal settings are for tests and are never"
+        "\ndescribed.\n"
     )
     lines.append("| topic config | broker synonym | type | default | valid values | what it does |")
     lines.append("|---|---|---|---|---|---|")
@@ -255,7 +273,9 @@ def render() -> str:
     lines.append("")
     lines.append("## Broker settings\n")
     lines.append(
-        "Read once at start (the topic configs' broker synonyms are in the table above).\n"
+        "Read at start; those marked *dynamic* can also be changed while the broker runs,"
+        "\ncluster-wide or per broker (see [Changing configs at run time](configs.md)). The"
+        "\ntopic configs' broker synonyms are in the table above.\n"
     )
     lines.append("| setting | type | default | valid values | what it does |")
     lines.append("|---|---|---|---|---|")
@@ -263,6 +283,10 @@ def render() -> str:
         if name in CONFIGS_BY_BROKER_NAME:
             continue
         shown = f"`{name}`" + (" (internal)" if definition.internal else "")
+        if definition.dynamic is Dynamic.CLUSTER_WIDE:
+            shown += " (*dynamic*)"
+        elif definition.dynamic is Dynamic.PER_BROKER:
+            shown += " (*dynamic*, per broker)"
         lines.append(
             _row(
                 [

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -110,6 +110,17 @@ def test_delete_records_moves_earliest(broker: BrokerProcess, topic: str) -> Non
         assert (low, high) == (4, 10)
     finally:
         consumer.close()
+
+
+def test_delete_records_below_zero_is_out_of_range(broker: BrokerProcess, topic: str) -> None:
+    """Only -1 means the high watermark; librdkafka's "no offset" (-1001) is refused as Kafka
+    refuses it (librdkafka's test 0081-admin checks this)."""
+    _produce_timed(broker, topic, 3)
+    client = admin(broker)
+    futures = client.delete_records([TopicPartition(topic, 0, -1001)])
+    with pytest.raises(KafkaException) as refused:
+        next(iter(futures.values())).result(10)
+    assert refused.value.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE
 
 
 def test_retention_config_change_takes_effect(make_broker, topic: str) -> None:  # type: ignore[no-untyped-def]

@@ -90,7 +90,8 @@ def test_defaults_follow_kafka_and_are_fresh() -> None:
     struct_field = F("s", "struct", fields=(F("p", "int32", default=-1), F("q", "[]int8")))
     assert struct_field.default_value(0) == {"p": -1, "q": []}
     assert struct_field.default_value(0) is not struct_field.default_value(0)
-    assert F("r", "records").default_value(0) is None
+    # Records default to empty, not null: an entry that leaves them out stays readable.
+    assert F("r", "records").default_value(0) == b""
     assert F("b", "bytes").default_value(0) == b""
 
 
@@ -135,8 +136,9 @@ def test_golden_v0_and_flexible_v2() -> None:
 def test_tagged_fields_written_in_tag_order_only_when_not_default() -> None:
     value = {"tag_b": "z", "tag_a": uuid.UUID(int=1), "items": [{"hint": 4}]}
     data = encode(SAMPLE, 2, value)
-    # item: id, flag, null records, then one tagged field: tag 0, size 4, int32 4.
-    item = struct.pack(">i?", 0, False) + b"\x00" + b"\x01\x00\x04" + struct.pack(">i", 4)
+    # item: id, flag, empty records (left out: empty, never null), then one tagged field:
+    # tag 0, size 4, int32 4.
+    item = struct.pack(">i?", 0, False) + b"\x01" + b"\x01\x00\x04" + struct.pack(">i", 4)
     top_tags = b"\x02" + b"\x01\x10" + uuid.UUID(int=1).bytes + b"\x05\x02\x02z"
     assert data == struct.pack(">ih", 0, -1) + b"\x01" + b"\x02" + item + b"\x01" + top_tags
     decoded = decode(SAMPLE, 2, data)

@@ -18,7 +18,7 @@ from seglog.records import log_entries
 from seglog.records import record as record_codec
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.records.compression import Codec
-from seglog.storage import checkpoints, filenames
+from seglog.storage import checkpoints, filenames, reader
 from seglog.storage.log import Log
 from seglog.storage.reader import (
     OffsetIndexView,
@@ -239,3 +239,30 @@ def test_a_lookup_by_time_opens_only_the_segment_holding_the_answer(
     assert part.offset_for_time(target) == found.offset
     holder = max(b for b in part.bases if b <= found.offset)
     assert opened == [holder]
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        [(0, b"\1" * 100)],  # entries at the start of a preallocated, sparse index
+        [(0, b"\2" * 5000), (3 << 20, b"\3" * 10)],  # data after a hole
+        [(0, b"")],  # nothing written
+        [(0, b"\4" * 8192 + b"\0" * 8192 + b"\5")],  # written zeros are not a hole
+    ],
+)
+def test_a_sparse_file_is_read_without_its_trailing_hole(
+    tmp_path: Path, layout: list[tuple[int, bytes]]
+) -> None:
+    path = tmp_path / "00000000000000000000.index"
+    size = 10 << 20
+    with open(path, "wb") as f:
+        f.truncate(size)
+        for offset, data in layout:
+            f.seek(offset)
+            f.write(data)
+    whole = path.read_bytes()
+    read = reader._read_whole(path)
+    assert whole.startswith(read)
+    assert not whole[len(read) :].strip(b"\0")  # only zeros were left unread
+    assert read.rstrip(b"\0") == whole.rstrip(b"\0")
+    assert len(read) < size or layout[-1][0] + len(layout[-1][1]) == size

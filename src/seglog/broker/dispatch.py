@@ -163,7 +163,13 @@ async def handle_frame(
     else:
         # Authorization in one place: the plan of the API may refuse the request
         # whole, or remove what the principal may not touch and fix the answer.
-        who = access.Access(authorizer, session.principal, session.host, state.log_dir.has_topic)
+        who = access.Access(
+            authorizer,
+            session.principal,
+            session.host,
+            state.log_dir.has_topic,
+            lambda: list(state.log_dir.topics()),
+        )
         decision = access.check(who, header.api_key, header.api_version, request.body)
         if decision.close is not None:
             raise CloseConnection(decision.close)

@@ -21,6 +21,7 @@ from typing import Any
 
 from seglog import __version__
 from seglog.broker.connection import serve_connection
+from seglog.broker.dynamic_config import DynamicConfigs, effective_settings
 from seglog.broker.handlers.groups import load_groups
 from seglog.broker.handlers.transactions import stop_transaction_timers
 from seglog.broker.limits import Connections
@@ -35,6 +36,7 @@ from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
 from seglog.config import BrokerConfig
 from seglog.config_names import check_names, differing_from_defaults
+from seglog.errors import InvalidConfigError
 from seglog.storage import descriptors
 from seglog.storage.log_dir import LogDir
 
@@ -165,6 +167,9 @@ class Broker:
             descriptors.reserve(),
         )
         asyncio.get_running_loop().set_exception_handler(_AcceptErrors().handle)
+        # The configs changed at run time before this start apply from the first moment.
+        dynamic = DynamicConfigs.load(settings.log_dir, settings.node_id, settings.properties)
+        settings = self._with_dynamic(dynamic)
         if self.cluster is None:
             self.log_dir = LogDir.open(
                 settings.log_dir,
@@ -181,8 +186,9 @@ class Broker:
             self.log_dir = node_log_dir
             node_log_dir.start_channel()
         self.log_dir.start_background()
-        self.state = BrokerState(settings, self.log_dir, self.cluster)
+        self.state = BrokerState(settings, self.log_dir, self.cluster, dynamic)
         self.state.authentication_failures = failures
+        dynamic.on_change(self._apply_dynamic)
         if isinstance(self.log_dir, NodeLogDir):
             node_transactions.install(self.state, self.log_dir, asyncio.get_running_loop())
             state = self.state
@@ -192,6 +198,7 @@ class Broker:
                 if authorizer is not None:
                     authorizer.reload()
                 state.quotas.reload()
+                state.dynamic.reload()
                 return {"ok": True}
 
             self.log_dir.handlers["reload"] = reload
@@ -235,6 +242,32 @@ class Broker:
                 self._metrics.close()
                 self._metrics = None
             raise
+
+    def _with_dynamic(self, dynamic: DynamicConfigs) -> BrokerSettings:
+        """The settings with ``dynamic``'s in effect (the static ones if they do not fit)."""
+        try:
+            settings = effective_settings(self.settings, dynamic.effective())
+        except InvalidConfigError as exc:
+            # Kafka starts with what it can apply and says why; so does seglog.
+            logger.error("the dynamic broker configs could not be applied: %s", exc)
+            return self.settings
+        self.settings = settings
+        self.connections.max_connections = settings.max_connections
+        self.connections.max_connections_per_ip = settings.max_connections_per_ip
+        self.connections.per_ip_overrides = dict(settings.max_connections_per_ip_overrides)
+        return settings
+
+    def _apply_dynamic(self) -> None:
+        """Apply the dynamic configs as they now are (called after every change)."""
+        assert self.state is not None and self.log_dir is not None
+        settings = self._with_dynamic(self.state.dynamic)
+        self.state.settings = settings
+        self.log_dir.reconfigure(settings.log_defaults, settings.log_dir_settings)
+        logger.info(
+            "dynamic broker configs in effect: default %s, this broker %s",
+            self.state.dynamic.default,
+            self.state.dynamic.mine,
+        )
 
     @property
     def port(self) -> int:

@@ -78,8 +78,11 @@ def _security_protocol_map(text: str) -> dict[str, str]:
     return result
 
 
-def _per_ip_overrides(text: str) -> dict[str, int]:
-    """``max.connections.per.ip.overrides``: ``host:count`` pairs, comma-separated."""
+def per_ip_overrides(text: str) -> dict[str, int]:
+    """``max.connections.per.ip.overrides``: ``host:count`` pairs, comma-separated.
+
+    Raises InvalidConfigError naming the pair that is not ``host:count``.
+    """
     overrides: dict[str, int] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         host, sep, count = item.rpartition(":")
@@ -290,7 +293,7 @@ class BrokerSettings:
             connections_max_idle_ms=idle_ms if idle_ms >= 0 else None,
             max_connections=config["max.connections"],
             max_connections_per_ip=config["max.connections.per.ip"],
-            max_connections_per_ip_overrides=_per_ip_overrides(
+            max_connections_per_ip_overrides=per_ip_overrides(
                 config["max.connections.per.ip.overrides"] or ""
             ),
             auto_create_topics_enable=config["auto.create.topics.enable"],

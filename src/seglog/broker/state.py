@@ -17,6 +17,7 @@ import time
 import uuid
 from collections import defaultdict
 
+from seglog.broker.dynamic_config import DynamicConfigs
 from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.quotas import ClientQuotas
 from seglog.broker.security.failures import AuthenticationFailures
@@ -153,12 +154,23 @@ class BrokerState:
     """What every handler may use."""
 
     def __init__(
-        self, settings: BrokerSettings, log_dir: LogDir, cluster: Cluster | None = None
+        self,
+        settings: BrokerSettings,
+        log_dir: LogDir,
+        cluster: Cluster | None = None,
+        dynamic: DynamicConfigs | None = None,
     ) -> None:
+        #: The settings in effect; replaced whole when a dynamic config changes.
         self.settings = settings
         self.log_dir = log_dir
         #: The other nodes sharing the log directory (None: this broker is alone).
         self.cluster = cluster
+        #: The broker configs changed at run time (KIP-226); in memory only if not given.
+        self.dynamic = (
+            dynamic
+            if dynamic is not None
+            else DynamicConfigs(None, settings.node_id, settings.properties)
+        )
         self.metrics = Metrics()
         # Storage errors answered to clients, logged with their cause (rate-limited).
         self.storage_errors = StorageErrorLog()

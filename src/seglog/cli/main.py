@@ -95,6 +95,7 @@ def cli(ctx: click.Context, log_level: str | None) -> None:
 
 def _register() -> None:
     from seglog.cli.acls import acls
+    from seglog.cli.configs import configs
     from seglog.cli.consume import consume
     from seglog.cli.demo import demo
     from seglog.cli.dump import dump_log
@@ -121,6 +122,7 @@ def _register() -> None:
     cli.add_command(transactions)
     cli.add_command(users)
     cli.add_command(acls)
+    cli.add_command(configs)
 
 
 _register()

@@ -136,6 +136,8 @@ class ConsumerMember:
     """A regular expression of topic names subscribed to (v1), or None."""
     topics: tuple[str, ...] = ()
     """What the subscription resolves to now: the names, and the topics matching the regex."""
+    topic_visible: Callable[[str], bool] | None = field(default=None, compare=False, repr=False)
+    """From the member's last heartbeat: the topics its regex may match (None: all)."""
     rebalance_timeout_ms: int = 300_000
     server_assignor: str | None = None
     member_epoch: int = 0
@@ -342,6 +344,9 @@ class HeartbeatRequest:
     owned: list[TopicPartition] | None = None
     client_id: str = ""
     client_host: str = ""
+    topic_visible: Callable[[str], bool] | None = None
+    """Which topics the member's principal may DESCRIBE (None: all); a regular
+    expression matches only those, as Kafka's coordinator matches them."""
 
 
 @dataclass
@@ -532,6 +537,8 @@ class ConsumerGroupProtocol(CoordinatorBase):
             member.subscribed = tuple(sorted(set(request.subscribed_topic_names)))
         if request.subscribed_topic_regex is not None:
             member.subscribed_regex = request.subscribed_topic_regex or None
+        if request.topic_visible is not None:
+            member.topic_visible = request.topic_visible
 
     def _leave(self, request: HeartbeatRequest) -> HeartbeatResult:
         group = self.consumer_groups.get(request.group_id)
@@ -585,7 +592,10 @@ class ConsumerGroupProtocol(CoordinatorBase):
                 if names is None:
                     names = [t for t in self._topic_names() if not t.startswith("__")]
                 pattern = re.compile(member.subscribed_regex)
-                topics.update(t for t in names if pattern.fullmatch(t))
+                visible = member.topic_visible
+                topics.update(
+                    t for t in names if pattern.fullmatch(t) and (visible is None or visible(t))
+                )
             resolved = tuple(sorted(topics))
             if resolved != member.topics:
                 member.topics = resolved

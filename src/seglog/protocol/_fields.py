@@ -4,7 +4,7 @@ A :class:`Field` is one field of a message or struct; :func:`F` builds one
 from the compact notation of the tables in ``messages/`` (version ranges as
 strings, as in Kafka's specifications). Defaults follow Kafka's rules: a
 declared default, else 0 / false / "" / empty bytes / the zero uuid / an empty
-array / a struct of its fields' defaults, and null for records. See
+array / a struct of its fields' defaults, and empty records. See
 :mod:`seglog.protocol.schema` for the theory of operation.
 """
 
@@ -89,6 +89,9 @@ class Field:
     the field; ``nullable`` those where it may be null; ``tag``/``tagged`` its
     tag and the versions where it lives in the tagged-field section;
     ``default`` its declared default (:data:`MISSING`: the type's);
+    ``failed`` the value the field takes in an entry that failed, where Kafka's
+    differs from the default (its ``INVALID_*`` constants: a high watermark or
+    a base offset of -1; :data:`MISSING`: the default);
     ``ignorable`` whether a value may be dropped silently for a version that
     lacks the field; ``never_flexible`` keeps non-compact encodings in flexible
     versions (``RequestHeader.client_id``); ``fields`` the members of a struct.
@@ -104,6 +107,7 @@ class Field:
     ignorable: bool = False
     never_flexible: bool = False
     fields: tuple[Field, ...] = ()
+    failed: Any = MISSING
 
     def __post_init__(self) -> None:
         kind = self.item_type
@@ -157,7 +161,16 @@ class Field:
             return b""
         if kind == "uuid":
             return p.ZERO_UUID
-        return None  # records
+        # Records: empty, never null. Kafka's generated default is null, but every
+        # Kafka answer sets empty records, and clients reject null ones (librdkafka:
+        # "invalid MessageSetSize -1"): an entry that leaves them out stays readable.
+        return b""
+
+    def failed_value(self, version: int) -> Any:
+        """The field's value in an entry that failed (its default unless declared)."""
+        if self.failed is not MISSING:
+            return self.failed
+        return self.default_value(version)
 
 
 def F(
@@ -172,6 +185,7 @@ def F(
     ignorable: bool = False,
     never_flexible: bool = False,
     fields: tuple[Field, ...] = (),
+    failed: Any = MISSING,
 ) -> Field:
     """A :class:`Field` from the compact notation of the tables.
 
@@ -189,6 +203,7 @@ def F(
         ignorable=ignorable,
         never_flexible=never_flexible,
         fields=fields,
+        failed=failed,
     )
 
 

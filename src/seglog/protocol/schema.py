@@ -36,7 +36,9 @@ structs dicts. A decoded dict holds *every* field of its struct: those the
 version lacks, and tagged fields that were not sent, hold their defaults
 (fresh lists and dicts, never shared). On encode, missing keys take their
 defaults, fields the version lacks are skipped, unknown keys are ignored (use
-:func:`validate` to be told about them).
+:func:`validate` to be told about them). Left out, records are empty, never
+null (clients reject a null Fetch partition); entries that failed are built
+whole by :mod:`seglog.protocol.entries`.
 
 Records (zero copy)
 -------------------

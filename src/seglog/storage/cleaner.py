@@ -95,7 +95,7 @@ from seglog.storage.log import Log
 from seglog.storage.segment import LogSegment
 
 if TYPE_CHECKING:
-    from seglog.storage.log_dir import LogDir
+    from seglog.storage.log_dir import LogDir, LogDirSettings
 
 logger = logging.getLogger(__name__)
 
@@ -683,6 +683,13 @@ class LogCleaner:
         self._lock = threading.Lock()
         self._checkpoint_unreadable = False  # warned about already
         self.history: list[CleanerStats] = []
+
+    def reconfigure(self, settings: LogDirSettings) -> None:
+        """Take changed cleaner settings (``LogDirSettings``); the next cleaning uses them.
+
+        The back-off is read from the log directory's settings at each pause.
+        """
+        self._cleaner.dedupe_buffer_size = settings.log_cleaner_dedupe_buffer_size
 
     @property
     def checkpoint_path(self) -> Any:

@@ -760,6 +760,35 @@ class LogDir:
                     log.update_config(config)
             return config
 
+    def reconfigure(self, defaults: LogConfig, settings: LogDirSettings) -> None:
+        """Take new broker-level topic defaults and engine settings, at once.
+
+        Every live partition of a topic gets its overrides over the new
+        defaults, so that a topic without an override of a setting follows
+        the new default from its next append, roll or retention pass (Kafka's
+        DynamicLogConfig). The cleaner takes its new settings at its next pass.
+        """
+        with self._admin_lock:
+            self._check_open()
+            old = self.defaults
+            self.defaults = defaults
+            self.settings = settings
+            if self.cleaner is not None:
+                self.cleaner.reconfigure(settings)
+            if old == defaults:
+                return
+            with self._lock:
+                logs = list(self._logs.items())
+                topics = dict(self._topics)
+            configs: dict[str, LogConfig] = {}
+            for (topic, _), log in logs:
+                info = topics.get(topic)
+                if info is None:
+                    continue
+                if topic not in configs:
+                    configs[topic] = LogConfig.from_properties(info.overrides, defaults)
+                log.update_config(configs[topic])
+
     def delete_topic(self, name: str) -> None:
         """Remove a topic: its directories are renamed ``*-delete`` and removed.
 

@@ -51,6 +51,7 @@ So a change of the format (a new kind of batch, a new file) is made here.
 from __future__ import annotations
 
 import bisect
+import errno
 import json
 import mmap
 import os
@@ -173,11 +174,49 @@ def topic_definitions(root: Path) -> dict[str, TopicDefinition]:
 
 
 def _read_whole(path: Path) -> bytes:
+    """The file's bytes up to the end of its last written extent.
+
+    An active segment's index is preallocated at full length (10 MiB by
+    default) and sparse: reading its holes would copy megabytes of zeros that
+    :func:`_used_entries` then strips. Only what lies before the end of the last
+    data extent is read (holes before it read as zeros, as they are).
+    """
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return b""
+    try:
+        end = _data_end(fd, os.fstat(fd).st_size)
+        chunks = []
+        done = 0
+        while done < end:
+            chunk = os.pread(fd, end - done, done)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            done += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _data_end(fd: int, size: int) -> int:
+    """Where the file's last data extent ends (``size`` where holes cannot be asked about)."""
+    seek_data = getattr(os, "SEEK_DATA", None)
+    seek_hole = getattr(os, "SEEK_HOLE", None)
+    if seek_data is None or seek_hole is None:
+        return size
+    end = position = 0
+    while position < size:
+        try:
+            start = os.lseek(fd, position, seek_data)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # no data after position
+                break
+            return size  # the file system cannot tell
+        position = os.lseek(fd, start, seek_hole)
+        end = position
+    return min(end, size)
 
 
 def _used_entries(data: bytes, entry_size: int) -> bytes:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from seglog.broker.blocking import run_blocking
+from seglog.broker.handlers.broker_configs import alter_broker, incremental_alter_broker
 from seglog.broker.handlers.cluster import registered_nodes, replica_list_error
 from seglog.broker.handlers.configs import BROKER_RESOURCE, TOPIC_RESOURCE, topic_entries
 from seglog.broker.nodes.channel import ControllerTimeoutError, ControllerUnavailableError
@@ -35,12 +36,15 @@ from seglog.config import (
 )
 from seglog.errors import (
     InvalidConfigError,
+    OffsetOutOfRangeError,
     SeglogError,
     StorageError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from seglog.protocol import error_codes
+from seglog.protocol.api_keys import ApiKey
+from seglog.protocol.entries import failed
 from seglog.protocol.headers import RequestHeader
 from seglog.storage import filenames, retention
 from seglog.storage.log import Log
@@ -369,6 +373,12 @@ def _delete_records(log: Log, offset: int) -> int:
             "configured policy"
         )
     target = log.high_watermark if offset == -1 else offset
+    if target < 0:
+        # Only -1 stands for the high watermark; any other negative offset (librdkafka
+        # sends -1001 for "not given") is out of range, as Kafka answers it.
+        raise OffsetOutOfRangeError(
+            f"The offset {target} for partition {log.directory.name} is not valid"
+        )
     low_watermark = log.increment_log_start_offset(target)
     retention.delete_log_start_offset_breached(log)
     return low_watermark
@@ -393,7 +403,11 @@ async def delete_records(
                     state.log_dir.env, _delete_records, log, request["offset"]
                 )
             except SeglogError as exc:
-                entry["error_code"], _ = _error(exc)
+                code, _ = _error(exc)
+                index = request["partition_index"]
+                entry = failed(
+                    ApiKey.DELETE_RECORDS, "topics.partitions", code, partition_index=index
+                )
             partitions.append(entry)
         topics.append({"name": topic["name"], "partitions": partitions})
     # The new log start offsets are on disk (fsynced) before the answer, so a reader of the
@@ -465,32 +479,14 @@ async def _alter_topic(
         )
 
 
-def _alter_broker(state: BrokerState, name: str, keys: list[str]) -> None:
-    """Broker configs are static here: nothing to change is accepted, anything else refused.
-
-    Kafka updates its dynamic broker configs; seglog reads the broker's
-    settings once, at start, so a change is refused rather than ignored.
-    """
-    if name not in ("", str(state.settings.node_id)):
-        raise InvalidRequestError(
-            f"Unexpected broker id, expected {state.settings.node_id} or empty string, "
-            f"but received {name}"
-        )
-    if keys:
-        raise InvalidRequestError(
-            "Cannot update these configs dynamically: "
-            + ", ".join(sorted(keys))
-            + " (seglog reads its broker configs at start only)"
-        )
-
-
 async def alter_configs(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
     """AlterConfigs (the non-incremental form): the given configs replace all others.
 
     A topic's overrides become exactly those given (a null value, or a key not
-    given, falls back to the default), as Kafka's legacyAlterConfigs does.
+    given, falls back to the default), as Kafka's legacyAlterConfigs does; so do
+    a broker's dynamic configs (:mod:`seglog.broker.handlers.broker_configs`).
     """
     responses = []
     controller = _Controller(state, CONFIG_CHANGE_WAIT)
@@ -513,7 +509,9 @@ async def alter_configs(
                     state, name, to_set, to_delete, bool(body.get("validate_only")), controller
                 )
             elif kind == BROKER_RESOURCE:
-                _alter_broker(state, name, list(given))
+                await alter_broker(
+                    state, name, resource["configs"], bool(body.get("validate_only"))
+                )
             else:
                 raise InvalidRequestError(f"Unexpected resource type {kind}")
         except SeglogError as exc:
@@ -525,7 +523,7 @@ async def alter_configs(
 async def incremental_alter_configs(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """IncrementalAlterConfigs for topics: SET, DELETE, APPEND and SUBTRACT."""
+    """IncrementalAlterConfigs for topics and brokers: SET, DELETE, APPEND and SUBTRACT."""
     responses = []
     controller = _Controller(state, CONFIG_CHANGE_WAIT)
     for resource in body["resources"]:
@@ -543,7 +541,9 @@ async def incremental_alter_configs(
                     state, name, to_set, to_delete, bool(body.get("validate_only")), controller
                 )
             elif kind == BROKER_RESOURCE:
-                _alter_broker(state, name, [c["name"] for c in resource["configs"]])
+                await incremental_alter_broker(
+                    state, name, resource["configs"], bool(body.get("validate_only"))
+                )
             else:
                 raise InvalidRequestError(f"Unexpected resource type {kind}")
         except SeglogError as exc:

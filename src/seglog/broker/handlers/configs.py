@@ -14,8 +14,13 @@ synonyms follow Kafka's ConfigHelper:
   its own in Kafka: it comes from ``log.retention.hours``).
 - the value's source is the first synonym's, ``DEFAULT_CONFIG`` without one.
 
-seglog has no dynamic broker configs: the dynamic sources never appear, and
-every broker config is read-only.
+Broker-level names set at run time (:mod:`seglog.broker.dynamic_config`)
+come first, in Kafka's order of precedence: this broker's
+(``DYNAMIC_BROKER_CONFIG``), the cluster-wide default's
+(``DYNAMIC_DEFAULT_BROKER_CONFIG``), then ``STATIC_BROKER_CONFIG`` and
+``DEFAULT_CONFIG``. A broker config is read-only unless the table marks it
+dynamic. The cluster-wide default resource (name ``""``) lists only the
+configs set at that level, each with its dynamic-default synonyms only.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ BROKER_RESOURCE = 4
 
 # Kafka's DescribeConfigsResponse.ConfigSource ids.
 TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
@@ -146,14 +153,20 @@ def broker_synonym_names(name: str) -> tuple[str, ...]:
     return (name,)
 
 
-def _synonyms(name: str, given: Mapping[str, str], sensitive: bool) -> list[dict[str, Any]]:
-    """Kafka's ConfigHelper.configSynonyms for broker name ``name`` (no dynamic configs here)."""
+def _synonyms(name: str, state: BrokerState, sensitive: bool) -> list[dict[str, Any]]:
+    """Kafka's ConfigHelper.configSynonyms for broker name ``name``, in order of precedence."""
     names = broker_synonym_names(name)
+    dynamic = state.dynamic
     found: list[dict[str, Any]] = []
-    for synonym in names:
-        if synonym in given:
-            value = None if sensitive else given[synonym]
-            found.append({"name": synonym, "value": value, "source": STATIC_BROKER_CONFIG})
+    for given, source in (
+        (dynamic.mine, DYNAMIC_BROKER_CONFIG),
+        (dynamic.default, DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (dynamic.static, STATIC_BROKER_CONFIG),
+    ):
+        for synonym in names:
+            if synonym in given:
+                value = None if sensitive else given[synonym]
+                found.append({"name": synonym, "value": value, "source": source})
     for synonym in names:
         definition = broker_config(synonym)
         if definition is None or definition.default is None or synonym in _NO_OWN_DEFAULT:
@@ -205,7 +218,6 @@ def topic_entries(
     include_documentation: bool = False,
 ) -> list[dict[str, Any]]:
     """The entries of a topic whose resolved config is ``values`` and overrides ``overrides``."""
-    given = state.settings.properties
     out = []
     for name, value in sorted(values.items()):
         definition = CONFIGS_BY_NAME[name]
@@ -213,7 +225,7 @@ def topic_entries(
         if name in overrides:
             synonyms.append({"name": name, "value": value, "source": TOPIC_CONFIG})
         if definition.broker_name is not None:
-            synonyms += _synonyms(definition.broker_name, given, definition.sensitive)
+            synonyms += _synonyms(definition.broker_name, state, definition.sensitive)
         out.append(
             _entry(
                 name,
@@ -248,31 +260,60 @@ def _describe_topic(
 def _describe_broker(
     state: BrokerState, include_synonyms: bool, include_documentation: bool
 ) -> list[dict[str, Any]]:
-    """Every broker setting: the table's, then any other given; secrets as null."""
-    given = state.settings.properties
-    config = BrokerConfig(given)
+    """Every broker setting as in effect: the table's, then any other given; secrets as null."""
+    given = state.dynamic.static
+    config = BrokerConfig(state.dynamic.effective())
     log_defaults = {
         CONFIGS_BY_NAME[k].broker_name: v for k, v in state.log_dir.defaults.to_properties().items()
     }
     values: dict[str, str | None] = {}
-    for name, definition in BROKER_CONFIGS.items():
-        if definition.internal:
+    for name, known in BROKER_CONFIGS.items():
+        if known.internal:
             continue
         # A log default is shown as resolved (log.retention.hours gives log.retention.ms).
-        values[name] = log_defaults.get(name, definition.to_string(config[name]))
+        values[name] = log_defaults.get(name, known.to_string(config[name]))
     for name in given:
         values.setdefault(name, given[name])
     out: list[dict[str, Any]] = []
     for name, value in sorted(values.items()):
         # Kafka answers a secret (and a setting it cannot type) with a null value.
         sensitive = is_sensitive(name)
+        definition = broker_config(name)
         out.append(
             _entry(
                 name,
                 value,
-                _synonyms(name, given, sensitive),
-                broker_config(name),
-                read_only=True,
+                _synonyms(name, state, sensitive),
+                definition,
+                read_only=definition is None or definition.dynamic is None,
+                sensitive=sensitive,
+                include_synonyms=include_synonyms,
+                include_documentation=include_documentation,
+            )
+        )
+    return out
+
+
+def _describe_default(
+    state: BrokerState, include_synonyms: bool, include_documentation: bool
+) -> list[dict[str, Any]]:
+    """The cluster-wide default resource: only what is set at that level (Kafka's answer)."""
+    out: list[dict[str, Any]] = []
+    for name, value in sorted(state.dynamic.default.items()):
+        sensitive = is_sensitive(name)
+        definition = broker_config(name)
+        synonyms = [
+            s
+            for s in _synonyms(name, state, sensitive)
+            if s["source"] == DYNAMIC_DEFAULT_BROKER_CONFIG
+        ]
+        out.append(
+            _entry(
+                name,
+                value,
+                synonyms,
+                definition,
+                read_only=definition is None or definition.dynamic is None,
                 sensitive=sensitive,
                 include_synonyms=include_synonyms,
                 include_documentation=include_documentation,
@@ -307,7 +348,7 @@ async def describe_configs(
                     result["configs"] = _describe_topic(state, name, synonyms, docs)
             elif kind == BROKER_RESOURCE:
                 if name == "":
-                    pass  # the cluster-wide dynamic defaults: seglog has none
+                    result["configs"] = _describe_default(state, synonyms, docs)
                 elif name == str(state.settings.node_id):
                     result["configs"] = _describe_broker(state, synonyms, docs)
                 else:

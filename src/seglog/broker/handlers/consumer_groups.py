@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
+from seglog.broker.security.access import describable_topics
+from seglog.broker.security.session import SESSION
 from seglog.broker.state import CLIENT_HOST, BrokerState
 from seglog.coordinator.consumer_group import ASSIGNOR_NAME, HeartbeatRequest
 from seglog.protocol import error_codes
@@ -52,6 +54,7 @@ async def consumer_group_heartbeat(
         owned=owned,
         client_id=header.client_id or "",
         client_host=CLIENT_HOST.get(),
+        topic_visible=describable_topics(SESSION.get()),
     )
     result = state.coordinator.consumer_group_heartbeat(request)
     assignment = None

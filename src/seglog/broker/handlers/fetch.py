@@ -8,6 +8,8 @@ from typing import Any
 from seglog.broker.state import BrokerState
 from seglog.errors import SeglogError, StorageError
 from seglog.protocol import error_codes
+from seglog.protocol.api_keys import ApiKey
+from seglog.protocol.entries import failed
 from seglog.protocol.headers import RequestHeader
 from seglog.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from seglog.storage.region import release_regions
@@ -55,7 +57,8 @@ def _read_all(
             except SeglogError as exc:
                 if isinstance(exc, StorageError):
                     state.storage_errors.report("a read of", name, index, exc)
-                entry["error_code"] = error_codes.code_for_exception(exc)
+                code = error_codes.code_for_exception(exc)
+                entry = failed(ApiKey.FETCH, "responses.partitions", code, partition_index=index)
                 if exc.kafka_error == "OFFSET_OUT_OF_RANGE":
                     log = state.log_dir.log(name, index)
                     entry["high_watermark"] = log.high_watermark
@@ -102,11 +105,14 @@ async def fetch(state: BrokerState, header: RequestHeader, body: dict[str, Any])
     version = header.api_version
     deadline = time.monotonic() + max(body.get("max_wait_ms", 0), 0) / 1000
     min_bytes = max(body.get("min_bytes", 1), 1)
+    # Nothing to read (every partition refused by authorization, say): answered at
+    # once, as Kafka does, rather than held for max_wait_ms.
+    nothing = not any(topic["partitions"] for topic in body["topics"])
     while True:
         responses, total = _read_all(state, body, version)
         wait = deadline - time.monotonic()
         has_error = any(p["error_code"] for t in responses for p in t["partitions"])
-        if total >= min_bytes or wait <= 0 or has_error:
+        if total >= min_bytes or wait <= 0 or has_error or nothing:
             break
         # Not enough yet: the next pass reads again, so let go of these files
         # rather than keep a deleted segment open for the whole wait.
@@ -144,9 +150,9 @@ async def list_offsets(
                 "leader_epoch": 0,
             }
             if index in seen:
-                entry["error_code"] = error_codes.code_for("INVALID_REQUEST")
+                entry = _list_offsets_failed("INVALID_REQUEST", index)
             elif target == MAX_TIMESTAMP and version < 7:
-                entry["error_code"] = error_codes.code_for("UNSUPPORTED_VERSION")
+                entry = _list_offsets_failed("UNSUPPORTED_VERSION", index)
             else:
                 try:
                     log = state.log_dir.log(name, index)
@@ -162,11 +168,21 @@ async def list_offsets(
                         if target not in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
                             entry["timestamp"] = found.timestamp
                 except SeglogError as exc:
-                    entry["error_code"] = error_codes.code_for_exception(exc)
+                    entry = _list_offsets_failed(exc, index)
             seen.add(index)
             partitions.append(entry)
         topics.append({"name": name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _list_offsets_failed(error: str | SeglogError, index: int) -> dict[str, Any]:
+    """A ListOffsets partition that failed: unknown timestamp, offset and epoch (-1)."""
+    code = (
+        error_codes.code_for(error)
+        if isinstance(error, str)
+        else error_codes.code_for_exception(error)
+    )
+    return failed(ApiKey.LIST_OFFSETS, "topics.partitions", code, partition_index=index)
 
 
 async def offset_for_leader_epoch(
@@ -193,8 +209,10 @@ async def offset_for_leader_epoch(
                 else:
                     entry["end_offset"] = log.log_end_offset
             except SeglogError as exc:
-                entry["error_code"] = error_codes.code_for_exception(exc)
-                entry["leader_epoch"] = -1
+                code = error_codes.code_for_exception(exc)
+                entry = failed(
+                    ApiKey.OFFSET_FOR_LEADER_EPOCH, "topics.partitions", code, partition=index
+                )
             partitions.append(entry)
         topics.append({"topic": name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}

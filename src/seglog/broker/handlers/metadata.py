@@ -17,6 +17,14 @@ from seglog.protocol.headers import RequestHeader
 from seglog.storage import filenames
 from seglog.storage.log_dir import TopicInfo
 
+# Authorized operations (KIP-430) as Kafka answers them when no authorizer restricts the
+# client: every operation the resource type supports, as a bit field of AclOperation codes.
+TOPIC_OPERATIONS = sum(1 << code for code in (3, 4, 5, 6, 7, 8, 10, 11))
+"""READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS."""
+CLUSTER_OPERATIONS = sum(1 << code for code in (5, 7, 8, 9, 10, 11, 12))
+"""CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE."""
+_NOT_REQUESTED = -(2**31)
+
 logger = logging.getLogger(__name__)
 
 
@@ -124,7 +132,7 @@ def _topic_metadata(
         "topic_id": info.topic_id if info is not None else uuid.UUID(int=0),
         "is_internal": filenames.is_internal(name),
         "partitions": partitions,
-        "topic_authorized_operations": -2147483648,
+        "topic_authorized_operations": _NOT_REQUESTED,
     }
 
 
@@ -238,13 +246,19 @@ async def metadata(
                 topics.append(_topic_metadata(state, name))
             else:
                 topics.append(_topic_metadata(state, name, unknown))
+    if body.get("include_topic_authorized_operations"):
+        for topic in topics:
+            if topic["error_code"] == 0:
+                topic["topic_authorized_operations"] = TOPIC_OPERATIONS
     return {
         "throttle_time_ms": 0,
         "brokers": brokers(state),
         "cluster_id": state.cluster_id,
         "controller_id": controller_id(state),
         "topics": topics,
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        if body.get("include_cluster_authorized_operations")
+        else _NOT_REQUESTED,
     }
 
 
@@ -263,5 +277,7 @@ async def describe_cluster(
             {"broker_id": broker["node_id"], "host": broker["host"], "port": broker["port"]}
             for broker in brokers(state)
         ],
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": CLUSTER_OPERATIONS
+        if body.get("include_cluster_authorized_operations")
+        else _NOT_REQUESTED,
     }

@@ -21,12 +21,15 @@ from seglog.broker.handlers.metadata import auto_create
 from seglog.broker.state import BrokerState
 from seglog.errors import InvalidRecordError, SeglogError, StorageError
 from seglog.protocol import error_codes
+from seglog.protocol.api_keys import ApiKey
+from seglog.protocol.entries import failed
 from seglog.protocol.headers import RequestHeader
 from seglog.records import batch
 from seglog.storage import filenames
 from seglog.storage.log import Log
 
 _REQUIRED_ACKS = (0, 1, -1)
+_PARTITIONS = "responses.partition_responses"
 
 
 def _single_batch_error(records: Any) -> str | None:
@@ -174,22 +177,18 @@ async def produce(
         for partition_data in topic_data["partition_data"]:
             index = partition_data["index"]
             if acks not in _REQUIRED_ACKS:
-                partitions.append(
-                    {"index": index, "error_code": error_codes.code_for("INVALID_REQUIRED_ACKS")}
-                )
+                code = error_codes.code_for("INVALID_REQUIRED_ACKS")
+                partitions.append(failed(ApiKey.PRODUCE, _PARTITIONS, code, index=index))
             elif internal and not error:
                 # Kafka's ReplicaManager.appendToLocalLog with internalTopicsAllowed=false.
                 # Kafka leaves the message out of the answer; it is given here to say why.
+                code = error_codes.code_for("INVALID_TOPIC_EXCEPTION")
+                message = f"Cannot append to internal topic {name}"
                 partitions.append(
-                    {
-                        "index": index,
-                        "error_code": error_codes.code_for("INVALID_TOPIC_EXCEPTION"),
-                        "error_message": f"Cannot append to internal topic {name}",
-                        "base_offset": -1,
-                    }
+                    failed(ApiKey.PRODUCE, _PARTITIONS, code, index=index, error_message=message)
                 )
             elif error and not state.log_dir.has_topic(name):
-                partitions.append({"index": index, "error_code": error, "base_offset": -1})
+                partitions.append(failed(ApiKey.PRODUCE, _PARTITIONS, error, index=index))
             else:
                 result, log = _append(
                     state,

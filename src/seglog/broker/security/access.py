@@ -28,6 +28,10 @@ InitProducerId WRITE on the transactional id or IDEMPOTENT_WRITE on the
 cluster (or WRITE on some topic), and the ACL and SCRAM APIs ALTER or
 DESCRIBE on the cluster.
 
+Every error entry and refusal is built by :func:`seglog.protocol.entries.failed`
+from the API's response description: each field at its value in a failed
+entry (empty records, -1 offsets), so no plan can leave one out.
+
 An API with no plan is refused to everyone but super users (the connection is
 closed and a warning logged): a new API is then closed until its checks are
 written, never open by omission.
@@ -36,7 +40,7 @@ written, never open by omission.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,8 +50,9 @@ from seglog.broker.security.authorizer import (
     Operation,
     ResourceType,
 )
-from seglog.protocol import error_codes
+from seglog.protocol import entries, error_codes
 from seglog.protocol.api_keys import ApiKey
+from seglog.protocol.entries import failed
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +92,8 @@ class Access:
     principal: str
     host: str
     topic_exists: Callable[[str], bool]
+    topic_names: Callable[[], Iterable[str]] = tuple
+    """Every topic's name, for the requests that ask about all of them."""
 
     def allowed(self, operation: Operation, resource_type: int, name: str) -> bool:
         """Whether the principal may do ``operation`` on the resource."""
@@ -130,7 +137,7 @@ _FETCH = Layout(
 _EPOCHS = Layout(*("topics", "topic", "partitions", "partition") * 2)
 
 
-def _partitioned(layout: Layout, operation: Operation) -> Plan:
+def _partitioned(api_key: int, layout: Layout, operation: Operation) -> Plan:
     """A plan for APIs of topics with partitions: unauthorized topics fail per partition."""
 
     def plan(access: Access, version: int, body: dict[str, Any]) -> Decision:
@@ -144,28 +151,56 @@ def _partitioned(layout: Layout, operation: Operation) -> Plan:
         if not denied:
             return Decision()
         body[layout.topics] = kept
-        return Decision(fixes=[_partition_errors(layout, denied, TOPIC_FAILED)])
+        return Decision(fixes=[_partition_errors(api_key, layout, denied, TOPIC_FAILED)])
 
     return plan
 
 
-def _partition_errors(layout: Layout, denied: list[dict[str, Any]], code: int) -> Fix:
+def _partition_errors(api_key: int, layout: Layout, denied: list[dict[str, Any]], code: int) -> Fix:
     def fix(response: dict[str, Any]) -> None:
         response.setdefault(layout.response_topics, []).extend(
-            _failed_topic(layout, topic, code) for topic in denied
+            _failed_topic(api_key, layout, topic, code) for topic in denied
         )
 
     return fix
 
 
-def _failed_topic(layout: Layout, topic: dict[str, Any], code: int) -> dict[str, Any]:
-    return {
-        layout.response_name: topic[layout.name],
-        layout.response_partitions: [
-            {layout.response_index: p[layout.index], "error_code": code}
-            for p in topic.get(layout.partitions) or []
-        ],
-    }
+def _failed_partitions(
+    api_key: int,
+    path: str,
+    partitions: str,
+    code: int,
+    indexes: Iterable[int],
+    index: str = "partition_index",
+    **topic: Any,
+) -> dict[str, Any]:
+    """The topic entry at ``path`` (``topic``: its name) whose ``indexes`` all failed."""
+    inner = f"{path}.{partitions}"
+    failures = [failed(api_key, inner, code, **{index: i}) for i in indexes]
+    return entries.entry(api_key, path, **topic, **{partitions: failures})
+
+
+def _failed_topic(api_key: int, layout: Layout, topic: dict[str, Any], code: int) -> dict[str, Any]:
+    """A topic's entry in which each requested partition failed with ``code``."""
+    return _failed_partitions(
+        api_key,
+        layout.response_topics,
+        layout.response_partitions,
+        code,
+        (p[layout.index] for p in topic.get(layout.partitions) or []),
+        layout.response_index,
+        **{layout.response_name: topic[layout.name]},
+    )
+
+
+def _failed_topics(api_key: int, layout: Layout, body: dict[str, Any], code: int) -> dict[str, Any]:
+    """A whole response in which every requested partition failed with ``code``."""
+    topics = body.get(layout.topics) or []
+    return entries.entry(
+        api_key,
+        "",
+        **{layout.response_topics: [_failed_topic(api_key, layout, t, code) for t in topics]},
+    )
 
 
 def _named(
@@ -175,7 +210,10 @@ def _named(
     response_list: str,
     entry: Callable[[Any], dict[str, Any]],
 ) -> Plan:
-    """A plan for APIs of named items (topics, groups, resources), each allowed or not."""
+    """A plan for APIs of named items (topics, groups, resources), each allowed or not.
+
+    ``entry`` builds a denied item's answer (with :func:`failed`).
+    """
 
     def plan(access: Access, version: int, body: dict[str, Any]) -> Decision:
         items = body.get(request_list)
@@ -195,13 +233,13 @@ def _named(
     return plan
 
 
-def _group(operation: Operation, key: str = "group_id") -> Plan:
+def _group(api_key: int, operation: Operation, key: str = "group_id") -> Plan:
     """A whole request about one group: GROUP_AUTHORIZATION_FAILED without ``operation``."""
 
     def plan(access: Access, version: int, body: dict[str, Any]) -> Decision:
         if access.allowed(operation, GROUP, body[key]):
             return Decision()
-        return Decision(response={"error_code": GROUP_FAILED})
+        return Decision(response=failed(api_key, "", GROUP_FAILED))
 
     return plan
 
@@ -221,11 +259,8 @@ def _cluster(operation: Operation, response: Callable[[dict[str, Any]], dict[str
 def _produce(access: Access, version: int, body: dict[str, Any]) -> Decision:
     txn = body.get("transactional_id")
     if txn is not None and not access.allowed(Operation.WRITE, TXN, txn):
-        topics = body.get("topic_data") or []
-        return Decision(
-            response={"responses": [_failed_topic(_PRODUCE, t, TXN_FAILED) for t in topics]}
-        )
-    return _partitioned(_PRODUCE, Operation.WRITE)(access, version, body)
+        return Decision(response=_failed_topics(ApiKey.PRODUCE, _PRODUCE, body, TXN_FAILED))
+    return _partitioned(ApiKey.PRODUCE, _PRODUCE, Operation.WRITE)(access, version, body)
 
 
 def _metadata(access: Access, version: int, body: dict[str, Any]) -> Decision:
@@ -252,8 +287,11 @@ def _metadata(access: Access, version: int, body: dict[str, Any]) -> Decision:
 
     def fix(response: dict[str, Any]) -> None:
         hide(response)
+        if version == 0 and not kept:
+            # v0 reads the emptied list as "every topic": none of those was asked for.
+            response["topics"] = []
         response.setdefault("topics", []).extend(
-            {"error_code": TOPIC_FAILED, "name": name, "partitions": []} for name in denied
+            failed(ApiKey.METADATA, "topics", TOPIC_FAILED, name=name) for name in denied
         )
 
     # (v0 reads an empty list as "every topic": those are then filtered by ``hide``.)
@@ -281,11 +319,13 @@ def _create_topics(access: Access, version: int, body: dict[str, Any]) -> Decisi
         lambda t: t["name"],
         lambda a, t: a.allowed(Operation.CREATE, TOPIC, t["name"]),
         "topics",
-        lambda t: {
-            "name": t["name"],
-            "error_code": TOPIC_FAILED,
-            "error_message": "Authorization failed.",
-        },
+        lambda t: failed(
+            ApiKey.CREATE_TOPICS,
+            "topics",
+            TOPIC_FAILED,
+            name=t["name"],
+            error_message="Authorization failed.",
+        ),
     )(access, version, body)
 
 
@@ -303,7 +343,7 @@ def _delete_topics(access: Access, version: int, body: dict[str, Any]) -> Decisi
             or a.allowed(Operation.DELETE, TOPIC, name(t))
         ),
         "responses",
-        lambda t: {"name": name(t), "error_code": TOPIC_FAILED},
+        lambda t: failed(ApiKey.DELETE_TOPICS, "responses", TOPIC_FAILED, name=name(t)),
     )(access, version, body)
 
 
@@ -316,22 +356,23 @@ def _config_resource(operation: Operation) -> Callable[[Access, Any], bool]:
     return allowed
 
 
-def _config_error(resource: Any) -> dict[str, Any]:
-    return {
-        "error_code": TOPIC_FAILED if resource["resource_type"] == 2 else CLUSTER_FAILED,
-        "error_message": None,
-        "resource_type": resource["resource_type"],
-        "resource_name": resource["resource_name"],
-    }
+def _config_error(api_key: int, path: str) -> Callable[[Any], dict[str, Any]]:
+    def entry(resource: Any) -> dict[str, Any]:
+        return failed(
+            api_key,
+            path,
+            TOPIC_FAILED if resource["resource_type"] == 2 else CLUSTER_FAILED,
+            resource_type=resource["resource_type"],
+            resource_name=resource["resource_name"],
+        )
+
+    return entry
 
 
 def _offset_commit(access: Access, version: int, body: dict[str, Any]) -> Decision:
     if not access.allowed(Operation.READ, GROUP, body["group_id"]):
-        topics = body.get("topics") or []
-        return Decision(
-            response={"topics": [_failed_topic(_COMMON, t, GROUP_FAILED) for t in topics]}
-        )
-    return _partitioned(_COMMON, Operation.READ)(access, version, body)
+        return Decision(response=_failed_topics(ApiKey.OFFSET_COMMIT, _COMMON, body, GROUP_FAILED))
+    return _partitioned(ApiKey.OFFSET_COMMIT, _COMMON, Operation.READ)(access, version, body)
 
 
 def _offset_fetch(access: Access, version: int, body: dict[str, Any]) -> Decision:
@@ -343,34 +384,132 @@ def _offset_fetch(access: Access, version: int, body: dict[str, Any]) -> Decisio
         ]
         body["groups"] = [g for g in body.get("groups") or [] if g["group_id"] not in denied]
 
+        asked_all = {g["group_id"] for g in body["groups"] if g.get("topics") is None}
+
         def fix_groups(response: dict[str, Any]) -> None:
             for group in response.get("groups") or []:
-                group["topics"] = _visible(access, group.get("topics") or [])
+                group["topics"] = _visible(
+                    access,
+                    group.get("topics") or [],
+                    "groups.topics",
+                    leave_out=group.get("group_id") in asked_all,
+                )
             response.setdefault("groups", []).extend(
-                {"group_id": g, "topics": [], "error_code": GROUP_FAILED} for g in denied
+                failed(ApiKey.OFFSET_FETCH, "groups", GROUP_FAILED, group_id=g) for g in denied
             )
 
         return Decision(fixes=[fix_groups])
     if not access.allowed(Operation.DESCRIBE, GROUP, body["group_id"]):
-        return Decision(response={"topics": [], "error_code": GROUP_FAILED})
+        return Decision(response=failed(ApiKey.OFFSET_FETCH, "", GROUP_FAILED))
+
+    every = body.get("topics") is None
 
     def fix(response: dict[str, Any]) -> None:
-        response["topics"] = _visible(access, response.get("topics") or [], mark=True)
+        response["topics"] = _visible(
+            access, response.get("topics") or [], "topics", leave_out=every
+        )
 
     return Decision(fixes=[fix])
 
 
-def _visible(access: Access, topics: list[dict[str, Any]], mark: bool = True) -> list[Any]:
-    """Offsets of topics the principal may DESCRIBE; the others fail per partition."""
+def _visible(
+    access: Access, topics: list[dict[str, Any]], path: str, *, leave_out: bool = False
+) -> list[Any]:
+    """Offsets of topics the principal may DESCRIBE; the others fail per partition.
+
+    ``leave_out``: the request asked for every topic, and Kafka then leaves out
+    the topics the principal may not DESCRIBE instead of naming them.
+    """
     result = []
+    partitions = f"{path}.partitions"
     for topic in topics:
-        if access.allowed(Operation.DESCRIBE, TOPIC, topic["name"]):
-            result.append(topic)
-        elif mark:
-            for partition in topic.get("partitions") or []:
-                partition.update(committed_offset=-1, metadata="", error_code=TOPIC_FAILED)
-            result.append(topic)
+        if not access.allowed(Operation.DESCRIBE, TOPIC, topic["name"]):
+            if leave_out:
+                continue
+            topic["partitions"] = [
+                failed(
+                    ApiKey.OFFSET_FETCH,
+                    partitions,
+                    TOPIC_FAILED,
+                    partition_index=p["partition_index"],
+                )
+                for p in topic.get("partitions") or []
+            ]
+        result.append(topic)
     return result
+
+
+def _consumer_group_heartbeat(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    """READ on the group; each topic subscribed to by name needs DESCRIBE, as in Kafka.
+
+    Topics matched by a regular expression are filtered by the coordinator
+    with :func:`describable_topics`, as they appear.
+    """
+    key = ApiKey.CONSUMER_GROUP_HEARTBEAT
+    if not access.allowed(Operation.READ, GROUP, body["group_id"]):
+        return Decision(response=failed(key, "", GROUP_FAILED))
+    names = body.get("subscribed_topic_names") or []
+    denied = sorted({n for n in names if not access.allowed(Operation.DESCRIBE, TOPIC, n)})
+    if denied:
+        message = "The following topics are unauthorized: " + ", ".join(denied)
+        return Decision(response=failed(key, "", TOPIC_FAILED, error_message=message))
+    return Decision()
+
+
+_UNDESCRIBABLE_GROUP = (
+    "The described group uses topics that the client is not authorized to describe."
+)
+
+
+def _consumer_group_describe(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    """DESCRIBE on each group; a group whose members use a topic the principal may not
+    DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED, without its members, as Kafka does."""
+    decision = _named(
+        "group_ids",
+        str,
+        lambda a, g: a.allowed(Operation.DESCRIBE, GROUP, g),
+        "groups",
+        lambda g: failed(ApiKey.CONSUMER_GROUP_DESCRIBE, "groups", GROUP_FAILED, group_id=g),
+    )(access, version, body)
+
+    def hide(response: dict[str, Any]) -> None:
+        for index, group in enumerate(response.get("groups") or []):
+            topics: set[str] = set()
+            for member in group.get("members") or []:
+                topics.update(member.get("subscribed_topic_names") or [])
+                for which in ("assignment", "target_assignment"):
+                    for part in (member.get(which) or {}).get("topic_partitions") or []:
+                        topics.add(part.get("topic_name") or "")
+            topics.discard("")
+            if any(not access.allowed(Operation.DESCRIBE, TOPIC, t) for t in topics):
+                response["groups"][index] = failed(
+                    ApiKey.CONSUMER_GROUP_DESCRIBE,
+                    "groups",
+                    TOPIC_FAILED,
+                    group_id=group["group_id"],
+                    error_message=_UNDESCRIBABLE_GROUP,
+                )
+
+    decision.fixes.append(hide)
+    return decision
+
+
+def describable_topics(session: Any) -> Callable[[str], bool] | None:
+    """Whether the connection's principal may DESCRIBE a topic; None when nothing is checked.
+
+    For the coordinator, which matches regular expressions against topics as
+    they appear: a member sees only the topics its principal may DESCRIBE.
+    """
+    security = getattr(session, "security", None)
+    authorizer = getattr(security, "authorizer", None)
+    if authorizer is None:
+        return None
+    principal, host = session.principal, session.host
+
+    def allowed(topic: str) -> bool:
+        return bool(authorizer.authorize(principal, host, Operation.DESCRIBE, TOPIC, topic))
+
+    return allowed
 
 
 def _find_coordinator(access: Access, version: int, body: dict[str, Any]) -> Decision:
@@ -385,14 +524,14 @@ def _find_coordinator(access: Access, version: int, body: dict[str, Any]) -> Dec
 
         def fix(response: dict[str, Any]) -> None:
             response.setdefault("coordinators", []).extend(
-                {"key": k, "node_id": -1, "host": "", "port": -1, "error_code": code}
+                failed(ApiKey.FIND_COORDINATOR, "coordinators", code, key=k, node_id=-1, port=-1)
                 for k in denied
             )
 
         return Decision(fixes=[fix])
     if access.allowed(Operation.DESCRIBE, resource, body.get("key", "")):
         return Decision()
-    return Decision(response={"error_code": code, "node_id": -1, "host": "", "port": -1})
+    return Decision(response=failed(ApiKey.FIND_COORDINATOR, "", code, node_id=-1, port=-1))
 
 
 def _list_groups(access: Access, version: int, body: dict[str, Any]) -> Decision:
@@ -415,46 +554,57 @@ def _init_producer_id(access: Access, version: int, body: dict[str, Any]) -> Dec
         if access.allowed(Operation.WRITE, TXN, txn):
             return Decision()
         return Decision(
-            response={"error_code": TXN_FAILED, "producer_id": -1, "producer_epoch": -1}
+            response=failed(
+                ApiKey.INIT_PRODUCER_ID, "", TXN_FAILED, producer_id=-1, producer_epoch=-1
+            )
         )
     if access.cluster(Operation.IDEMPOTENT_WRITE) or access.authorizer.authorize_any(
         access.principal, access.host, Operation.WRITE, TOPIC
     ):
         return Decision()
     return Decision(
-        response={"error_code": CLUSTER_FAILED, "producer_id": -1, "producer_epoch": -1}
+        response=failed(
+            ApiKey.INIT_PRODUCER_ID, "", CLUSTER_FAILED, producer_id=-1, producer_epoch=-1
+        )
     )
 
 
 def _offset_delete(access: Access, version: int, body: dict[str, Any]) -> Decision:
     if not access.allowed(Operation.DELETE, GROUP, body["group_id"]):
-        return Decision(response={"error_code": GROUP_FAILED, "topics": []})
-    return _partitioned(_COMMON, Operation.READ)(access, version, body)
+        return Decision(response=failed(ApiKey.OFFSET_DELETE, "", GROUP_FAILED))
+    return _partitioned(ApiKey.OFFSET_DELETE, _COMMON, Operation.READ)(access, version, body)
 
 
 def _alter_replica_log_dirs(body: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "results": [
-            {
-                "topic_name": t["name"],
-                "partitions": [
-                    {"partition_index": p, "error_code": CLUSTER_FAILED}
-                    for p in t.get("partitions") or []
-                ],
-            }
+    key = ApiKey.ALTER_REPLICA_LOG_DIRS
+    return entries.entry(
+        key,
+        "",
+        results=[
+            _failed_partitions(
+                key,
+                "results",
+                "partitions",
+                CLUSTER_FAILED,
+                t.get("partitions") or [],
+                topic_name=t["name"],
+            )
             for d in body.get("dirs") or []
             for t in d.get("topics") or []
-        ]
-    }
+        ],
+    )
 
 
 def _alter_client_quotas(body: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "entries": [
-            {"error_code": CLUSTER_FAILED, "error_message": None, "entity": e.get("entity", [])}
+    key = ApiKey.ALTER_CLIENT_QUOTAS
+    return entries.entry(
+        key,
+        "",
+        entries=[
+            failed(key, "entries", CLUSTER_FAILED, entity=e.get("entity", []))
             for e in body.get("entries") or []
-        ]
-    }
+        ],
+    )
 
 
 def _topic_names(
@@ -472,9 +622,26 @@ def _topic_names(
 
 def _describe_topic_partitions(access: Access, version: int, body: dict[str, Any]) -> Decision:
     """Named topics without DESCRIBE fail; a listing of all topics leaves them out."""
+    key = ApiKey.DESCRIBE_TOPIC_PARTITIONS
+    named = bool(body.get("topics"))
     decision = _topic_names(
-        "topics", "topics", lambda t: {"error_code": TOPIC_FAILED, "name": t["name"]}
+        "topics", "topics", lambda t: failed(key, "topics", TOPIC_FAILED, name=t["name"])
     )(access, version, body)
+    if named and not body["topics"]:
+        # Every named topic refused: the emptied list must not reach the handler,
+        # which reads an empty list as "every topic".
+        response = entries.entry(key, "")
+        decision.fix(response)
+        return Decision(response=response)
+    if not named:
+        # Every topic: the handler pages through the ones the principal may
+        # DESCRIBE, so that neither a page nor next_cursor names another.
+        visible = sorted(
+            n for n in access.topic_names() if access.allowed(Operation.DESCRIBE, TOPIC, n)
+        )
+        if not visible:
+            return Decision(response=entries.entry(key, ""))
+        body["topics"] = [{"name": n} for n in visible]
     decision.fixes.insert(0, _hide_topics(access))
     return decision
 
@@ -487,8 +654,8 @@ def _describe_topic_partitions(access: Access, version: int, body: dict[str, Any
 _NOT_ATTEMPTED = error_codes.code_for("OPERATION_NOT_ATTEMPTED")
 
 
-def _txn_error(code: int) -> dict[str, Any]:
-    return {"error_code": code}
+def _txn_error(api_key: int, code: int) -> dict[str, Any]:
+    return failed(api_key, "", code)
 
 
 def _add_partitions_to_txn(access: Access, version: int, body: dict[str, Any]) -> Decision:
@@ -496,7 +663,7 @@ def _add_partitions_to_txn(access: Access, version: int, body: dict[str, Any]) -
         # Broker to broker in Kafka (KIP-890 verification): a cluster action.
         if access.cluster(Operation.CLUSTER_ACTION):
             return Decision()
-        return Decision(response={"error_code": CLUSTER_FAILED, "results_by_transaction": []})
+        return Decision(response=failed(ApiKey.ADD_PARTITIONS_TO_TXN, "", CLUSTER_FAILED))
     topics = body.get("v3_and_below_topics") or []
     txn_ok = access.allowed(Operation.WRITE, TXN, body["v3_and_below_transactional_id"])
     denied = {t["name"] for t in topics if not access.allowed(Operation.WRITE, TOPIC, t["name"])}
@@ -508,33 +675,38 @@ def _add_partitions_to_txn(access: Access, version: int, body: dict[str, Any]) -
             return TXN_FAILED
         return TOPIC_FAILED if name in denied else _NOT_ATTEMPTED
 
+    key = ApiKey.ADD_PARTITIONS_TO_TXN
+    topic_path = "results_by_topic_v3_and_below"
     return Decision(
-        response={
-            "results_by_topic_v3_and_below": [
-                {
-                    "name": t["name"],
-                    "results_by_partition": [
-                        {"partition_index": p, "partition_error_code": code(t["name"])}
-                        for p in t.get("partitions") or []
-                    ],
-                }
+        response=entries.entry(
+            key,
+            "",
+            results_by_topic_v3_and_below=[
+                _failed_partitions(
+                    key,
+                    topic_path,
+                    "results_by_partition",
+                    code(t["name"]),
+                    t.get("partitions") or [],
+                    name=t["name"],
+                )
                 for t in topics
-            ]
-        }
+            ],
+        )
     )
 
 
 def _add_offsets_to_txn(access: Access, version: int, body: dict[str, Any]) -> Decision:
     if not access.allowed(Operation.WRITE, TXN, body["transactional_id"]):
-        return Decision(response=_txn_error(TXN_FAILED))
+        return Decision(response=_txn_error(ApiKey.ADD_OFFSETS_TO_TXN, TXN_FAILED))
     if not access.allowed(Operation.READ, GROUP, body["group_id"]):
-        return Decision(response=_txn_error(GROUP_FAILED))
+        return Decision(response=_txn_error(ApiKey.ADD_OFFSETS_TO_TXN, GROUP_FAILED))
     return Decision()
 
 
 def _end_txn(access: Access, version: int, body: dict[str, Any]) -> Decision:
     if not access.allowed(Operation.WRITE, TXN, body["transactional_id"]):
-        return Decision(response=_txn_error(TXN_FAILED))
+        return Decision(response=_txn_error(ApiKey.END_TXN, TXN_FAILED))
     return Decision()
 
 
@@ -542,25 +714,31 @@ def _write_txn_markers(access: Access, version: int, body: dict[str, Any]) -> De
     # Broker to broker: CLUSTER_ACTION on the cluster, else every partition fails.
     if access.cluster(Operation.CLUSTER_ACTION):
         return Decision()
+    key = ApiKey.WRITE_TXN_MARKERS
     return Decision(
-        response={
-            "markers": [
-                {
-                    "producer_id": m["producer_id"],
-                    "topics": [
-                        {
-                            "name": t["name"],
-                            "partitions": [
-                                {"partition_index": p, "error_code": CLUSTER_FAILED}
-                                for p in t.get("partition_indexes") or []
-                            ],
-                        }
+        response=entries.entry(
+            key,
+            "",
+            markers=[
+                entries.entry(
+                    key,
+                    "markers",
+                    producer_id=m["producer_id"],
+                    topics=[
+                        _failed_partitions(
+                            key,
+                            "markers.topics",
+                            "partitions",
+                            CLUSTER_FAILED,
+                            t.get("partition_indexes") or [],
+                            name=t["name"],
+                        )
                         for t in m.get("topics") or []
                     ],
-                }
+                )
                 for m in body.get("markers") or []
-            ]
-        }
+            ],
+        )
     )
 
 
@@ -571,10 +749,8 @@ def _txn_offset_commit(access: Access, version: int, body: dict[str, Any]) -> De
     elif not access.allowed(Operation.READ, GROUP, body["group_id"]):
         code = GROUP_FAILED
     if code is not None:
-        return Decision(
-            response={"topics": [_failed_topic(_COMMON, t, code) for t in body.get("topics") or []]}
-        )
-    return _partitioned(_COMMON, Operation.READ)(access, version, body)
+        return Decision(response=_failed_topics(ApiKey.TXN_OFFSET_COMMIT, _COMMON, body, code))
+    return _partitioned(ApiKey.TXN_OFFSET_COMMIT, _COMMON, Operation.READ)(access, version, body)
 
 
 def _list_transactions(access: Access, version: int, body: dict[str, Any]) -> Decision:
@@ -589,12 +765,19 @@ def _list_transactions(access: Access, version: int, body: dict[str, Any]) -> De
 
 
 def _delete_acls_denied(body: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "filter_results": [
-            {"error_code": CLUSTER_FAILED, "error_message": None, "matching_acls": []}
-            for _ in body.get("filters") or []
-        ]
-    }
+    key = ApiKey.DELETE_ACLS
+    return entries.entry(
+        key,
+        "",
+        filter_results=[
+            failed(key, "filter_results", CLUSTER_FAILED) for _ in body.get("filters") or []
+        ],
+    )
+
+
+def _cluster_failed(api_key: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A refusal of the whole request: CLUSTER_AUTHORIZATION_FAILED, nothing listed."""
+    return lambda body: failed(api_key, "", CLUSTER_FAILED)
 
 
 PLANS: dict[int, Plan] = {
@@ -603,10 +786,12 @@ PLANS: dict[int, Plan] = {
     ApiKey.SASL_AUTHENTICATE: _allow,
     ApiKey.DESCRIBE_CLUSTER: _allow,
     ApiKey.PRODUCE: _produce,
-    ApiKey.FETCH: _partitioned(_FETCH, Operation.READ),
-    ApiKey.LIST_OFFSETS: _partitioned(_COMMON, Operation.DESCRIBE),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: _partitioned(_EPOCHS, Operation.DESCRIBE),
-    ApiKey.DELETE_RECORDS: _partitioned(_COMMON, Operation.DELETE),
+    ApiKey.FETCH: _partitioned(ApiKey.FETCH, _FETCH, Operation.READ),
+    ApiKey.LIST_OFFSETS: _partitioned(ApiKey.LIST_OFFSETS, _COMMON, Operation.DESCRIBE),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _partitioned(
+        ApiKey.OFFSET_FOR_LEADER_EPOCH, _EPOCHS, Operation.DESCRIBE
+    ),
+    ApiKey.DELETE_RECORDS: _partitioned(ApiKey.DELETE_RECORDS, _COMMON, Operation.DELETE),
     ApiKey.METADATA: _metadata,
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _delete_topics,
@@ -615,36 +800,36 @@ PLANS: dict[int, Plan] = {
         lambda t: t["name"],
         lambda a, t: a.allowed(Operation.ALTER, TOPIC, t["name"]),
         "results",
-        lambda t: {"name": t["name"], "error_code": TOPIC_FAILED, "error_message": None},
+        lambda t: failed(ApiKey.CREATE_PARTITIONS, "results", TOPIC_FAILED, name=t["name"]),
     ),
     ApiKey.DESCRIBE_CONFIGS: _named(
         "resources",
         lambda r: r["resource_name"],
         _config_resource(Operation.DESCRIBE_CONFIGS),
         "results",
-        lambda r: {**_config_error(r), "configs": []},
+        _config_error(ApiKey.DESCRIBE_CONFIGS, "results"),
     ),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: _named(
         "resources",
         lambda r: r["resource_name"],
         _config_resource(Operation.ALTER_CONFIGS),
         "responses",
-        _config_error,
+        _config_error(ApiKey.INCREMENTAL_ALTER_CONFIGS, "responses"),
     ),
     ApiKey.ALTER_CONFIGS: _named(
         "resources",
         lambda r: r["resource_name"],
         _config_resource(Operation.ALTER_CONFIGS),
         "responses",
-        _config_error,
+        _config_error(ApiKey.ALTER_CONFIGS, "responses"),
     ),
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
     ApiKey.FIND_COORDINATOR: _find_coordinator,
-    ApiKey.JOIN_GROUP: _group(Operation.READ),
-    ApiKey.SYNC_GROUP: _group(Operation.READ),
-    ApiKey.HEARTBEAT: _group(Operation.READ),
-    ApiKey.LEAVE_GROUP: _group(Operation.READ),
-    ApiKey.CONSUMER_GROUP_HEARTBEAT: _group(Operation.READ),
+    ApiKey.JOIN_GROUP: _group(ApiKey.JOIN_GROUP, Operation.READ),
+    ApiKey.SYNC_GROUP: _group(ApiKey.SYNC_GROUP, Operation.READ),
+    ApiKey.HEARTBEAT: _group(ApiKey.HEARTBEAT, Operation.READ),
+    ApiKey.LEAVE_GROUP: _group(ApiKey.LEAVE_GROUP, Operation.READ),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
     ApiKey.OFFSET_COMMIT: _offset_commit,
     ApiKey.OFFSET_FETCH: _offset_fetch,
     ApiKey.OFFSET_DELETE: _offset_delete,
@@ -654,63 +839,56 @@ PLANS: dict[int, Plan] = {
         str,
         lambda a, g: a.allowed(Operation.DESCRIBE, GROUP, g),
         "groups",
-        lambda g: {"error_code": GROUP_FAILED, "group_id": g, "members": []},
+        lambda g: failed(ApiKey.DESCRIBE_GROUPS, "groups", GROUP_FAILED, group_id=g),
     ),
-    ApiKey.CONSUMER_GROUP_DESCRIBE: _named(
-        "group_ids",
-        str,
-        lambda a, g: a.allowed(Operation.DESCRIBE, GROUP, g),
-        "groups",
-        lambda g: {"error_code": GROUP_FAILED, "group_id": g, "members": []},
-    ),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
     ApiKey.DELETE_GROUPS: _named(
         "groups_names",
         str,
         lambda a, g: a.allowed(Operation.DELETE, GROUP, g),
         "results",
-        lambda g: {"group_id": g, "error_code": GROUP_FAILED},
+        lambda g: failed(ApiKey.DELETE_GROUPS, "results", GROUP_FAILED, group_id=g),
     ),
     ApiKey.CREATE_ACLS: _cluster(
         Operation.ALTER,
-        lambda body: {
-            "results": [
-                {"error_code": CLUSTER_FAILED, "error_message": None}
+        lambda body: entries.entry(
+            ApiKey.CREATE_ACLS,
+            "",
+            results=[
+                failed(ApiKey.CREATE_ACLS, "results", CLUSTER_FAILED)
                 for _ in body.get("creations") or []
-            ]
-        },
+            ],
+        ),
     ),
     ApiKey.DELETE_ACLS: _cluster(Operation.ALTER, _delete_acls_denied),
-    ApiKey.DESCRIBE_ACLS: _cluster(
-        Operation.DESCRIBE, lambda body: {"error_code": CLUSTER_FAILED, "resources": []}
-    ),
+    ApiKey.DESCRIBE_ACLS: _cluster(Operation.DESCRIBE, _cluster_failed(ApiKey.DESCRIBE_ACLS)),
     # Cluster tools: Kafka checks the cluster (or, for reads of topics, DESCRIBE on each).
     ApiKey.DESCRIBE_LOG_DIRS: _cluster(
-        Operation.DESCRIBE, lambda body: {"error_code": CLUSTER_FAILED, "results": []}
+        Operation.DESCRIBE, _cluster_failed(ApiKey.DESCRIBE_LOG_DIRS)
     ),
     ApiKey.ALTER_REPLICA_LOG_DIRS: _cluster(Operation.ALTER, _alter_replica_log_dirs),
-    ApiKey.ELECT_LEADERS: _cluster(
-        Operation.ALTER, lambda body: {"error_code": CLUSTER_FAILED, "replica_election_results": []}
-    ),
+    ApiKey.ELECT_LEADERS: _cluster(Operation.ALTER, _cluster_failed(ApiKey.ELECT_LEADERS)),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(
-        Operation.ALTER, lambda body: {"error_code": CLUSTER_FAILED, "responses": []}
+        Operation.ALTER, _cluster_failed(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
     ),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(
-        Operation.DESCRIBE, lambda body: {"error_code": CLUSTER_FAILED, "topics": []}
+        Operation.DESCRIBE, _cluster_failed(ApiKey.LIST_PARTITION_REASSIGNMENTS)
     ),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster(
-        Operation.DESCRIBE_CONFIGS, lambda body: {"error_code": CLUSTER_FAILED, "entries": []}
+        Operation.DESCRIBE_CONFIGS, _cluster_failed(ApiKey.DESCRIBE_CLIENT_QUOTAS)
     ),
     ApiKey.ALTER_CLIENT_QUOTAS: _cluster(Operation.ALTER_CONFIGS, _alter_client_quotas),
     ApiKey.DESCRIBE_PRODUCERS: _topic_names(
         "topics",
         "topics",
-        lambda t: {
-            "name": t["name"],
-            "partitions": [
-                {"partition_index": p, "error_code": TOPIC_FAILED}
-                for p in t.get("partition_indexes") or []
-            ],
-        },
+        lambda t: _failed_partitions(
+            ApiKey.DESCRIBE_PRODUCERS,
+            "topics",
+            "partitions",
+            TOPIC_FAILED,
+            t.get("partition_indexes") or [],
+            name=t["name"],
+        ),
     ),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
     ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
@@ -723,31 +901,32 @@ PLANS: dict[int, Plan] = {
         str,
         lambda a, t: a.allowed(Operation.DESCRIBE, TXN, t),
         "transaction_states",
-        lambda t: {
-            "error_code": TXN_FAILED,
-            "transactional_id": t,
-            "transaction_state": "",
-            "transaction_timeout_ms": 0,
-            "transaction_start_time_ms": -1,
-            "producer_id": -1,
-            "producer_epoch": -1,
-            "topics": [],
-        },
+        lambda t: failed(
+            ApiKey.DESCRIBE_TRANSACTIONS,
+            "transaction_states",
+            TXN_FAILED,
+            transactional_id=t,
+            transaction_start_time_ms=-1,
+            producer_id=-1,
+            producer_epoch=-1,
+        ),
     ),
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(
-        Operation.DESCRIBE, lambda body: {"error_code": CLUSTER_FAILED, "results": []}
+        Operation.DESCRIBE, _cluster_failed(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
     ),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _cluster(
         Operation.ALTER,
-        lambda body: {
-            "results": [
-                {"user": u, "error_code": CLUSTER_FAILED, "error_message": None}
+        lambda body: entries.entry(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            "",
+            results=[
+                failed(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "results", CLUSTER_FAILED, user=u)
                 for u in dict.fromkeys(
                     i["name"] for i in [*body.get("deletions", []), *body.get("upsertions", [])]
                 )
-            ]
-        },
+            ],
+        ),
     ),
 }
 """API key → its plan."""

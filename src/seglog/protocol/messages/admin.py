@@ -175,7 +175,7 @@ DELETE_RECORDS = Api(
                     "[]struct",
                     fields=(
                         F("partition_index", "int32"),
-                        F("low_watermark", "int64"),
+                        F("low_watermark", "int64", failed=-1),
                         F("error_code", "int16"),
                     ),
                 ),

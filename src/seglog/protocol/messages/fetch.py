@@ -90,7 +90,7 @@ FETCH = Api(
                     fields=(
                         F("partition_index", "int32"),
                         F("error_code", "int16"),
-                        F("high_watermark", "int64"),
+                        F("high_watermark", "int64", failed=-1),
                         F("last_stable_offset", "int64", "4+", default=-1, ignorable=True),
                         F("log_start_offset", "int64", "5+", default=-1, ignorable=True),
                         F(

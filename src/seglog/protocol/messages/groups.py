@@ -278,7 +278,7 @@ OFFSET_FETCH = Api(
                     "0-7",
                     fields=(
                         F("partition_index", "int32", "0-7"),
-                        F("committed_offset", "int64", "0-7"),
+                        F("committed_offset", "int64", "0-7", failed=-1),
                         F("committed_leader_epoch", "int32", "5-7", default=-1, ignorable=True),
                         F("metadata", "string", "0-7", nullable="0-7"),
                         F("error_code", "int16", "0-7"),
@@ -305,7 +305,7 @@ OFFSET_FETCH = Api(
                             "8+",
                             fields=(
                                 F("partition_index", "int32", "8+"),
-                                F("committed_offset", "int64", "8+"),
+                                F("committed_offset", "int64", "8+", failed=-1),
                                 F(
                                     "committed_leader_epoch",
                                     "int32",

@@ -47,7 +47,7 @@ PRODUCE = Api(
                     fields=(
                         F("index", "int32"),
                         F("error_code", "int16"),
-                        F("base_offset", "int64"),
+                        F("base_offset", "int64", failed=-1),
                         F("log_append_time_ms", "int64", "2+", default=-1, ignorable=True),
                         F("log_start_offset", "int64", "5+", default=-1, ignorable=True),
                         F(

@@ -258,7 +258,7 @@ DESCRIBE_TOPIC_PARTITIONS = Api(
                     fields=(
                         F("error_code", "int16"),
                         F("partition_index", "int32"),
-                        F("leader_id", "int32"),
+                        F("leader_id", "int32", failed=-1),
                         F("leader_epoch", "int32", default=-1, ignorable=True),
                         F("replica_nodes", "[]int32"),
                         F("isr_nodes", "[]int32"),
