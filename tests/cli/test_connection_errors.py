@@ -121,15 +121,15 @@ def test_connection_refused(command: list[str]) -> None:
     )
 
 
-def test_transactions_connection_refused() -> None:
+@pytest.mark.parametrize(
+    "command",
+    [["transactions", "list"], ["configs", "--describe", "--entity-type", "topics"]],
+    ids=" ".join,
+)
+def test_plain_connection_commands_connection_refused(command: list[str]) -> None:
     port = free_port()
-    code, _, err, took = seglog(
-        "transactions",
-        "list",
-        "--timeout",
-        LONG,
-        env={"SEGLOG_BOOTSTRAP_SERVERS": f"127.0.0.1:{port}"},
-    )
+    env = {"SEGLOG_BOOTSTRAP_SERVERS": f"127.0.0.1:{port}"}
+    code, _, err, took = seglog(*command, "--timeout", LONG, env=env)
     assert code == 1 and f"cannot reach 127.0.0.1:{port}" in err and "Connection refused" in err
     assert took < PROMPT
 
