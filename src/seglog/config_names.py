@@ -54,18 +54,10 @@ KAFKA_IGNORED: frozenset[str] = frozenset(
         "broker.rack",
         "reserved.broker.max.id",
         "zookeeper.connect",
-        # Threads and socket buffers: asyncio and the OS decide.
-        "num.network.threads",
-        "num.io.threads",
-        "num.replica.fetchers",
-        "num.recovery.threads.per.data.dir",
-        "background.threads",
+        # Socket buffers: the OS decides.
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "socket.listen.backlog.size",
-        "log.cleaner.threads",
-        "log.cleaner.io.buffer.size",
-        "log.cleaner.io.buffer.load.factor",
         # Replication: one copy of each partition.
         "default.replication.factor",
         "min.insync.replicas",
@@ -117,7 +109,6 @@ KAFKA_IGNORED: frozenset[str] = frozenset(
         "ssl.trustmanager.algorithm",
         "ssl.secure.random.implementation",
         "ssl.provider",
-        "sasl.kerberos.service.name",
         "unstable.api.versions.enable",
         "unstable.feature.versions.enable",
     }

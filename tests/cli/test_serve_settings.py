@@ -100,7 +100,7 @@ def test_the_start_up_log_says_what_is_in_force(tmp_path: Path) -> None:
         "--override", "log.retention.hours=1",
         "--override", "num.partitions=1",  # its default: not listed
         "--override", "ssl.keystore.password=do-not-show-me",
-        "--override", "num.io.threads=8",
+        "--override", "process.roles=broker",
         "--override", "my.plugin.endpoint=http://example.com",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -114,12 +114,12 @@ def test_the_start_up_log_says_what_is_in_force(tmp_path: Path) -> None:
         f"log.dirs = {tmp_path / 'data'}",
         "log.retention.hours = 1",
         "my.plugin.endpoint = [hidden]",
-        "num.io.threads = 8",
+        "process.roles = broker",
         "ssl.keystore.password = [hidden]",
     ]
     assert "do-not-show-me" not in log and "example.com" not in log
     assert "WARNING `my.plugin.endpoint` is not a known setting (a plugin's?): it is ignored" in log
-    assert "ignored: num.io.threads" in log
+    assert "ignored: process.roles" in log
     assert "INFO listening on ('127.0.0.1'" in log
 
 
