@@ -46,8 +46,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Tests in parallel worker processes (pytest-xdist): most of them wait on a broker,
+# a socket or a subprocess rather than use a core, so there are more workers than
+# cores. loadgroup keeps the tests of one Spark session (one JVM) or of one
+# module-scoped fixture in one worker (see tests/conftest.py). TEST_WORKERS=0 runs
+# them in this process, one at a time.
+TEST_WORKERS ?= 4
+
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 test: lint typecheck unit
 

@@ -75,7 +75,7 @@ def start_broker(root: Path, bundle: Path) -> tuple[subprocess.Popen[bytes], int
     data = root / "data"
     subprocess.run(
         [sys.executable, "-m", "seglog", "users", "add", "bench", "--log-dir", str(data),
-         "--password", PASSWORD, "--mechanism", "SCRAM-SHA-512"],
+         "--create", "--password", PASSWORD, "--mechanism", "SCRAM-SHA-512"],
         check=True, capture_output=True,
     )  # fmt: skip
     plain, secure = free_port(), free_port()

@@ -15,6 +15,8 @@ Rows:
                many keys as the offset index has entries (goal > 100,000 /s)
   recovery     LogSegment.recover of a segment opened from disk vs CRC-32C of the same
                bytes in memory (goal >= 50%)
+  open         Log.open of a partition of 2,000 one-batch segments after a clean shutdown
+               (no index is opened) vs os.open + fstat + close of its .log files (goal < 5 s)
   compaction   Cleaner.clean of a compacted partition vs os.pread of the same bytes
                (goal >= 200 MB/s)
 
@@ -46,6 +48,7 @@ from rich.table import Table
 from seglog.config import LogConfig
 from seglog.records import log_entries
 from seglog.records.builder import SimpleRecord, build_batch
+from seglog.storage import filenames, producer_state
 from seglog.storage.cleaner import Cleaner, cleanable_range
 from seglog.storage.log import Log
 from seglog.storage.segment import LogSegment
@@ -407,6 +410,53 @@ def bench_recovery(log: Log, repeat: int) -> Row:
     )
 
 
+def bench_open_many_segments(root: Path, count: int, repeat: int) -> Row:
+    """Log.open of ``count`` one-batch segments, as a clean shutdown leaves them."""
+    directory = root / "many-0"
+    directory.mkdir()
+    template = bytearray(build_batch([SimpleRecord(b"v", timestamp=BASE_TS)]))
+    for base in range(count):
+        template[0:8] = base.to_bytes(8, "big")  # the CRC does not cover the base offset
+        filenames.log_path(directory, base).write_bytes(template)
+        filenames.index_path(directory, base).write_bytes(b"")
+        filenames.time_index_path(directory, base).write_bytes(b"")
+    filenames.snapshot_path(directory, count).write_bytes(producer_state.encode_snapshot([]))
+    paths = [filenames.log_path(directory, base) for base in range(count)]
+
+    def run_open() -> float:
+        logs: list[Log] = []
+        seconds = timed(
+            lambda: logs.append(
+                Log.open(directory, LogConfig(), recovery_point=count, had_clean_shutdown=True)
+            )
+        )
+        assert logs[0].log_end_offset == count
+        logs[0].close()
+        return seconds
+
+    def run_files() -> float:
+        def open_all() -> None:
+            for path in paths:
+                fd = os.open(path, os.O_RDONLY)
+                os.fstat(fd)
+                os.close(fd)
+
+        return timed(open_all)
+
+    try:
+        files_s, open_s = best_of(repeat, run_files, run_open)
+    finally:
+        shutil.rmtree(directory)
+    return Row(
+        f"open of {count:,} segments",
+        f"{open_s:.2f} s",
+        f"{files_s:.2f} s to open + fstat + close the .log files",
+        files_s / open_s,
+        "< 5 s",
+        open_s < 5,
+    )
+
+
 def bench_compaction(root: Path, size: int, distinct: int, dedupe: int) -> Row:
     config = LogConfig(cleanup_policy="compact", segment_bytes=128 * MiB)
     _, per_batch, count = plan(1024, 16 * KiB, size, keyed=True)
@@ -496,7 +546,7 @@ def main() -> None:
         "--only",
         choices=("append", "read", "compaction"),
         action="append",
-        help="run only these groups (read includes lookups and recovery)",
+        help="run only these groups (read includes lookups, recovery and open)",
     )
     args = parser.parse_args()
     if args.quick:
@@ -534,6 +584,8 @@ def main() -> None:
             rows.append(bench_recovery(log, args.repeat))
             err.print(f"[dim]{rows[-1].name}: {rows[-1].seglog}[/]")
             shutil.rmtree(log.directory)
+            rows.append(bench_open_many_segments(root, 2000, args.repeat))
+            err.print(f"[dim]{rows[-1].name}: {rows[-1].seglog}[/]")
         if "compaction" in groups:
             rows.append(bench_compaction(root, size, args.distinct_keys, args.dedupe_mib * MiB))
     finally:

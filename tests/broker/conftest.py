@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -15,9 +16,22 @@ import pytest
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port free now, for a server to bind soon after.
+
+    Chosen at random below Linux's ephemeral range (32768 on): a port the kernel hands
+    out (bind to 0) is where every outgoing connection on the machine takes its local
+    port, so with tests running in parallel another client's connection could take it
+    between this check and the server binding it.
+    """
+    for _ in range(500):
+        port = random.randrange(20000, 32768)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 class BrokerProcess:
@@ -55,7 +69,7 @@ class BrokerProcess:
             self.process = subprocess.Popen(
                 args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self.preexec
             )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"broker exited: {self.log.read_text()}")

@@ -107,7 +107,7 @@ async def _produce_with_slow_disk(
     loop_thread = threading.get_ident()
     # The loop keeps running while the fsync waits for the disk...
     ticks = 0
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while not disk.started.is_set() and time.monotonic() < deadline:
         await asyncio.sleep(0.005)
         ticks += 1

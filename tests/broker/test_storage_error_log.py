@@ -100,7 +100,7 @@ def test_produce_storage_errors_are_logged_once_a_minute_per_partition(
             code: int = response["responses"][0]["partition_responses"][0]["error_code"]
             return code
 
-        env.fail("pwritev", error=errno.EIO, path_contains="t-0")
+        env.fail("pwritev", error=errno.EIO, in_dir="t-0")
         assert await answer(0) == STORAGE_ERROR
         for _ in range(5):  # offline now: refused again and again
             assert await answer(0) == STORAGE_ERROR
@@ -109,7 +109,7 @@ def test_produce_storage_errors_are_logged_once_a_minute_per_partition(
         assert "Input/output error" in first.getMessage()
         assert first.exc_info is not None  # the traceback of the cause
         # Another partition's error is its own line.
-        env.fail("pwritev", error=errno.ENOSPC, path_contains="t-1")
+        env.fail("pwritev", error=errno.ENOSPC, in_dir="t-1")
         assert await answer(1) == STORAGE_ERROR
         assert len(_errors(caplog)) == 2
         # A minute later the partition's next error is logged, with the count left out.
@@ -133,7 +133,7 @@ def test_a_failed_flush_of_a_produce_is_logged(
 
     async def main() -> None:
         state = BrokerState(BrokerSettings(), log_dir)
-        env.fail("fsync", error=errno.EIO, path_contains=".log")
+        env.fail("fsync", error=errno.EIO, named="*.log")
         response = await produce(state, PRODUCE, _produce_body(0, b"v"))
         assert response["responses"][0]["partition_responses"][0]["error_code"] == STORAGE_ERROR
         (record,) = _errors(caplog)
@@ -158,7 +158,7 @@ def test_fetch_storage_errors_are_logged_once_a_minute(
         state.storage_errors = StorageErrorLog(clock=clock)
         for value in (b"a", b"b"):
             await produce(state, PRODUCE, _produce_body(0, value))
-        env.fail("pread", error=errno.EIO, path_contains=".log", times=1000)
+        env.fail("pread", error=errno.EIO, named="*.log", times=1000)
         for _ in range(3):
             response = await fetch(state, FETCH, _fetch_body(0))
             assert response["responses"][0]["partitions"][0]["error_code"] == STORAGE_ERROR

@@ -190,4 +190,4 @@ def test_unreachable_broker_is_one_line_on_real_stderr() -> None:
     )  # fmt: skip
     assert done.returncode == 1 and done.stdout == b""
     lines = done.stderr.decode().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("seglog: error: cannot get metadata"), lines
+    assert len(lines) == 1 and lines[0].startswith("seglog: error: cannot connect to"), lines

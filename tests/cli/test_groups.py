@@ -92,4 +92,4 @@ def test_usage_and_connection_errors() -> None:
     down = CliRunner().invoke(
         cli, ["groups", "list", "--bootstrap-server", f"127.0.0.1:{free_port()}", "--timeout", "1"]
     )
-    one_line_error(down, "cannot list the groups of 127.0.0.1:")
+    one_line_error(down, "cannot connect to 127.0.0.1:")

@@ -120,4 +120,4 @@ def test_unreachable_broker() -> None:
     result = CliRunner().invoke(
         cli, ["topics", "list", "--bootstrap-server", f"127.0.0.1:{free_port()}", "--timeout", "1"]
     )
-    one_line_error(result, "cannot list topics of 127.0.0.1:")
+    one_line_error(result, "cannot connect to 127.0.0.1:")

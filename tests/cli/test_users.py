@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -57,3 +59,62 @@ def test_stored_credential_authenticates(tmp_path: Path) -> None:
         .respond(b"n,,n=alice,r=abc")
         .startswith(b"r=abc")
     )
+
+
+def _seglog(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "seglog", *args], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_a_mistyped_log_dir_is_refused_not_created(tmp_path: Path) -> None:
+    typo = tmp_path / "dta"
+    done = _seglog("users", "add", "bob", "--log-dir", str(typo), "--password", "pw")
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"seglog: error: {typo} does not exist; give the broker's log.dirs, "
+        "or --create to make it (before the broker's first start)"
+    ]
+    assert not typo.exists()
+    for command in (["list"], ["delete", "bob"]):
+        done = _seglog("users", *command, "--log-dir", str(typo))
+        assert done.returncode == 1 and "does not exist" in done.stderr
+    assert not typo.exists()
+
+
+def test_a_directory_that_is_not_a_log_directory_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "home"
+    (elsewhere / "dbus-1").mkdir(parents=True)  # shaped like a partition folder, with no segment
+    (elsewhere / "notes.txt").write_text("mine")
+    done = _seglog("users", "add", "bob", "--log-dir", str(elsewhere), "--password", "pw")
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"seglog: error: {elsewhere} does not look like a log directory (no meta.properties, "
+        "checkpoints, partitions or users); give the broker's log.dirs, or --create to use it "
+        "anyway"
+    ]
+    assert not (elsewhere / SCRAM_FILE).exists()
+
+
+def test_create_makes_the_directory_and_then_it_is_one(tmp_path: Path) -> None:
+    data = tmp_path / "new" / "data"
+    done = _seglog("users", "add", "bob", "--log-dir", str(data), "--create", "--password", "pw")
+    assert done.returncode == 0, done.stderr
+    # Users alone mark it as a log directory: no --create needed from now on.
+    done = _seglog("users", "add", "carol", "--log-dir", str(data), "--password", "pw")
+    assert done.returncode == 0, done.stderr
+    assert sorted(ScramStore(data).users()) == ["bob", "carol"]
+
+
+def test_a_log_directory_a_broker_or_kafka_wrote_is_accepted(
+    tmp_path: Path, kafka_partition: Path
+) -> None:
+    # kafka_partition: tmp_path/orders-0 with a segment and its indexes, as Kafka writes them.
+    assert kafka_partition.parent == tmp_path
+    (tmp_path / "unrelated.txt").write_text("x")
+    done = _seglog("users", "add", "bob", "--log-dir", str(tmp_path), "--password", "pw")
+    assert done.returncode == 0, done.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = _seglog("users", "add", "bob", "--log-dir", str(empty), "--password", "pw")
+    assert done.returncode == 0, done.stderr

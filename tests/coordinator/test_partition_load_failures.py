@@ -101,7 +101,7 @@ def test_an_offline_offsets_partition_fails_only_its_groups(tmp_path: Path) -> N
         h.log_dir.close()
         with installed(data) as env:
             # The partition cannot be opened at start: the log directory serves it offline.
-            env.fail("open", error=errno.EIO, path_contains=f"{TOPIC}-0/", times=1000)
+            env.fail("open", error=errno.EIO, in_dir=f"{TOPIC}-0", times=1000)
             h.coordinator = h.open()
             env.clear_faults()
             assert h.log_dir is not None

@@ -34,7 +34,7 @@ from seglog.records.builder import SimpleRecord, build_batch
 from seglog.records.record import decode_records
 from seglog.storage.log import Log
 from seglog.storage.log_dir import LogDir, LogDirSettings
-from tests.storage.faulty_env import installed
+from tests.storage.faulty_env import Files, installed
 
 IDS = ("a", "b", "c")
 PARTITIONS = 2
@@ -175,9 +175,9 @@ def test_a_cut_during_a_commit_keeps_it_whole_whatever_the_page_cache_kept(
         coordinator.add_partitions("a", pid, epoch, [("t", 0), ("t", 1)])
         for p in range(PARTITIONS):
             log_dir.log("t", p).append(_transactional_batch(f"v{p}".encode(), pid, epoch, 0))
-        env.fail("pwritev", path_contains="t-0/")
+        env.fail("pwritev", in_dir="t-0")
         assert coordinator.end_txn("a", pid, epoch, commit=True).error != "NONE"
-        env.power_cut(keep_unsynced=lambda path: "t-0/" in path)
+        env.power_cut(keep_unsynced=Files(in_dir="t-0"))
     log_dir = LogDir.open(tmp_path, settings=SETTINGS)
     try:
         coordinator = _coordinator(log_dir, ids)
@@ -242,7 +242,7 @@ def test_data_of_a_transaction_whose_ongoing_record_was_lost_is_adopted(tmp_path
         pid, epoch = init.producer_id, init.producer_epoch
         coordinator.add_partitions("a", pid, epoch, [("t", 1)])
         log_dir.log("t", 1).append(_transactional_batch(b"kept", pid, epoch, 0))
-        env.power_cut(keep_unsynced=lambda path: "t-1/" in path)
+        env.power_cut(keep_unsynced=Files(in_dir="t-1"))
     log_dir = LogDir.open(tmp_path, settings=SETTINGS)
     try:
         coordinator = _coordinator(log_dir, ids)

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.broker.conftest import BrokerProcess
@@ -59,6 +60,8 @@ def _latest_counts(broker: BrokerProcess) -> dict[bytes, int]:
     return latest
 
 
+# Each run starts its own Spark (a JVM): on a busy machine that alone takes minutes.
+@pytest.mark.timeout(900)
 def test_the_pipeline_counts_every_event_once_across_runs(
     make_broker: Callable[..., BrokerProcess], tmp_path: Path
 ) -> None:

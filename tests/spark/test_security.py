@@ -28,7 +28,7 @@ def sasl_ssl_broker(tmp_path: Path, certs: Certs) -> Iterator[tuple[BrokerProces
     process = BrokerProcess(tmp_path / "data")
     subprocess.run(
         [sys.executable, "-m", "seglog", "users", "add", "spark", "--log-dir",
-         str(process.data), "--password", "spark-secret"],
+         str(process.data), "--create", "--password", "spark-secret"],
         check=True, capture_output=True,
     )  # fmt: skip
     port = free_port()

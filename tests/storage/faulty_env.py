@@ -19,6 +19,12 @@ files keep their unsynced bytes (the kernel may have written some pages back).
 optionally after writing part of its bytes; :attr:`FaultyEnv.disk_full` makes
 every call that needs space fail with ENOSPC until it is cleared.
 
+Which files a fault or a power cut's kept pages apply to is said with :class:`Files`:
+whole components of the path below the root (a partition directory's name, a file's
+name), never a substring of the full path. The root is a temporary directory whose
+name is the machine's choice (a first pytest run's ``.../pytest-0/`` contains ``t-0/``),
+so a test must not be able to say anything about it.
+
 Files are told apart by inode, through an id the env assigns, so that a name
 renamed or removed after the last directory sync comes back with the bytes it
 had. Everything under the root must be created, renamed and removed through
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fnmatch
 import os
 import shutil
 import stat
@@ -39,13 +46,49 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from seglog.errors import StorageError
 from seglog.storage import io
 
 #: Calls that need free space: they fail while the disk is full.
 SPACE_CALLS = frozenset({"open_create", "pwritev", "write", "allocate", "mkdir", "rename"})
+
+
+@dataclass(frozen=True)
+class Files:
+    """A choice of files below a :class:`FaultyEnv`'s root, by whole path components.
+
+    ``in_dir``: the path is a directory of that name or lies below one (a partition
+    directory such as ``"t-0"``). ``named``: the path's own name is that, or matches
+    that glob (``"*.log"``, ``"*-checkpoint"``). Both given: both must hold; neither:
+    every path. Paths are taken relative to the root, so the temporary directory the
+    root lies in can never match; a path outside the root matches nothing but the
+    empty choice. Callable, so it can be given as :meth:`FaultyEnv.power_cut`'s
+    ``keep_unsynced``.
+    """
+
+    in_dir: str | None = None
+    named: str | None = None
+
+    def __post_init__(self) -> None:
+        # A component cannot hold a slash: a path here would be a substring match again.
+        for value in (self.in_dir, self.named):
+            if value is not None and ("/" in value or value in ("", ".", "..")):
+                raise ValueError(f"not a single path component: {value!r}")
+
+    @property
+    def everything(self) -> bool:
+        """Whether the choice is every path (no condition given)."""
+        return self.in_dir is None and self.named is None
+
+    def __call__(self, relative: PurePosixPath) -> bool:
+        """Whether ``relative`` (a path relative to the root) is chosen."""
+        if self.in_dir is not None and self.in_dir not in relative.parts:
+            return False
+        return self.named is None or (
+            bool(relative.parts) and fnmatch.fnmatchcase(relative.name, self.named)
+        )
 
 
 @dataclass
@@ -55,7 +98,7 @@ class Fault:
     op: str
     nth: int = 1
     error: int = errno.ENOSPC
-    path_contains: str | None = None
+    files: Files = Files()
     #: For pwritev and write: write this fraction of the bytes before failing.
     partial: float = 0.0
     #: How many consecutive matching calls fail once the nth is reached.
@@ -63,8 +106,17 @@ class Fault:
     seen: int = 0
     fired: int = 0
 
-    def matches(self, op: str, target: str) -> bool:
-        if op != self.op or (self.path_contains is not None and self.path_contains not in target):
+    def matches(self, op: str, targets: Sequence[PurePosixPath | None]) -> bool:
+        """Count the call if it is ``op`` on a chosen file; say whether it fails.
+
+        ``targets`` are the call's paths relative to the root (None: outside it, or
+        no path known); a rename has two and matches if either is chosen.
+        """
+        if op != self.op:
+            return False
+        if not self.files.everything and not any(
+            target is not None and self.files(target) for target in targets
+        ):
             return False
         self.seen += 1
         if self.seen >= self.nth and self.fired < self.times:
@@ -120,12 +172,16 @@ class FaultyEnv(io.Env):
         nth: int = 1,
         error: int = errno.ENOSPC,
         *,
-        path_contains: str | None = None,
+        in_dir: str | None = None,
+        named: str | None = None,
         partial: float = 0.0,
         times: int = 1,
     ) -> Fault:
-        """Arm a fault: the ``nth`` next call of ``op`` fails with ``error``."""
-        fault = Fault(op, nth, error, path_contains, partial, times)
+        """Arm a fault: the ``nth`` next call of ``op`` fails with ``error``.
+
+        ``in_dir`` and ``named`` restrict it to some files, as :class:`Files` says.
+        """
+        fault = Fault(op, nth, error, Files(in_dir, named), partial, times)
         with self._lock:
             self.faults.append(fault)
         return fault
@@ -136,14 +192,21 @@ class FaultyEnv(io.Env):
             self.faults.clear()
             self.disk_full = False
 
-    def _check(self, op: str, target: object, action: str) -> Fault | None:
-        """Raise (or, for a partial write, return) the fault due for this call."""
+    def _check(
+        self, op: str, target: object, action: str, *, paths: Sequence[object] = ()
+    ) -> Fault | None:
+        """Raise (or, for a partial write, return) the fault due for this call.
+
+        ``target`` names the call's file in the error; ``paths`` are the files it acts
+        on when there are several (a rename), else ``target`` is.
+        """
         with self._lock:
             self.calls[op] += 1
             text = str(target)
+            relatives = [self._relative(path) for path in (paths or [target])]
             due = None
             for fault in self.faults:  # every armed fault counts the call
-                if fault.matches(op, text) and due is None:
+                if fault.matches(op, relatives) and due is None:
                     due = fault
             self.faults = [f for f in self.faults if not f.spent]
             if due is None and self.disk_full and op in SPACE_CALLS:
@@ -173,6 +236,15 @@ class FaultyEnv(io.Env):
             return
         if stat.S_ISDIR(st.st_mode) or st.st_nlink <= 1:
             self._ids.pop((st.st_dev, st.st_ino), None)
+
+    def _relative(self, path: object) -> PurePosixPath | None:
+        """``path`` relative to the root, or None when it is not a path below the root."""
+        if not isinstance(path, str | Path):
+            return None
+        for candidate in (os.path.abspath(path), os.path.realpath(path)):
+            with contextlib.suppress(ValueError):
+                return PurePosixPath(Path(candidate).relative_to(self.root))
+        return None
 
     def _under_root(self, path: Path | str) -> bool:
         return os.path.realpath(path).startswith(str(self.root))
@@ -278,12 +350,14 @@ class FaultyEnv(io.Env):
 
     # ----------------------------------------------------------- power cut
 
-    def power_cut(self, keep_unsynced: Callable[[str], bool] | None = None) -> None:
+    def power_cut(self, keep_unsynced: Callable[[PurePosixPath], bool] | None = None) -> None:
         """Lose everything not synced, as a power failure would, and start afresh.
 
         Every descriptor opened through the env is closed (the process died).
-        ``keep_unsynced(relative_path)`` may say that a file which survives
-        keeps its current bytes instead of its synced ones.
+        ``keep_unsynced(relative_path)`` may say that a file which survives keeps its
+        current bytes instead of its synced ones; it is given the file's path relative
+        to the root, so :class:`Files` (``Files(in_dir="t-0")``) or a test of its
+        components chooses by name, never by where the root happens to be.
         """
         with self._lock:
             for fd, file in self._fd_files.items():
@@ -298,21 +372,20 @@ class FaultyEnv(io.Env):
             for name in os.listdir(self.root):
                 _remove(self.root / name)
 
-            def restore(node_id: int, path: Path, relative: str) -> None:
+            def restore(node_id: int, path: Path, relative: PurePosixPath) -> None:
                 node = image.get(node_id, _Node("f"))
                 if node.kind == "d":
                     if path != self.root:
                         path.mkdir()
                     for name, child in sorted((node.entries or {}).items()):
-                        restore(child, path / name, f"{relative}{name}/")
+                        restore(child, path / name, relative / name)
                     return
                 data = node.data
-                relative = relative.rstrip("/")
                 if keep_unsynced is not None and node_id in current and keep_unsynced(relative):
                     data = current[node_id]
                 path.write_bytes(data)
 
-            restore(self._root_id, self.root, "")
+            restore(self._root_id, self.root, PurePosixPath())
             self._ids.clear()
             self._durable = {}
             self._lost.clear()
@@ -445,7 +518,7 @@ class FaultyEnv(io.Env):
                 self._record_file(str(name))
 
     def rename(self, src: Path | str, dst: Path | str) -> None:
-        self._check("rename", f"{src} to {dst}", "rename")
+        self._check("rename", f"{src} to {dst}", "rename", paths=(src, dst))
         with self._lock:
             try:
                 same = os.path.samefile(src, dst)

@@ -50,7 +50,7 @@ def test_partitions_are_refused_before_the_reserve(tmp_path: Path) -> None:
         [sys.executable, "-c", _CHILD, str(tmp_path / "data")],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=240,
     )
     assert result.returncode == 0, result.stderr
     created, message = result.stdout.split(" ", 1)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
 from seglog.errors import StorageError
 from seglog.storage import io
-from tests.storage.faulty_env import FaultyEnv, installed
+from tests.storage.faulty_env import FaultyEnv, Files, installed
 
 
 @pytest.fixture
@@ -133,7 +133,7 @@ def test_keep_unsynced_chooses_per_file(env: FaultyEnv) -> None:
     env.fsync_dir(env.root)
     for name in ("kept", "lost"):
         _write(env, env.root / name, b"new", sync=False)
-    env.power_cut(keep_unsynced=lambda relative: relative == "kept")
+    env.power_cut(keep_unsynced=lambda relative: relative == PurePosixPath("kept"))
     assert (env.root / "kept").read_bytes() == b"new"
     assert (env.root / "lost").read_bytes() == b"old"
 
@@ -148,7 +148,7 @@ def test_fail_the_nth_call(env: FaultyEnv) -> None:
     assert isinstance(info.value.__cause__, OSError) and info.value.__cause__.errno == errno.EIO
     env.pwritev(fd, [b"three"], 3)  # one failure only
     assert env.failures == [("pwritev", str(path), errno.EIO)]
-    env.fail("fsync", path_contains="other")
+    env.fail("fsync", named="other")
     env.fsync(fd)  # not the file the fault is for
     env.close(fd)
     assert path.read_bytes() == b"onethree"
@@ -210,3 +210,73 @@ def test_bytes_written_again_after_a_failed_fsync_are_synced(env: FaultyEnv) -> 
     env.fsync(fd)
     env.power_cut()
     assert path.read_bytes() == b"AAAA\0bb\0"
+
+
+def test_faults_choose_files_by_whole_components_below_the_root(tmp_path: Path) -> None:
+    """The root's own location never matches: a first pytest run's ``pytest-0`` holds
+    ``t-0`` as a substring, and here the root even lies in a directory named ``t-0``."""
+    root = tmp_path / "pytest-0" / "t-0" / "data"
+    with installed(root) as env:
+        names = ("t-0/00.log", "test-0/00.log", "t-0x/00.log", "t-1/00.index", "a-checkpoint")
+        paths = {name: root / name for name in names}
+        fds = {}
+        for name, path in paths.items():
+            env.mkdir(path.parent)
+            fds[name] = env.open(path, os.O_RDWR | os.O_CREAT)
+        try:
+
+            def failing(**where: str) -> set[str]:
+                failed = set()
+                for name, fd in fds.items():
+                    env.fail("pwritev", error=errno.EIO, times=1000, **where)
+                    try:
+                        env.pwritev(fd, [b"x"], 0)
+                    except StorageError:
+                        failed.add(name)
+                    env.clear_faults()
+                return failed
+
+            assert failing(in_dir="t-0") == {"t-0/00.log"}
+            assert failing(named="*.log") == {"t-0/00.log", "test-0/00.log", "t-0x/00.log"}
+            assert failing(in_dir="t-1", named="*.index") == {"t-1/00.index"}
+            assert failing(named="*-checkpoint") == {"a-checkpoint"}
+            assert failing(in_dir="data") == set()  # the root's own name is not below it
+            assert failing() == set(paths)
+        finally:
+            for fd in fds.values():
+                env.close(fd)
+
+
+def test_a_rename_fault_matches_either_name(env: FaultyEnv) -> None:
+    env.mkdir(env.root / "t-0")
+    (env.root / "t-0" / "a.log").write_bytes(b"")
+    env.fail("rename", error=errno.EIO, named="b.log.deleted")
+    with pytest.raises(StorageError):
+        env.rename(env.root / "t-0" / "a.log", env.root / "t-0" / "b.log.deleted")
+    env.fail("rename", error=errno.EIO, named="elsewhere")
+    env.rename(env.root / "t-0" / "a.log", env.root / "t-0" / "b.log")
+
+
+def test_a_choice_is_made_of_single_components() -> None:
+    for bad in ("t-0/", "/t-0", "t-0/00.log", "", ".."):
+        with pytest.raises(ValueError, match="component"):
+            Files(in_dir=bad)
+        with pytest.raises(ValueError, match="component"):
+            Files(named=bad)
+    assert Files(in_dir="t-0")(PurePosixPath("t-0/00.log"))
+    assert not Files(in_dir="t-0")(PurePosixPath("test-0/00.log"))
+    assert Files(named="*.log")(PurePosixPath("t-0/00.log"))
+    assert not Files(named="*.log")(PurePosixPath("t-0/00.log.deleted"))
+
+
+def test_keep_unsynced_by_partition_directory(env: FaultyEnv) -> None:
+    for directory in ("t-0", "test-0"):
+        env.mkdir(env.root / directory)
+        _write(env, env.root / directory / "f", b"old", sync=True)
+        env.fsync_dir(env.root / directory)
+    env.fsync_dir(env.root)
+    for directory in ("t-0", "test-0"):
+        _write(env, env.root / directory / "f", b"new", sync=False)
+    env.power_cut(keep_unsynced=Files(in_dir="t-0"))
+    assert (env.root / "t-0" / "f").read_bytes() == b"new"
+    assert (env.root / "test-0" / "f").read_bytes() == b"old"

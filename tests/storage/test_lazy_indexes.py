@@ -9,7 +9,6 @@ nearly full disk, or of a partition with thousands of segments, depends on it.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -128,14 +127,13 @@ def _write_segments(directory: Path, count: int) -> None:
     filenames.snapshot_path(directory, count).write_bytes(producer_state.encode_snapshot([]))
 
 
-def test_thousands_of_segments_open_fast_and_open_no_index(tmp_path: Path) -> None:
+def test_thousands_of_segments_open_no_index(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     segments = 2000
     _write_segments(directory, segments)
     fds_before = _open_fds()
-    started = time.perf_counter()
+    # How fast that is, bench/storage_bench.py measures; here, that no index is opened.
     log = Log.open(directory, LogConfig(), recovery_point=segments, had_clean_shutdown=True)
-    elapsed = time.perf_counter() - started
     try:
         assert log.log_end_offset == segments and len(log.segments) == segments
         # One descriptor per segment (its .log), nothing for indexes.
@@ -144,7 +142,6 @@ def test_thousands_of_segments_open_fast_and_open_no_index(tmp_path: Path) -> No
         assert not any(s.offset_index.loaded or s.time_index.loaded for s in inactive)
         mapped = _mapped_paths()
         assert not any(str(s.offset_index.path) in mapped for s in inactive)
-        assert elapsed < 5.0, f"opening {segments} segments took {elapsed:.1f} s"
         # First use opens an index; its descriptor is closed once it is mapped.
         assert log.read(7, 1000).data is not None
         assert log.segments[7].offset_index.loaded

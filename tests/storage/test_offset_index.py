@@ -10,7 +10,6 @@ import os
 import random
 import struct
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -504,7 +503,8 @@ def _full_index_bytes(entries: int) -> bytes:
     return fields.tobytes()
 
 
-def test_lookups_on_a_full_10_mib_index_are_fast(tmp_path: Path) -> None:
+def test_lookups_on_a_full_10_mib_index(tmp_path: Path) -> None:
+    """Every lookup lands right on a full index (its speed: bench/storage_bench.py)."""
     entries = 10_485_760 // 8
     path = tmp_path / "x.index"
     path.write_bytes(_full_index_bytes(entries))
@@ -512,19 +512,10 @@ def test_lookups_on_a_full_10_mib_index_are_fast(tmp_path: Path) -> None:
     assert index.entries == entries
     rng = random.Random(7)
     targets = [rng.randrange(-5, 2 * entries + 5) for _ in range(20_000)]
-    for target in targets[:500]:
+    for target in targets:
         expected = (0, 0) if target < 1 else (min((target - 1) // 2, entries - 1) * 2 + 1, 0)
         found = index.lookup(target)
         assert found[0] == expected[0] and found[1] == (found[0] // 2) * 100
-    lookup = index.lookup
-    best = float("inf")
-    for _ in range(3):  # best of three: the machine may be busy
-        start = time.perf_counter()
-        for target in targets:
-            lookup(target)
-        best = min(best, time.perf_counter() - start)
-    rate = len(targets) / best
-    assert rate > 100_000, f"{rate:,.0f} lookups/s"
     index.close()
 
 

@@ -363,7 +363,7 @@ class FlushEveryMessageOnLinux(FlushEveryMessage):
     @rule()
     def a_log_fsync_fails(self) -> None:
         """The next fsync of a ``.log`` fails (more often than arm_fault draws it)."""
-        self.env.fail("fsync", error=errno.EIO, path_contains=".log")
+        self.env.fail("fsync", error=errno.EIO, named="*.log")
 
 
 _SETTINGS = settings(max_examples=40, stateful_step_count=30, deadline=None)
@@ -420,7 +420,7 @@ def test_no_acknowledgement_after_a_failed_fsync_is_lost(tmp_path: Path) -> None
         log_dir = LogDir.open(tmp_path, defaults=config, settings=SETTINGS)
         log_dir.create_topic("t", 1)
         log_dir.append("t", 0, make_batch([b"first"]))
-        env.fail("fsync", error=errno.EIO, path_contains=".log")
+        env.fail("fsync", error=errno.EIO, named="*.log")
         with pytest.raises(StorageError, match="Input/output error"):
             log_dir.append("t", 0, make_batch([b"not acknowledged"]))
         acknowledged: list[bytes] = [b"first"]
@@ -445,7 +445,7 @@ def test_a_failed_flush_hides_the_append_from_consumers(tmp_path: Path) -> None:
     with installed(tmp_path) as env:
         log = Log.open(tmp_path / "t-0", config)
         log.append(make_batch([b"first"]))
-        env.fail("fsync", error=errno.EIO, path_contains=".log")
+        env.fail("fsync", error=errno.EIO, named="*.log")
         with pytest.raises(StorageError, match="Input/output error"):
             log.append(make_batch([b"not acknowledged"]))
         assert log.high_watermark == 1

@@ -141,7 +141,11 @@ class Channel(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         self._eof = True
         self._wake()
-        return True  # keep the transport open: answers may still be due
+        # Over plain TCP the peer may half-close and still read the answers due:
+        # keep the transport open. TLS has no half-close (the peer's close_notify
+        # ends the session both ways) and asyncio closes it whatever is returned,
+        # warning when told to keep it: so keep it only without TLS.
+        return not self._tls
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True

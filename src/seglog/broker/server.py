@@ -19,6 +19,7 @@ import signal
 import time
 from typing import Any
 
+from seglog import __version__
 from seglog.broker.connection import serve_connection
 from seglog.broker.dynamic_config import DynamicConfigs, effective_settings
 from seglog.broker.handlers.groups import load_groups
@@ -34,6 +35,7 @@ from seglog.broker.security.listener import ListenerSecurity
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
 from seglog.config import BrokerConfig
+from seglog.config_names import check_names, differing_from_defaults
 from seglog.errors import InvalidConfigError
 from seglog.storage import descriptors
 from seglog.storage.log_dir import LogDir
@@ -81,6 +83,34 @@ class _AcceptErrors:
         self._suppressed = 0
 
 
+def _log_settings(settings: BrokerSettings) -> None:
+    """Say at start what this broker is: version, data directory, settings in force.
+
+    Like Kafka's ``KafkaConfig values`` block, but only the settings that differ
+    from their defaults, secrets hidden; then what seglog will not use.
+    """
+    logger.info(
+        "seglog %s starting: node %d, data directory %s",
+        __version__,
+        settings.node_id,
+        settings.log_dir.resolve(),
+    )
+    changed = differing_from_defaults(settings.properties)
+    if changed:
+        logger.info(
+            "settings that differ from the defaults:\n%s",
+            "\n".join(f"\t{name} = {value}" for name, value in changed),
+        )
+    names = check_names(settings.properties)
+    for warning in names.warnings:
+        logger.warning("%s", warning)
+    if names.ignored:
+        logger.info(
+            "Kafka settings seglog has no use for (one node, no replication), ignored: %s",
+            ", ".join(sorted(names.ignored)),
+        )
+
+
 class Broker:
     """A running broker; :meth:`serve` until :meth:`stop`."""
 
@@ -120,6 +150,7 @@ class Broker:
         settings = self.settings
         settings.check_listeners()  # before anything is opened or bound
         settings.check_advertised()
+        _log_settings(settings)
         config = BrokerConfig(settings.properties)
         authorizer = Authorizer.from_config(config, settings.log_dir)
         failures = AuthenticationFailures()

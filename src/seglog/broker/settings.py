@@ -11,6 +11,7 @@ from pathlib import Path
 
 from seglog.broker.limits import DEFAULT_QUEUED_MAX_REQUEST_BYTES
 from seglog.config import INT_MAX, BrokerConfig, LogConfig
+from seglog.config_names import check_names
 from seglog.errors import InvalidConfigError
 from seglog.storage.log_dir import LogDirSettings, node_id
 
@@ -238,8 +239,16 @@ class BrokerSettings:
 
         Every known name is parsed and validated through the configuration table
         (:data:`seglog.config.BROKER_CONFIGS`): a bad value raises InvalidConfigError
-        with Kafka's message, and the broker refuses to start.
+        with Kafka's message, and the broker refuses to start. So does a name
+        that is likely a typo of a known one, or that would be ignored while it
+        says where to listen (:func:`seglog.config_names.check_names`), and a
+        ``log.dirs`` of several directories.
         """
+        names = check_names(properties)
+        if names.errors:
+            # A likely typo or a setting of where to listen that would be ignored:
+            # the broker would run otherwise than the operator believes.
+            raise InvalidConfigError("\n".join(names.errors))
         config = BrokerConfig(properties)
         mapping = config["listener.security.protocol.map"]
         protocol_map = None if mapping is None else _security_protocol_map(str(mapping))
@@ -248,6 +257,17 @@ class BrokerSettings:
         )
         advertised = config["advertised.listeners"]
         log_dirs = config["log.dirs"] or config["log.dir"]
+        directories = [d.strip() for d in str(log_dirs).split(",") if d.strip()]
+        if not directories:
+            raise InvalidConfigError("log.dirs names no directory: give one")
+        if len(directories) > 1:
+            # Kafka spreads partitions over every directory listed; seglog keeps
+            # them in one, and storing all in the first would surprise whoever
+            # sized the others.
+            raise InvalidConfigError(
+                f"log.dirs lists {len(directories)} directories ({log_dirs}); "
+                "seglog stores in one log directory: give exactly one"
+            )
         node = node_id(config)
         request_max = config["socket.request.max.bytes"]
         queued: int | None = config["queued.max.request.bytes"]
@@ -267,7 +287,7 @@ class BrokerSettings:
                 if advertised
                 else None
             ),
-            log_dir=Path(str(log_dirs).split(",")[0].strip()),
+            log_dir=Path(directories[0]),
             socket_request_max_bytes=request_max,
             queued_max_request_bytes=queued,
             connections_max_idle_ms=idle_ms if idle_ms >= 0 else None,

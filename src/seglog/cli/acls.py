@@ -24,7 +24,13 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from seglog.cli._client import ClientError, ClientSettings, client_options, error_text, reporting
+from seglog.cli._client import (
+    ClientError,
+    ClientSettings,
+    admin_client,
+    client_options,
+    error_text,
+)
 
 _ANY_HOST: Any = None  # a filter's None matches every host
 
@@ -68,8 +74,7 @@ def _resource(
 
 
 def _admin(client: ClientSettings) -> AdminClient:
-    with reporting("bad client configuration"):
-        return AdminClient(client.config())
+    return admin_client(client)
 
 
 def _name(value: object) -> str:

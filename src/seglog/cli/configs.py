@@ -22,7 +22,13 @@ from typing import Any
 import click
 
 from seglog.broker.security.scram import MECHANISMS, MIN_ITERATIONS, salted_password
-from seglog.cli._client import DEFAULT_BOOTSTRAP, ClientError, kafka_request
+from seglog.cli._client import (
+    BOOTSTRAP_ENV,
+    DEFAULT_BOOTSTRAP,
+    DEFAULT_TIMEOUT,
+    ClientError,
+    kafka_request,
+)
 from seglog.protocol import ApiKey, error_codes
 
 _TOPIC, _BROKER = 2, 4
@@ -326,13 +332,15 @@ def _alter_quotas_and_credentials(
     "--bootstrap-server",
     default=DEFAULT_BOOTSTRAP,
     show_default=True,
+    envvar=BOOTSTRAP_ENV,
+    show_envvar=True,
     metavar="HOST:PORT",
     help="The broker to ask (PLAINTEXT).",
 )
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0.001),
-    default=30.0,
+    default=DEFAULT_TIMEOUT,
     show_default=True,
     metavar="SECONDS",
     help="How long to wait for the broker.",

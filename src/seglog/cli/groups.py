@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient
 from seglog.cli._client import (
     ClientError,
     ClientSettings,
+    admin_client,
     client_options,
     error_name,
     error_text,
@@ -31,8 +32,7 @@ from seglog.cli._client import (
 
 
 def _admin(client: ClientSettings) -> AdminClient:
-    with reporting("bad client configuration"):
-        return AdminClient(client.config())
+    return admin_client(client)
 
 
 def _result(future: Future[Any], client: ClientSettings, group: str) -> Any:

@@ -12,15 +12,55 @@ import click
 from seglog import __version__
 from seglog.errors import SeglogError
 
+_GLOBAL_WITH_VALUE = ("--log-level",)
+
+
+def _globals_first(args: list[str]) -> list[str]:
+    """``args`` with the global options given after a subcommand moved before it.
+
+    ``seglog serve --log-level debug`` then means ``seglog --log-level debug serve``.
+    Nothing after ``--`` moves: from there on every word is an argument.
+    """
+    moved: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest += args[i:]
+            break
+        name = arg.split("=", 1)[0]
+        if name in _GLOBAL_WITH_VALUE:
+            if "=" in arg or i + 1 == len(args):
+                moved.append(arg)
+                i += 1
+            else:
+                moved += args[i : i + 2]
+                i += 2
+            continue
+        rest.append(arg)
+        i += 1
+    return moved + rest
+
 
 class _Group(click.Group):
-    """A group that turns seglog's errors into one clear line instead of a traceback."""
+    """A group that turns seglog's errors into one clear line instead of a traceback.
+
+    Its global options may also be given after the subcommand.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if ctx.parent is None:
+            args = _globals_first(args)
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except SeglogError as exc:
-            click.echo(f"seglog: error: {exc}", err=True)
+            # One line per problem (a broker's settings may have several).
+            for line in str(exc).splitlines() or [""]:
+                click.echo(f"seglog: error: {line}", err=True)
             sys.exit(1)
         except BrokenPipeError:
             raise
@@ -42,7 +82,8 @@ class _Group(click.Group):
 def cli(ctx: click.Context, log_level: str | None) -> None:
     """seglog: a Kafka-compatible append-only log.
 
-    Data is stored in Apache Kafka's own segment format.
+    Data is stored in Apache Kafka's own segment format. --log-level may also
+    follow the subcommand (seglog serve --log-level debug).
     """
     if log_level is None:
         log_level = "INFO" if ctx.invoked_subcommand == "serve" else "WARNING"

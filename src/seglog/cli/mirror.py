@@ -26,7 +26,7 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from seglog.cli._client import ClientSettings, key_values, reporting
+from seglog.cli._client import ClientSettings, admin_client, key_values, reporting
 from seglog.cli._progress import progress_wanted
 from seglog.mirror import (
     BrokerSource,
@@ -246,8 +246,10 @@ def mirror(
         raise click.UsageError("give --log-dir or --from, not both")
     target_settings = ClientSettings(to, timeout, dict(properties))
     source: Source
+    reachable = [target_settings]
     if from_broker is not None:
         source_settings = ClientSettings(from_broker, timeout, dict(source_properties))
+        reachable.append(source_settings)
         with reporting(f"cannot connect to {from_broker}"):
             source = BrokerSource(source_settings.config(), timeout)
     else:
@@ -255,6 +257,9 @@ def mirror(
     with reporting(f"cannot connect to {to}"):
         target = Target(target_settings.config(), timeout)
     offsets = OffsetMap.load(state, source.description, to)
+    for settings in reachable:
+        # Say at once when a broker cannot be reached, rather than at the first request.
+        admin_client(settings)
 
     stop = threading.Event()
     stopped_by: list[str] = []

@@ -151,7 +151,10 @@ def produce(
     """
     if key_separator == "":
         raise click.BadParameter("must not be empty", param_hint="--key-separator")
-    defaults: dict[str, object] = {"acks": acks, "message.timeout.ms": client.timeout_ms}
+    # --timeout bounds the wait for the broker (5 s); a message queued behind many
+    # others may wait longer than that for its turn, so it is given at least 30 s.
+    message_timeout_ms = max(client.timeout_ms, 30_000)
+    defaults: dict[str, object] = {"acks": acks, "message.timeout.ms": message_timeout_ms}
     if compression is not None:
         defaults["compression.type"] = compression
     config = client.config(defaults)
@@ -159,7 +162,7 @@ def produce(
         producer = Producer(config)
     # librdkafka fails every message after message.timeout.ms (ours, or -X's); at the end
     # wait a little longer than that so each one is reported by its callback.
-    message_timeout = float(config.get("message.timeout.ms", client.timeout_ms)) / 1000
+    message_timeout = float(config.get("message.timeout.ms", message_timeout_ms)) / 1000
 
     deliveries = _Deliveries()
     rate = Rate(lambda: deliveries.delivered)

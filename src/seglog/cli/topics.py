@@ -28,6 +28,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 from seglog.cli._client import (
     ClientError,
     ClientSettings,
+    admin_client,
     client_options,
     error_name,
     error_text,
@@ -40,8 +41,7 @@ _EXISTS = "TOPIC_ALREADY_EXISTS"
 
 
 def _admin(client: ClientSettings) -> AdminClient:
-    with reporting("bad client configuration"):
-        return AdminClient(client.config())
+    return admin_client(client)
 
 
 # What _wait returns for a request that failed the way the user said to ignore

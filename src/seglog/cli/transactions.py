@@ -11,14 +11,16 @@ partition's leader, as Kafka's tool does. PLAINTEXT listeners only.
 
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 import time
+from pathlib import Path
 from typing import Any
 
 import click
 
-from seglog.cli._client import DEFAULT_BOOTSTRAP, ClientError, text_table
+from seglog.cli._client import ClientError, connection_options, resolve, text_table
 from seglog.protocol import ApiKey, decode_response, encode_request, error_codes
 
 _CLIENT_ID = "seglog-transactions"
@@ -55,29 +57,35 @@ def _check(code: int, what: str) -> None:
         raise ClientError(f"{what}: {error_codes.name_for(code)}")
 
 
-_connection = [
-    click.option(
-        "--bootstrap-server",
-        default=DEFAULT_BOOTSTRAP,
-        show_default=True,
-        metavar="HOST:PORT",
-        help="The broker to ask.",
-    ),
-    click.option(
-        "--timeout",
-        type=click.FloatRange(min=0.001),
-        default=30.0,
-        show_default=True,
-        metavar="SECONDS",
-        help="How long to wait for the broker.",
-    ),
-]
-
-
 def _with_connection(func: Any) -> Any:
-    for option in reversed(_connection):
-        func = option(func)
-    return func
+    """Add the client commands' connection options; pass on ``bootstrap_server`` and ``timeout``.
+
+    librdkafka is not used here: the client properties (``--command-config``,
+    ``-X``) may name the bootstrap servers, but not a secured protocol.
+    """
+
+    @functools.wraps(func)
+    def wrapper(
+        *args: Any,
+        bootstrap_server: str | None,
+        command_config: Path | None,
+        properties: tuple[tuple[str, str], ...],
+        timeout: float,
+        **kwargs: Any,
+    ) -> Any:
+        settings = resolve(bootstrap_server, command_config, properties, timeout)
+        protocol = settings.properties.get("security.protocol", "plaintext")
+        if protocol.lower() != "plaintext":
+            raise ClientError(
+                f"seglog transactions speaks PLAINTEXT only; the client properties ask for "
+                f"security.protocol={protocol}"
+            )
+        return func(*args, bootstrap_server=settings.bootstrap, timeout=timeout, **kwargs)
+
+    decorated = wrapper
+    for option in reversed(connection_options()):
+        decorated = option(decorated)
+    return decorated
 
 
 @click.group("transactions")

@@ -43,6 +43,7 @@ which runs it on a thread.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import heapq
@@ -114,6 +115,39 @@ class LogDirSettings:
         }
         values["node_id"] = node_id(config)
         return cls(**values)
+
+
+_LOG_DIR_MARKERS = (
+    checkpoints.META_PROPERTIES_FILE,
+    checkpoints.RECOVERY_POINT_CHECKPOINT,
+    checkpoints.LOG_START_OFFSET_CHECKPOINT,
+    checkpoints.CLEANER_OFFSET_CHECKPOINT,
+    checkpoints.REPLICATION_OFFSET_CHECKPOINT,
+    checkpoints.CLEAN_SHUTDOWN_FILE,
+    TOPICS_FILE,
+    LOCK_FILE,
+)
+
+
+def looks_like_log_dir(path: Path, extra_markers: Sequence[str] = ()) -> bool:
+    """Whether ``path`` holds what a seglog or Kafka broker writes in a log directory.
+
+    That is its ``meta.properties``, a checkpoint, seglog's topic list or lock,
+    one of ``extra_markers`` (files of the layers above), or a partition folder
+    with a segment or Kafka's ``partition.metadata`` in it (a folder name alone
+    proves little: ``/etc/dbus-1`` has the shape of one).
+    """
+    if not path.is_dir():
+        return False
+    if any((path / name).exists() for name in (*_LOG_DIR_MARKERS, *extra_markers)):
+        return True
+    for partition in reader.partition_dirs(path).values():
+        if (partition / checkpoints.PARTITION_METADATA_FILE).exists():
+            return True
+        with contextlib.suppress(OSError):
+            if reader.segment_bases(partition):
+                return True
+    return False
 
 
 def node_id(config: BrokerConfig) -> int:

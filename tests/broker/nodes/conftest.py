@@ -77,7 +77,7 @@ class Cluster:
     def bootstrap(self, node_id: int = 1) -> str:
         return f"127.0.0.1:{self.port(node_id)}"
 
-    def start(self, nodes: int | None = None) -> None:
+    def start(self, nodes: int | None = None, *, timeout: float = 120) -> None:
         if nodes is not None:
             self.nodes = nodes
         args = [
@@ -98,9 +98,9 @@ class Cluster:
             args += ["--override", f"{key}={value}"]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        self.wait_listening()
+        self.wait_listening(timeout=timeout)
 
-    def wait_listening(self, node_ids: list[int] | None = None, timeout: float = 30) -> None:
+    def wait_listening(self, node_ids: list[int] | None = None, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         wanted = node_ids or list(range(1, self.nodes + 1))
         while time.monotonic() < deadline:
@@ -172,7 +172,8 @@ class Raw:
     opened: ClassVar[list[socket.socket]] = []
 
     def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        # A guard against a hang only: under load a held request may take long.
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=150)
         Raw.opened.append(self.sock)
         self.correlation = 0
 

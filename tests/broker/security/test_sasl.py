@@ -34,7 +34,7 @@ def add_scram_user(name: str, password: str) -> Callable[[Path], None]:
     def prepare(data: Path) -> None:
         subprocess.run(
             [sys.executable, "-m", "seglog", "users", "add", name, "--log-dir", str(data),
-             "--password", password],
+             "--create", "--password", password],
             check=True, capture_output=True,
         )  # fmt: skip
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -49,7 +50,6 @@ BACKOFF_FIRST = 0.2
 BACKOFF_MAX = 10.0
 STABLE_SECONDS = 30.0
 """A node that ran this long before dying is restarted after the shortest back-off again."""
-EARLY_FAILURE_SECONDS = 3.0
 STOP_TIMEOUT = 120.0
 
 
@@ -62,6 +62,8 @@ class _Node:
     restarts: int = 0
     backoff: float = BACKOFF_FIRST
     due: float = 0.0
+    served: bool = False
+    """Whether the node ever accepted a connection: until then, an exit means it cannot start."""
 
 
 class Supervisor:
@@ -148,6 +150,16 @@ class Supervisor:
             ports,
         )
 
+    def _accepts(self, node: _Node) -> bool:
+        """Whether the node's first listener accepts connections."""
+        listener = self.settings.listeners[0]
+        host = listener.host if listener.host not in ("", "0.0.0.0", "::") else "localhost"
+        try:
+            with socket.create_connection((host, listener.port + node.index), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
     def _on_signal(self, signum: int, frame: object) -> None:
         self._stopping = True
 
@@ -191,12 +203,7 @@ class Supervisor:
                     if code is None:
                         continue
                     ran = now - node.started
-                    if (
-                        first_start
-                        and node.restarts == 0
-                        and code > 0
-                        and ran < EARLY_FAILURE_SECONDS
-                    ):
+                    if first_start and node.restarts == 0 and code > 0 and not node.served:
                         logger.error(
                             "node %d could not start (exit code %d): stopping", node.node_id, code
                         )
@@ -223,11 +230,14 @@ class Supervisor:
                         logger.error("cannot start node %d: %s", node.node_id, exc)
                         node.due = now + node.backoff
                         node.backoff = min(node.backoff * 2, BACKOFF_MAX)
-            if first_start and all(
-                n.process is not None and now - n.started >= EARLY_FAILURE_SECONDS
-                for n in self.nodes
-            ):
-                first_start = False
+            if first_start:
+                # The first start is over once every node serves: a node that exits
+                # before it ever accepted a connection could not start (a port taken,
+                # a bad setting), however long a busy machine took to get there.
+                for node in self.nodes:
+                    if not node.served and node.process is not None:
+                        node.served = self._accepts(node)
+                first_start = not all(n.served for n in self.nodes)
             time.sleep(0.05)
         return None
 
