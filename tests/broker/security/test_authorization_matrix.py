@@ -136,6 +136,10 @@ class Row:
     """Asked before authentication only (SASL): no authenticated column applies."""
     variant: str = ""
     """Names a second row of the same API (another layout or another kind of request)."""
+    configs_from: int | None = None
+    """CreateTopics: from this version, a created topic's configs are answered only with
+    DESCRIBE_CONFIGS on it (here: to the super user), else ``topic_config_error_code``
+    says TOPIC_AUTHORIZATION_FAILED (KIP-525)."""
 
     @property
     def name(self) -> str:
@@ -295,12 +299,13 @@ ROWS: tuple[Row, ...] = (
     Row(ApiKey.CREATE_TOPICS, (2, 7), lambda n: {
         "topics": [{"name": n.topic, "num_partitions": 1, "replication_factor": 1}],
         "timeout_ms": 5000, "validate_only": True,
-    }, (_t("CREATE"),), ("topics.error_code",)),
+    }, (_t("CREATE"),), ("topics.error_code",), configs_from=5),
     # CREATE on the cluster creates any topic.
     Row(ApiKey.CREATE_TOPICS, (2, 7), lambda n: {
         "topics": [{"name": n.topic, "num_partitions": 1, "replication_factor": 1}],
         "timeout_ms": 5000, "validate_only": True,
-    }, (Need("cluster", "CREATE", TOPIC_FAILED),), ("topics.error_code",), variant="cluster"),
+    }, (Need("cluster", "CREATE", TOPIC_FAILED),), ("topics.error_code",), variant="cluster",
+        configs_from=5),
     Row(ApiKey.DELETE_TOPICS, (1, 5), lambda n: {"topic_names": [n.topic], "timeout_ms": 5000},
         (_t("DELETE"),), ("responses.error_code",)),
     Row(ApiKey.DELETE_RECORDS, (0, 2), lambda n: {
@@ -772,6 +777,10 @@ def test_authorization(matrix: Matrix, row: Row, version: int, kind: str, princi
         got = _codes(answer, paths)
         assert got, f"no error code at {paths}: {answer}"
         assert not AUTH_CODES & set(got), answer
+        if row.configs_from is not None and version >= row.configs_from:
+            hidden = 0 if principal == "super" else TOPIC_FAILED
+            assert _codes(answer, ("topics.topic_config_error_code",)) == [hidden], answer
+            assert bool(answer["topics"][0]["configs"]) is (hidden == 0), answer
         return
     for path in refusal.where or row.paths:
         got = _codes(answer, (path,))

@@ -361,20 +361,46 @@ def _hide_topics(access: Access) -> Fix:
 
 def _create_topics(access: Access, version: int, body: dict[str, Any]) -> Decision:
     if access.cluster(Operation.CREATE):
-        return Decision()
-    return _named(
-        "topics",
-        lambda t: t["name"],
-        lambda a, t: a.allowed(Operation.CREATE, TOPIC, t["name"]),
-        "topics",
-        lambda t: failed(
-            ApiKey.CREATE_TOPICS,
+        decision = Decision()
+    else:
+        decision = _named(
             "topics",
-            TOPIC_FAILED,
-            name=t["name"],
-            error_message="Authorization failed.",
-        ),
-    )(access, version, body)
+            lambda t: t["name"],
+            lambda a, t: a.allowed(Operation.CREATE, TOPIC, t["name"]),
+            "topics",
+            lambda t: failed(
+                ApiKey.CREATE_TOPICS,
+                "topics",
+                TOPIC_FAILED,
+                name=t["name"],
+                error_message="Authorization failed.",
+            ),
+        )(access, version, body)
+    decision.fixes.append(_hide_created_configs(access))
+    return decision
+
+
+def _hide_created_configs(access: Access) -> Fix:
+    """A created topic's configs, partitions and replicas need DESCRIBE_CONFIGS on it.
+
+    As Kafka's controller (KIP-525): without it they are left out (empty, -1)
+    and ``topic_config_error_code`` says TOPIC_AUTHORIZATION_FAILED.
+    """
+
+    def hide(response: dict[str, Any]) -> None:
+        for topic in response.get("topics") or []:
+            if topic.get("error_code") or access.allowed(
+                Operation.DESCRIBE_CONFIGS, TOPIC, topic["name"]
+            ):
+                continue
+            topic.update(
+                topic_config_error_code=TOPIC_FAILED,
+                configs=[],
+                num_partitions=-1,
+                replication_factor=-1,
+            )
+
+    return hide
 
 
 def _delete_topics(access: Access, version: int, body: dict[str, Any]) -> Decision:
