@@ -15,18 +15,21 @@ request and either
   (TOPIC_AUTHORIZATION_FAILED per partition for Produce, for instance).
 
 The operations are Kafka's (``KafkaApis`` and ``AuthHelper``): Produce WRITE
-on the topic (and on the transactional id), Fetch READ, ListOffsets and
-OffsetForLeaderEpoch DESCRIBE, Metadata DESCRIBE (topics not allowed are
-left out of a list of all topics; creating one needs CREATE on the cluster
-or the topic), CreateTopics CREATE, DeleteTopics DELETE, CreatePartitions
-ALTER, DeleteRecords DELETE, DescribeConfigs DESCRIBE_CONFIGS and the config
-changes ALTER_CONFIGS (on the topic, or on the cluster for a broker),
-the group APIs READ on the group (OffsetCommit also READ on each topic,
+on the topic (and on the transactional id for transactional records), Fetch
+READ (a replica's fetch CLUSTER_ACTION on the cluster), ListOffsets DESCRIBE,
+OffsetForLeaderEpoch DESCRIBE (or CLUSTER_ACTION on the cluster), Metadata
+DESCRIBE (topics not allowed are left out of a list of all topics; creating
+one needs CREATE on the cluster or the topic), CreateTopics CREATE,
+DeleteTopics DELETE, CreatePartitions ALTER, DeleteRecords DELETE,
+DescribeProducers READ, DescribeConfigs DESCRIBE_CONFIGS and the config
+changes ALTER_CONFIGS (on the topic, or on the cluster for a broker), the
+group APIs READ on the group (OffsetCommit also READ on each topic,
 OffsetFetch DESCRIBE), DescribeGroups DESCRIBE, DeleteGroups DELETE,
 ListGroups DESCRIBE on the cluster or else only the groups it may DESCRIBE,
 InitProducerId WRITE on the transactional id or IDEMPOTENT_WRITE on the
 cluster (or WRITE on some topic), and the ACL and SCRAM APIs ALTER or
-DESCRIBE on the cluster.
+DESCRIBE on the cluster. ``tests/broker/security/test_authorization_matrix.py``
+asks each of them.
 
 Every error entry and refusal is built by :func:`seglog.protocol.entries.failed`
 from the API's response description: each field at its value in a failed
@@ -53,6 +56,7 @@ from seglog.broker.security.authorizer import (
 from seglog.protocol import entries, error_codes
 from seglog.protocol.api_keys import ApiKey
 from seglog.protocol.entries import failed
+from seglog.records import batch
 
 logger = logging.getLogger(__name__)
 
@@ -257,10 +261,54 @@ def _cluster(operation: Operation, response: Callable[[dict[str, Any]], dict[str
 
 
 def _produce(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    # As Kafka, the transactional id is checked when the records are transactional,
+    # and then a request without one is refused too.
     txn = body.get("transactional_id")
-    if txn is not None and not access.allowed(Operation.WRITE, TXN, txn):
+    if _has_transactional_records(body) and (
+        txn is None or not access.allowed(Operation.WRITE, TXN, txn)
+    ):
         return Decision(response=_failed_topics(ApiKey.PRODUCE, _PRODUCE, body, TXN_FAILED))
     return _partitioned(ApiKey.PRODUCE, _PRODUCE, Operation.WRITE)(access, version, body)
+
+
+def _fetch(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    """READ on each topic; a replica's fetch (``replica_id`` >= 0) needs CLUSTER_ACTION.
+
+    As Kafka: a replica allowed CLUSTER_ACTION fetches every topic, one without it
+    none of them (each partition TOPIC_AUTHORIZATION_FAILED).
+    """
+    if body.get("replica_id", -1) >= 0:
+        if access.cluster(Operation.CLUSTER_ACTION):
+            return Decision()
+        return Decision(response=_failed_topics(ApiKey.FETCH, _FETCH, body, TOPIC_FAILED))
+    return _partitioned(ApiKey.FETCH, _FETCH, Operation.READ)(access, version, body)
+
+
+def _offset_for_leader_epoch(access: Access, version: int, body: dict[str, Any]) -> Decision:
+    """DESCRIBE on each topic, or CLUSTER_ACTION on the cluster for all of them (Kafka's)."""
+    if access.cluster(Operation.CLUSTER_ACTION):
+        return Decision()
+    return _partitioned(ApiKey.OFFSET_FOR_LEADER_EPOCH, _EPOCHS, Operation.DESCRIBE)(
+        access, version, body
+    )
+
+
+def _has_transactional_records(body: dict[str, Any]) -> bool:
+    """Whether some partition's first batch is transactional (Kafka looks at the first only).
+
+    A malformed batch is not judged here: the append refuses it.
+    """
+    for topic in body.get("topic_data") or []:
+        for partition in topic.get("partition_data") or []:
+            records = partition.get("records")
+            if (
+                records is not None
+                and len(records) >= batch.HEADER_SIZE
+                and records[batch.MAGIC_OFFSET] == batch.CURRENT_MAGIC
+                and batch.BatchHeader._make(batch.HEADER.unpack_from(records, 0)).is_transactional
+            ):
+                return True
+    return False
 
 
 def _metadata(access: Access, version: int, body: dict[str, Any]) -> Decision:
@@ -313,20 +361,46 @@ def _hide_topics(access: Access) -> Fix:
 
 def _create_topics(access: Access, version: int, body: dict[str, Any]) -> Decision:
     if access.cluster(Operation.CREATE):
-        return Decision()
-    return _named(
-        "topics",
-        lambda t: t["name"],
-        lambda a, t: a.allowed(Operation.CREATE, TOPIC, t["name"]),
-        "topics",
-        lambda t: failed(
-            ApiKey.CREATE_TOPICS,
+        decision = Decision()
+    else:
+        decision = _named(
             "topics",
-            TOPIC_FAILED,
-            name=t["name"],
-            error_message="Authorization failed.",
-        ),
-    )(access, version, body)
+            lambda t: t["name"],
+            lambda a, t: a.allowed(Operation.CREATE, TOPIC, t["name"]),
+            "topics",
+            lambda t: failed(
+                ApiKey.CREATE_TOPICS,
+                "topics",
+                TOPIC_FAILED,
+                name=t["name"],
+                error_message="Authorization failed.",
+            ),
+        )(access, version, body)
+    decision.fixes.append(_hide_created_configs(access))
+    return decision
+
+
+def _hide_created_configs(access: Access) -> Fix:
+    """A created topic's configs, partitions and replicas need DESCRIBE_CONFIGS on it.
+
+    As Kafka's controller (KIP-525): without it they are left out (empty, -1)
+    and ``topic_config_error_code`` says TOPIC_AUTHORIZATION_FAILED.
+    """
+
+    def hide(response: dict[str, Any]) -> None:
+        for topic in response.get("topics") or []:
+            if topic.get("error_code") or access.allowed(
+                Operation.DESCRIBE_CONFIGS, TOPIC, topic["name"]
+            ):
+                continue
+            topic.update(
+                topic_config_error_code=TOPIC_FAILED,
+                configs=[],
+                num_partitions=-1,
+                replication_factor=-1,
+            )
+
+    return hide
 
 
 def _delete_topics(access: Access, version: int, body: dict[str, Any]) -> Decision:
@@ -400,6 +474,26 @@ def _offset_fetch(access: Access, version: int, body: dict[str, Any]) -> Decisio
 
         return Decision(fixes=[fix_groups])
     if not access.allowed(Operation.DESCRIBE, GROUP, body["group_id"]):
+        if version < 2:
+            # v0-1 have no error code on the whole response: Kafka fails each partition.
+            key = ApiKey.OFFSET_FETCH
+            return Decision(
+                response=entries.entry(
+                    key,
+                    "",
+                    topics=[
+                        _failed_partitions(
+                            key,
+                            "topics",
+                            "partitions",
+                            GROUP_FAILED,
+                            t.get("partition_indexes") or [],
+                            name=t["name"],
+                        )
+                        for t in body.get("topics") or []
+                    ],
+                )
+            )
         return Decision(response=failed(ApiKey.OFFSET_FETCH, "", GROUP_FAILED))
 
     every = body.get("topics") is None
@@ -607,14 +701,79 @@ def _alter_client_quotas(body: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+def _elect_leaders(body: dict[str, Any]) -> dict[str, Any]:
+    """Refused: the whole response and each requested partition, as Kafka's error response."""
+    key = ApiKey.ELECT_LEADERS
+    return failed(
+        key,
+        "",
+        CLUSTER_FAILED,
+        replica_election_results=[
+            entries.entry(
+                key,
+                "replica_election_results",
+                topic=t["topic"],
+                partition_result=[
+                    failed(
+                        key,
+                        "replica_election_results.partition_result",
+                        CLUSTER_FAILED,
+                        partition_id=p,
+                    )
+                    for p in t.get("partitions") or []
+                ],
+            )
+            for t in body.get("topic_partitions") or []
+        ],
+    )
+
+
+def _alter_partition_reassignments(body: dict[str, Any]) -> dict[str, Any]:
+    """Refused: the whole response and each requested partition, as Kafka's error response."""
+    key = ApiKey.ALTER_PARTITION_REASSIGNMENTS
+    return failed(
+        key,
+        "",
+        CLUSTER_FAILED,
+        responses=[
+            _failed_partitions(
+                key,
+                "responses",
+                "partitions",
+                CLUSTER_FAILED,
+                (p["partition_index"] for p in t.get("partitions") or []),
+                name=t["name"],
+            )
+            for t in body.get("topics") or []
+        ],
+    )
+
+
+def _describe_user_scram_credentials(body: dict[str, Any]) -> dict[str, Any]:
+    """Refused: the whole response and one failed result per user asked about.
+
+    Kafka's error response leaves each result's user empty; so does this one.
+    """
+    key = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
+    return failed(
+        key,
+        "",
+        CLUSTER_FAILED,
+        results=[failed(key, "results", CLUSTER_FAILED) for _ in body.get("users") or []],
+    )
+
+
 def _topic_names(
-    request_list: str, response_list: str, entry: Callable[[Any], dict[str, Any]]
+    request_list: str,
+    response_list: str,
+    entry: Callable[[Any], dict[str, Any]],
+    operation: Operation = Operation.DESCRIBE,
 ) -> Plan:
-    """Topics by name that need DESCRIBE (DescribeProducers, DescribeTopicPartitions)."""
+    """Topics by name that each need ``operation`` (DescribeProducers, DescribeTopicPartitions)."""
     return _named(
         request_list,
         lambda t: t["name"],
-        lambda a, t: a.allowed(Operation.DESCRIBE, TOPIC, t["name"]),
+        lambda a, t: a.allowed(operation, TOPIC, t["name"]),
         response_list,
         entry,
     )
@@ -786,11 +945,9 @@ PLANS: dict[int, Plan] = {
     ApiKey.SASL_AUTHENTICATE: _allow,
     ApiKey.DESCRIBE_CLUSTER: _allow,
     ApiKey.PRODUCE: _produce,
-    ApiKey.FETCH: _partitioned(ApiKey.FETCH, _FETCH, Operation.READ),
+    ApiKey.FETCH: _fetch,
     ApiKey.LIST_OFFSETS: _partitioned(ApiKey.LIST_OFFSETS, _COMMON, Operation.DESCRIBE),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: _partitioned(
-        ApiKey.OFFSET_FOR_LEADER_EPOCH, _EPOCHS, Operation.DESCRIBE
-    ),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
     ApiKey.DELETE_RECORDS: _partitioned(ApiKey.DELETE_RECORDS, _COMMON, Operation.DELETE),
     ApiKey.METADATA: _metadata,
     ApiKey.CREATE_TOPICS: _create_topics,
@@ -867,10 +1024,8 @@ PLANS: dict[int, Plan] = {
         Operation.DESCRIBE, _cluster_failed(ApiKey.DESCRIBE_LOG_DIRS)
     ),
     ApiKey.ALTER_REPLICA_LOG_DIRS: _cluster(Operation.ALTER, _alter_replica_log_dirs),
-    ApiKey.ELECT_LEADERS: _cluster(Operation.ALTER, _cluster_failed(ApiKey.ELECT_LEADERS)),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(
-        Operation.ALTER, _cluster_failed(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
-    ),
+    ApiKey.ELECT_LEADERS: _cluster(Operation.ALTER, _elect_leaders),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster(Operation.ALTER, _alter_partition_reassignments),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster(
         Operation.DESCRIBE, _cluster_failed(ApiKey.LIST_PARTITION_REASSIGNMENTS)
     ),
@@ -889,6 +1044,8 @@ PLANS: dict[int, Plan] = {
             t.get("partition_indexes") or [],
             name=t["name"],
         ),
+        # READ, as Kafka: a topic's producers are read from its log, not its metadata.
+        Operation.READ,
     ),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: _describe_topic_partitions,
     ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
@@ -913,7 +1070,7 @@ PLANS: dict[int, Plan] = {
     ),
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(
-        Operation.DESCRIBE, _cluster_failed(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS)
+        Operation.DESCRIBE, _describe_user_scram_credentials
     ),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _cluster(
         Operation.ALTER,

@@ -293,7 +293,13 @@ class Authorizer:
     def authorize_any(
         self, principal: str, host: str, operation: Operation, resource_type: int
     ) -> bool:
-        """Whether some resource of the type allows it (Kafka's ``authorizeByResourceType``)."""
+        """Whether some resource of the type allows it (Kafka's ``authorizeByResourceType``).
+
+        An ALLOW counts only if no DENY covers everything it allows: a DENY of
+        the wildcard covers every ALLOW; a DENY of the same literal name covers
+        an ALLOW of that name; a DENY prefix covers the names and prefixes that
+        start with it. (A DENY of one literal name does not cover a prefix.)
+        """
         if principal in self.super_users:
             return True
         mine = [
@@ -303,18 +309,31 @@ class Authorizer:
             and a.principal in (principal, WILDCARD_PRINCIPAL)
             and a.host in (host, WILDCARD)
         ]
+        denies = [
+            d
+            for d in mine
+            if d.permission == Permission.DENY and d.operation in (Operation.ALL, operation)
+        ]
+        if any(
+            d.pattern_type == PatternType.LITERAL and d.resource_name == WILDCARD for d in denies
+        ):
+            return False
+        denied_names = {d.resource_name for d in denies if d.pattern_type == PatternType.LITERAL}
+        denied_prefixes = [
+            d.resource_name for d in denies if d.pattern_type == PatternType.PREFIXED
+        ]
         allowed_by = _IMPLIED.get(operation, frozenset({operation}))
         for acl in mine:
-            if (
-                acl.permission == Permission.ALLOW
-                and (acl.operation == Operation.ALL or acl.operation in allowed_by)
-                and not any(
-                    d.permission == Permission.DENY
-                    and d.operation in (Operation.ALL, operation)
-                    and d.pattern_type == PatternType.LITERAL
-                    and d.resource_name == WILDCARD
-                    for d in mine
-                )
+            if acl.permission != Permission.ALLOW or not (
+                acl.operation == Operation.ALL or acl.operation in allowed_by
             ):
+                continue
+            name = acl.resource_name
+            if acl.pattern_type == PatternType.LITERAL:
+                if name == WILDCARD:
+                    return True
+                if name in denied_names:
+                    continue
+            if not any(name.startswith(prefix) for prefix in denied_prefixes):
                 return True
         return False
