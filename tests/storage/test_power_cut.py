@@ -478,3 +478,18 @@ def test_a_full_disk_during_recovery_loses_nothing(tmp_path: Path, nth: int) -> 
             assert read_log(log_dir.log("t", 0)) == [(0, b"acknowledged")]
         finally:
             log_dir.close()
+
+
+def test_a_segment_rolled_before_a_failed_fsync_keeps_its_name_across_a_power_cut() -> None:
+    """Hypothesis's example: the offline partition's close writes its bytes back and must
+    sync the directory too, or the new segment's name is lost with what recovery kept."""
+    machine = FlushEveryMessageOnLinux()
+    try:
+        machine.append(count=1, size=1, which=0)
+        machine.a_log_fsync_fails()
+        machine.roll(which=0)
+        machine.append(count=1, size=1, which=0)  # its fsync fails: the partition goes offline
+        machine.restart()  # the close writes the bytes back; the start keeps them
+        machine.power_cut(mode="synced", seed=0)  # they were synced, name included
+    finally:
+        machine.teardown()

@@ -1070,7 +1070,8 @@ class Log:
         """
         start = self._recovery_point
         try:
-            for segment in self._segments_overlapping(start, self._log_end_offset):
+            written_back = self._segments_overlapping(start, self._log_end_offset)
+            for segment in written_back:
                 position = 0
                 if segment.base_offset < start:
                     found = segment.translate_offset(start)
@@ -1090,6 +1091,10 @@ class Log:
                         view = view[written:]
                         position += written
                 self._env.fsync(segment.fd, name=segment.log_path)
+            # As flush does: a segment created since the last flush has a name that
+            # is durable only once the directory is synced (the failed flush did not).
+            if any(segment.base_offset >= start for segment in written_back):
+                self._env.fsync_dir(self.directory)
         except StorageError as exc:
             logger.error(
                 "cannot write back the unflushed bytes of offline partition %s: %s",
