@@ -84,8 +84,14 @@ def test_kills_at_random_points_leave_every_transaction_whole(
     for _ in range(3):
         stop = threading.Event()
         worker = threading.Thread(target=run, args=(broker.bootstrap, stop))
+        before = len(acknowledged)
         worker.start()
-        time.sleep(rng.uniform(0.4, 1.0))
+        # Each kill comes at a random point after a commit of this round, however
+        # long a busy machine takes to get there.
+        deadline = time.monotonic() + 120
+        while len(acknowledged) == before and worker.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.5))
         broker.kill()
         stop.set()
         worker.join(30)
