@@ -29,7 +29,7 @@ from seglog.broker.group_config import GROUP_CONFIGS
 from seglog.broker.nodes.shared import change_shared
 from seglog.broker.state import BrokerState
 from seglog.config import ConfigDef, Type
-from seglog.errors import InvalidConfigError, InvalidRequestError
+from seglog.errors import InvalidConfigError
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -169,7 +169,7 @@ async def _change_group(
 
 def _check_group_name(name: str) -> None:
     if not name:
-        raise InvalidRequestError("Group name must not be empty")
+        raise InvalidBrokerConfigError("Group name must not be empty")
 
 
 async def alter_group(
