@@ -60,6 +60,25 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
 }
 """The group settings, under Kafka's names; a None default is the broker setting's."""
 
+GROUP_DOCS: dict[str, str] = {
+    "consumer.session.timeout.ms": (
+        "How long a member of the consumer group may go without a heartbeat before it is "
+        "removed from the group."
+    ),
+    "consumer.heartbeat.interval.ms": "How often the consumer group's members heartbeat.",
+    "share.session.timeout.ms": (
+        "How long a member of the share group may go without a heartbeat before it is removed."
+    ),
+    "share.heartbeat.interval.ms": "How often the share group's members heartbeat.",
+    "share.record.lock.duration.ms": "How long a record acquired by a share group stays locked.",
+    "share.auto.offset.reset": "Where a share-partition starts: latest or earliest.",
+    "share.isolation.level": (
+        "Whether the share group reads transactional records before they are committed "
+        "(read_uncommitted) or only once committed (read_committed)."
+    ),
+}
+"""One line of documentation per group setting (DescribeConfigs' include_documentation)."""
+
 BROKER_DEFAULTS: dict[str, str] = {
     "consumer.session.timeout.ms": "group.consumer.session.timeout.ms",
     "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",

@@ -34,7 +34,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from seglog.broker.group_config import BROKER_DEFAULTS, GROUP_CONFIGS, defaults
+from seglog.broker.group_config import BROKER_DEFAULTS, GROUP_CONFIGS, GROUP_DOCS, defaults
 from seglog.broker.state import BrokerState
 from seglog.config import (
     BROKER_CONFIGS,
@@ -346,18 +346,22 @@ def _describe_group(
         broker_name = BROKER_DEFAULTS.get(name)
         if broker_name is not None:
             synonyms += _synonyms(broker_name, state, False)
-        out.append(
-            _entry(
-                name,
-                value,
-                synonyms,
-                definition,
-                read_only=False,
-                sensitive=False,
-                include_synonyms=include_synonyms,
-                include_documentation=include_documentation,
-            )
+        else:  # no broker setting supplies it: the group setting's own default
+            default = definition.to_string(definition.default)
+            synonyms.append({"name": name, "value": default, "source": DEFAULT_CONFIG})
+        entry = _entry(
+            name,
+            value,
+            synonyms,
+            definition,
+            read_only=False,
+            sensitive=False,
+            include_synonyms=include_synonyms,
+            include_documentation=False,
         )
+        if include_documentation:
+            entry["documentation"] = GROUP_DOCS[name]
+        out.append(entry)
     return out
 
 
