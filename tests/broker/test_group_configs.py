@@ -59,6 +59,21 @@ def _describe(broker: BrokerProcess, group: str) -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in result["configs"]}
 
 
+def _heartbeat(broker: BrokerProcess, group: str) -> dict[str, Any]:
+    """A new member's first ConsumerGroupHeartbeat (KIP-848) in ``group``."""
+    body = {
+        "group_id": group,
+        "member_id": str(uuid.uuid4()),
+        "member_epoch": 0,
+        "rebalance_timeout_ms": 30000,
+        "subscribed_topic_names": [],
+        "topic_partitions": [],
+    }
+    answer: dict[str, Any] = _request(broker, ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, body)
+    assert answer["error_code"] == 0, answer
+    return answer
+
+
 def test_defaults_come_from_the_broker_settings(make_broker) -> None:  # type: ignore[no-untyped-def]
     broker: BrokerProcess = make_broker(**{"group.consumer.heartbeat.interval.ms": "6000"})
     configs = _describe(broker, "g-defaults")
@@ -165,24 +180,12 @@ def test_group_configs_survive_a_restart_and_set_the_heartbeat_interval(make_bro
         0,
         None,
     )
+    assert _heartbeat(broker, group)["heartbeat_interval_ms"] == 8000  # at once
     assert broker.stop() == 0
     broker.start()
     assert _describe(broker, group)["consumer.heartbeat.interval.ms"]["value"] == "8000"
     assert (broker.data / "seglog-group-configs.json").exists()
     assert not (broker.data / "seglog-group-configs.json.tmp").exists()
-    body = {
-        "group_id": group,
-        "member_id": str(uuid.uuid4()),
-        "member_epoch": 0,
-        "rebalance_timeout_ms": 30000,
-        "subscribed_topic_names": [],
-        "topic_partitions": [],
-    }
-    answer = _request(broker, ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, body)
-    assert answer["error_code"] == 0, answer
-    assert answer["heartbeat_interval_ms"] == 8000
+    assert _heartbeat(broker, group)["heartbeat_interval_ms"] == 8000
     # A group without configs of its own is told the broker's interval.
-    body = dict(body, group_id="g-plain", member_id=str(uuid.uuid4()))
-    assert _request(broker, ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, body)["heartbeat_interval_ms"] == (
-        5000
-    )
+    assert _heartbeat(broker, "g-plain")["heartbeat_interval_ms"] == 5000
