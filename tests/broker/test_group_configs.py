@@ -189,3 +189,24 @@ def test_group_configs_survive_a_restart_and_set_the_heartbeat_interval(make_bro
     assert _heartbeat(broker, group)["heartbeat_interval_ms"] == 8000
     # A group without configs of its own is told the broker's interval.
     assert _heartbeat(broker, "g-plain")["heartbeat_interval_ms"] == 5000
+
+
+def test_legacy_alter_configs_replaces_a_groups_whole_set(make_broker) -> None:  # type: ignore[no-untyped-def]
+    broker: BrokerProcess = make_broker()
+    group = "g-legacy"
+    assert _incremental(broker, group, [("consumer.session.timeout.ms", SET, "50000")]) == (0, None)
+    body = {
+        "resources": [
+            {
+                "resource_type": GROUP,
+                "resource_name": group,
+                "configs": [{"name": "consumer.heartbeat.interval.ms", "value": "6000"}],
+            }
+        ],
+        "validate_only": False,
+    }
+    answer = _request(broker, ApiKey.ALTER_CONFIGS, 1, body)["responses"][0]
+    assert (answer["error_code"], answer["error_message"]) == (0, None)
+    configs = _describe(broker, group)
+    assert configs["consumer.heartbeat.interval.ms"]["config_source"] == DYNAMIC_GROUP
+    assert configs["consumer.session.timeout.ms"]["config_source"] == DEFAULT
