@@ -478,11 +478,9 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     _broker("group.share.heartbeat.interval.ms", Type.INT, 5_000, at_least(1)),
     _broker("group.share.min.heartbeat.interval.ms", Type.INT, 5_000, at_least(1)),
     _broker("group.share.max.heartbeat.interval.ms", Type.INT, 15_000, at_least(1)),
-    _broker("group.share.record.lock.duration.ms", Type.INT, 30_000, between(1_000, 3_600_000)),
-    _broker("group.share.min.record.lock.duration.ms", Type.INT, 15_000, between(1_000, 30_000)),
-    _broker(
-        "group.share.max.record.lock.duration.ms", Type.INT, 60_000, between(30_000, 3_600_000)
-    ),
+    _broker("group.share.record.lock.duration.ms", Type.INT, 30_000, at_least(1_000)),
+    _broker("group.share.min.record.lock.duration.ms", Type.INT, 15_000, at_least(1_000)),
+    _broker("group.share.max.record.lock.duration.ms", Type.INT, 60_000, at_least(1_000)),
     _broker("offsets.retention.minutes", Type.INT, 10_080, at_least(1)),
     _broker("offsets.retention.check.interval.ms", Type.LONG, 600_000, at_least(1)),
     _broker("offset.metadata.max.bytes", Type.INT, 4_096, at_least(0)),
