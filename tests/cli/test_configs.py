@@ -149,3 +149,27 @@ def test_users_and_clients(make_broker) -> None:  # type: ignore[no-untyped-def]
 def test_usage_errors(broker: BrokerProcess, args: tuple[str, ...]) -> None:
     result = _configs(broker, *args)
     assert result.returncode == 2, result.stderr
+
+
+def test_a_groups_configs(make_broker) -> None:  # type: ignore[no-untyped-def]
+    broker: BrokerProcess = make_broker()
+    alter = ("--alter", "--entity-type", "groups", "--entity-name", "orders-app")
+    out = _ok(_configs(broker, *alter, "--add-config", "consumer.session.timeout.ms=50000"))
+    assert out == "Completed updating config for group orders-app.\n"
+    describe = ("--describe", "--entity-type", "groups", "--entity-name", "orders-app")
+    assert _ok(_configs(broker, *describe)).splitlines() == [
+        "Dynamic configs for group orders-app are:",
+        "  consumer.session.timeout.ms=50000 sensitive=false synonyms={"
+        "DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms=50000, "
+        "DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}",
+    ]
+    refused = _configs(broker, *alter, "--add-config", "consumer.session.timeout.ms=10")
+    assert refused.returncode != 0
+    assert "must be greater than or equal to group.consumer.min.session.timeout.ms" in (
+        refused.stderr
+    )
+    out = _ok(_configs(broker, *alter, "--delete-config", "consumer.session.timeout.ms"))
+    assert out == "Completed updating config for group orders-app.\n"
+    assert _ok(_configs(broker, *describe)).splitlines() == [
+        "Dynamic configs for group orders-app are:"
+    ]

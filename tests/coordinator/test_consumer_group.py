@@ -202,6 +202,22 @@ def test_session_expiry_removes_the_member(h: ConsumerHarness) -> None:
     assert h.hb(a, first.member_epoch).error == "UNKNOWN_MEMBER_ID"
 
 
+def test_a_groups_own_configs_set_its_session_and_heartbeat(h: ConsumerHarness) -> None:
+    h.coordinator.group_overrides = {
+        "own": {"consumer.session.timeout.ms": 10_000, "consumer.heartbeat.interval.ms": 2_000}
+    }
+    own, answer = h.join_member(group="own")
+    assert answer.heartbeat_interval_ms == 2_000
+    plain, other = h.join_member(group="g")
+    assert other.heartbeat_interval_ms == 500
+    h.clock.advance(SESSION_MS + 1_000)
+    # The broker's session is over; the group's own one is not.
+    assert plain not in h.coordinator.consumer_groups["g"].members
+    assert own in h.coordinator.consumer_groups["own"].members
+    h.clock.advance(10_000 - SESSION_MS)
+    assert own not in h.coordinator.consumer_groups["own"].members
+
+
 def test_member_that_does_not_revoke_is_fenced_after_its_rebalance_timeout(
     h: ConsumerHarness,
 ) -> None:

@@ -199,6 +199,7 @@ class Broker:
                     authorizer.reload()
                 state.quotas.reload()
                 state.dynamic.reload()
+                state.group_configs.reload()
                 return {"ok": True}
 
             self.log_dir.handlers["reload"] = reload

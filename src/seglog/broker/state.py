@@ -18,6 +18,7 @@ import uuid
 from collections import defaultdict
 
 from seglog.broker.dynamic_config import DynamicConfigs
+from seglog.broker.group_config import GroupConfigs
 from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.quotas import ClientQuotas
 from seglog.broker.security.failures import AuthenticationFailures
@@ -195,6 +196,12 @@ class BrokerState:
                 delay, callback
             ),
         )
+        #: Group configs (KIP-848), kept in the log directory; the coordinator applies them.
+        self.group_configs = GroupConfigs.load(
+            log_dir.path, lambda: self.dynamic.effective(), env=log_dir.env
+        )
+        self.group_configs.on_change(self._apply_group_configs)
+        self._apply_group_configs()
 
         # Transactions: the coordinator's blocking calls run in a worker thread,
         # one at a time (the lock), after __transaction_state is loaded.
@@ -208,6 +215,10 @@ class BrokerState:
         self.transactions_lock = asyncio.Lock()
         self.transactions_stop = asyncio.Event()
         self.transactions_timer: asyncio.Task[None] | None = None
+
+    def _apply_group_configs(self) -> None:
+        """Hand the consumer groups' own settings to the coordinator (after every change)."""
+        self.coordinator.group_overrides = self.group_configs.consumer_overrides()
 
     def next_producer_id(self) -> int:
         """A fresh producer id for InitProducerId (unique across the nodes)."""

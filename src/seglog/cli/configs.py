@@ -1,9 +1,10 @@
 """``seglog configs``: describe and change topic, broker, user and client configs,
 like ``kafka-configs.sh``.
 
-- ``topics``, ``brokers``: DescribeConfigs and IncrementalAlterConfigs (SET
-  for ``--add-config``, DELETE for ``--delete-config``); ``--entity-default``
-  on brokers is the cluster-wide default (KIP-226).
+- ``topics``, ``brokers``, ``groups``: DescribeConfigs and
+  IncrementalAlterConfigs (SET for ``--add-config``, DELETE for
+  ``--delete-config``); ``--entity-default`` on brokers is the cluster-wide
+  default (KIP-226); a group's configs are KIP-848's.
 - ``users``, ``clients``: client quotas (DescribeClientQuotas,
   AlterClientQuotas); for users also SCRAM credentials
   (``SCRAM-SHA-256=[iterations=8192,password=secret]``), salted here.
@@ -31,7 +32,10 @@ from seglog.cli._client import (
 )
 from seglog.protocol import ApiKey, error_codes
 
-_TOPIC, _BROKER = 2, 4
+_TOPIC, _BROKER, _GROUP = 2, 4, 32
+_KINDS = {"topics": _TOPIC, "brokers": _BROKER, "groups": _GROUP}
+# The source of a value set on the resource itself, by resource type.
+_OWN_SOURCE = {_TOPIC: 1, _BROKER: 2, _GROUP: 8}
 _SET, _DELETE = 0, 1
 _SOURCES = {
     0: "UNKNOWN",
@@ -40,6 +44,7 @@ _SOURCES = {
     3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
     4: "STATIC_BROKER_CONFIG",
     5: "DEFAULT_CONFIG",
+    8: "DYNAMIC_GROUP_CONFIG",
 }
 _QUOTA_KEYS = frozenset(
     {"producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate"}
@@ -144,7 +149,7 @@ def _describe_resources(
     bootstrap: str,
     timeout: float,
 ) -> None:
-    kind = _TOPIC if entity_type == "topics" else _BROKER
+    kind = _KINDS[entity_type]
     for resource in _resource_names(entity_type, name, default, bootstrap, timeout):
         configs = _describe(bootstrap, timeout, kind, resource)
         if kind == _BROKER and resource == "":
@@ -155,7 +160,7 @@ def _describe_resources(
                 f"{'All' if describe_all else 'Dynamic'} configs for "
                 f"{entity_type[:-1]} {resource} are:"
             )
-            source = 1 if kind == _TOPIC else 2
+            source = _OWN_SOURCE[kind]
         _print_configs(configs, None if describe_all else source)
 
 
@@ -167,9 +172,9 @@ def _alter_resource(
     bootstrap: str,
     timeout: float,
 ) -> None:
-    kind = _TOPIC if entity_type == "topics" else _BROKER
+    kind = _KINDS[entity_type]
     # As kafka-configs.sh: deleting a config that is not set is a mistake worth saying.
-    source = 1 if kind == _TOPIC else (3 if name == "" else 2)
+    source = 3 if kind == _BROKER and name == "" else _OWN_SOURCE[kind]
     current = {
         c["name"] for c in _describe(bootstrap, timeout, kind, name) if c["config_source"] == source
     }
@@ -303,7 +308,7 @@ def _alter_quotas_and_credentials(
 @click.option("--alter", "action", flag_value="alter", help="Change configs of the entity.")
 @click.option(
     "--entity-type",
-    type=click.Choice(["topics", "brokers", "users", "clients"]),
+    type=click.Choice(["topics", "brokers", "groups", "users", "clients"]),
     required=True,
     help="The kind of entity.",
 )
@@ -356,13 +361,15 @@ def configs(
     bootstrap_server: str,
     timeout: float,
 ) -> None:
-    """Describe or change configs of topics, brokers, users and clients (kafka-configs.sh)."""
+    """Describe or change configs of topics, brokers, groups, users and clients (kafka-configs)."""
     if action is None:
         raise click.UsageError("one of --describe or --alter is required")
     if entity_name is not None and entity_default:
         raise click.UsageError("--entity-name and --entity-default cannot be used together")
-    if entity_type == "topics" and entity_default:
-        raise click.UsageError("--entity-default is not allowed for topics")
+    if entity_type in ("topics", "groups") and entity_default:
+        raise click.UsageError(f"--entity-default is not allowed for {entity_type}")
+    if entity_type == "groups" and entity_name is None:
+        raise click.UsageError("--entity-type groups needs --entity-name")
     if entity_type == "brokers" and entity_name is not None:
         try:
             int(entity_name)

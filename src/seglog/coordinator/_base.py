@@ -44,6 +44,8 @@ class CoordinatorBase:
         partition_exists: Callable[[str, int], bool] = lambda topic, partition: True,
     ) -> None:
         self.config = config
+        #: KIP-848 groups' own settings (group configs), by group id, over ``config``'s.
+        self.group_overrides: dict[str, dict[str, int]] = {}
         self.store = store
         self._clock = clock
         self._call_later = call_later

@@ -467,7 +467,7 @@ class ConsumerGroupProtocol(CoordinatorBase):
         return HeartbeatResult(
             member_id=member.member_id,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self._heartbeat_interval_ms(group.group_id),
             assignment=sorted(member.assigned) if full or member.assigned != before else None,
         )
 
@@ -630,8 +630,18 @@ class ConsumerGroupProtocol(CoordinatorBase):
 
     # ----------------------------------------------------------------- timers
 
+    def _session_timeout_ms(self, group_id: str) -> int:
+        """The group's session timeout: its group config, else the broker's."""
+        own = self.group_overrides.get(group_id, {})
+        return own.get("consumer.session.timeout.ms", self.config.consumer_session_timeout_ms)
+
+    def _heartbeat_interval_ms(self, group_id: str) -> int:
+        """The group's heartbeat interval: its group config, else the broker's."""
+        own = self.group_overrides.get(group_id, {})
+        return own.get("consumer.heartbeat.interval.ms", self.config.consumer_heartbeat_interval_ms)
+
     def _touch_consumer(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        timeout = self.config.consumer_session_timeout_ms
+        timeout = self._session_timeout_ms(group.group_id)
         member.heartbeat_deadline_ms = self.now_ms() + timeout
         if member.session_timer is None:
             member.session_timer = self._later(
@@ -651,7 +661,7 @@ class ConsumerGroupProtocol(CoordinatorBase):
         self._remove_consumer_member(
             group,
             member,
-            f"expired (session timeout {self.config.consumer_session_timeout_ms} ms)",
+            f"expired (session timeout {self._session_timeout_ms(group.group_id)} ms)",
         )
 
     def _arm_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from seglog.protocol import ApiKey
 from tests.broker.nodes.conftest import Cluster, Raw
 
-BROKER, TOPIC = 4, 2
+BROKER, TOPIC, GROUP = 4, 2, 32
 SET = 0
 
 
@@ -96,3 +96,34 @@ def test_the_default_reaches_every_node_and_a_nodes_own_stays_there(make_cluster
     topic = _describe(cluster.port(1), TOPIC, "shared")
     assert topic["retention.ms"]["value"] == "7200000"
     assert topic["segment.ms"]["value"] == "3600000"
+
+
+def test_a_groups_configs_reach_every_node(make_cluster) -> None:  # type: ignore[no-untyped-def]
+    cluster: Cluster = make_cluster(2)
+    group = "nodes-group-configs"
+    # Changed through each node in turn: neither change may undo the other.
+    for node, key, value in (
+        (1, "consumer.session.timeout.ms", "50000"),
+        (2, "consumer.heartbeat.interval.ms", "6000"),
+    ):
+        raw = Raw(cluster.port(node))
+        answer = raw.call(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            1,
+            {
+                "resources": [
+                    {
+                        "resource_type": GROUP,
+                        "resource_name": group,
+                        "configs": [{"name": key, "config_operation": SET, "value": value}],
+                    }
+                ],
+                "validate_only": False,
+            },
+        )
+        raw.close()
+        assert answer["responses"][0]["error_code"] == 0, answer
+    for node in (1, 2):
+        configs = _describe(cluster.port(node), GROUP, group)
+        assert configs["consumer.session.timeout.ms"]["value"] == "50000"
+        assert configs["consumer.heartbeat.interval.ms"]["value"] == "6000"

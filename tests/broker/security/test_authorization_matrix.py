@@ -390,6 +390,16 @@ ROWS: tuple[Row, ...] = (
                        "configs": [{"name": "retention.ms", "value": "100000"}]}],
         "validate_only": True,
     }, (_t("ALTER_CONFIGS"),), ("responses.error_code",)),
+    # A group's configs (KIP-848): the group's operations, as Kafka checks them.
+    Row(ApiKey.DESCRIBE_CONFIGS, (1, 4), lambda n: {
+        "resources": [{"resource_type": 32, "resource_name": n.group,
+                       "configuration_keys": None}],
+    }, (_g("DESCRIBE_CONFIGS"),), ("results.error_code",), variant="group"),
+    Row(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1), lambda n: {
+        "resources": [{"resource_type": 32, "resource_name": n.group, "configs": [
+            {"name": "consumer.session.timeout.ms", "config_operation": 0, "value": "50000"}]}],
+        "validate_only": True,
+    }, (_g("ALTER_CONFIGS"),), ("responses.error_code",), variant="group"),
     Row(ApiKey.ALTER_REPLICA_LOG_DIRS, (1, 2), lambda n: {
         "dirs": [{"path": "/no/such/dir", "topics": [{"name": n.topic, "partitions": [0]}]}],
     }, (_c("ALTER"),), ("results.partitions.error_code",)),

@@ -24,9 +24,19 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from seglog.broker.blocking import run_blocking
-from seglog.broker.handlers.broker_configs import alter_broker, incremental_alter_broker
+from seglog.broker.handlers.broker_configs import (
+    alter_broker,
+    alter_group,
+    incremental_alter_broker,
+    incremental_alter_group,
+)
 from seglog.broker.handlers.cluster import registered_nodes, replica_list_error
-from seglog.broker.handlers.configs import BROKER_RESOURCE, TOPIC_RESOURCE, topic_entries
+from seglog.broker.handlers.configs import (
+    BROKER_RESOURCE,
+    GROUP_RESOURCE,
+    TOPIC_RESOURCE,
+    topic_entries,
+)
 from seglog.broker.nodes.channel import ControllerTimeoutError, ControllerUnavailableError
 from seglog.broker.state import BrokerState
 from seglog.config import (
@@ -512,6 +522,8 @@ async def alter_configs(
                 await alter_broker(
                     state, name, resource["configs"], bool(body.get("validate_only"))
                 )
+            elif kind == GROUP_RESOURCE:
+                await alter_group(state, name, resource["configs"], bool(body.get("validate_only")))
             else:
                 raise InvalidRequestError(f"Unexpected resource type {kind}")
         except SeglogError as exc:
@@ -542,6 +554,10 @@ async def incremental_alter_configs(
                 )
             elif kind == BROKER_RESOURCE:
                 await incremental_alter_broker(
+                    state, name, resource["configs"], bool(body.get("validate_only"))
+                )
+            elif kind == GROUP_RESOURCE:
+                await incremental_alter_group(
                     state, name, resource["configs"], bool(body.get("validate_only"))
                 )
             else:

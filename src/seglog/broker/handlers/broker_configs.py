@@ -1,4 +1,4 @@
-"""AlterConfigs and IncrementalAlterConfigs on the BROKER resource (KIP-226).
+"""AlterConfigs and IncrementalAlterConfigs on the BROKER resource (KIP-226) and GROUP (KIP-848).
 
 The resource name is this broker's id (its own dynamic configs) or ``""``
 (the cluster-wide default); the checks and messages are Kafka's
@@ -12,6 +12,10 @@ The change itself is blocking (an fsync'd file) and runs on the storage
 threads through :func:`~seglog.broker.nodes.shared.change_shared`, which with
 several nodes re-reads the file under the directory's admin lock first (so two
 nodes changing it at once lose nothing) and has every other node re-read it.
+
+A GROUP resource (a group's configs, :mod:`seglog.broker.group_config`) goes
+the same way through its own file; its values are checked by Kafka's
+``GroupConfig`` rules and refused with INVALID_CONFIG.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from typing import Any
 
 from seglog.broker.blocking import run_blocking
 from seglog.broker.dynamic_config import InvalidBrokerConfigError, definition_of
+from seglog.broker.group_config import GROUP_CONFIGS
 from seglog.broker.nodes.shared import change_shared
 from seglog.broker.state import BrokerState
-from seglog.config import Type
+from seglog.config import ConfigDef, Type
 from seglog.errors import InvalidConfigError
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -65,7 +70,11 @@ def _items(props: dict[str, str], name: str) -> list[str]:
     return [item for item in (value or "").split(",") if item]
 
 
-def apply_operations(props: dict[str, str], configs: list[dict[str, Any]]) -> dict[str, str]:
+def apply_operations(
+    props: dict[str, str],
+    configs: list[dict[str, Any]],
+    lookup: Callable[[str], ConfigDef | None] = definition_of,
+) -> dict[str, str]:
     """IncrementalAlterConfigs' operations on a level's configs (prepareIncrementalConfigs)."""
     result = dict(props)
     for config in configs:
@@ -75,7 +84,7 @@ def apply_operations(props: dict[str, str], configs: list[dict[str, Any]]) -> di
         elif operation == DELETE:
             result.pop(name, None)
         elif operation in (APPEND, SUBTRACT):
-            definition = definition_of(name)
+            definition = lookup(name)
             if definition is None:
                 raise InvalidConfigError(f"Unknown config name: {name}")
             verb = "append" if operation == APPEND else "subtract"
@@ -134,3 +143,54 @@ async def incremental_alter_broker(
     check_resource_name(state, name)
     _check_request(configs, lambda operation: operation == DELETE)
     await _change(state, name, lambda props: apply_operations(props, configs), validate_only)
+
+
+async def _change_group(
+    state: BrokerState,
+    group: str,
+    compute: Callable[[dict[str, str]], dict[str, str]],
+    validate_only: bool,
+) -> None:
+    configs = state.group_configs
+
+    def validate() -> dict[str, str]:
+        props = compute(configs.of(group))
+        configs.check(props)
+        return props
+
+    def change() -> None:
+        configs.replace(group, validate())
+
+    if validate_only:
+        await run_blocking(state.log_dir.env, validate)
+    else:
+        await run_blocking(state.log_dir.env, change_shared, state, configs.reload, change)
+
+
+def _check_group_name(name: str) -> None:
+    if not name:
+        raise InvalidBrokerConfigError("Group name must not be empty")
+
+
+async def alter_group(
+    state: BrokerState, name: str, configs: list[dict[str, Any]], validate_only: bool
+) -> None:
+    """Legacy AlterConfigs on a group: the configs given become the group's whole set."""
+    _check_group_name(name)
+    _check_request(configs, lambda _: False)
+    given = {c["name"]: c["value"] for c in configs}
+    await _change_group(state, name, lambda _: dict(given), validate_only)
+
+
+async def incremental_alter_group(
+    state: BrokerState, name: str, configs: list[dict[str, Any]], validate_only: bool
+) -> None:
+    """IncrementalAlterConfigs on a group: SET and DELETE (no group config is a list)."""
+    _check_group_name(name)
+    _check_request(configs, lambda operation: operation == DELETE)
+    await _change_group(
+        state,
+        name,
+        lambda props: apply_operations(props, configs, GROUP_CONFIGS.get),
+        validate_only,
+    )

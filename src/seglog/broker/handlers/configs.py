@@ -21,6 +21,11 @@ come first, in Kafka's order of precedence: this broker's
 ``DEFAULT_CONFIG``. A broker config is read-only unless the table marks it
 dynamic. The cluster-wide default resource (name ``""``) lists only the
 configs set at that level, each with its dynamic-default synonyms only.
+
+A group's configs (the GROUP resource, :mod:`seglog.broker.group_config`)
+are every group setting: one set for the group comes first
+(``DYNAMIC_GROUP_CONFIG``), then the broker setting that supplies its
+default, with that setting's own synonyms.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from seglog.broker.group_config import BROKER_DEFAULTS, GROUP_CONFIGS, GROUP_DOCS, defaults
 from seglog.broker.state import BrokerState
 from seglog.config import (
     BROKER_CONFIGS,
@@ -46,6 +52,7 @@ from seglog.protocol.headers import RequestHeader
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32
 
 # Kafka's DescribeConfigsResponse.ConfigSource ids.
 TOPIC_CONFIG = 1
@@ -53,6 +60,7 @@ DYNAMIC_BROKER_CONFIG = 2
 DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+DYNAMIC_GROUP_CONFIG = 8
 
 # Kafka's DescribeConfigsResponse.ConfigType ids.
 CONFIG_TYPES: dict[Type, int] = {
@@ -322,10 +330,45 @@ def _describe_default(
     return out
 
 
+def _describe_group(
+    state: BrokerState, group: str, include_synonyms: bool, include_documentation: bool
+) -> list[dict[str, Any]]:
+    """Every group setting of ``group``: its own where set, else the broker's."""
+    own = state.group_configs.of(group)
+    values = defaults(state.dynamic.effective())
+    values.update(own)
+    out: list[dict[str, Any]] = []
+    for name, value in sorted(values.items()):
+        definition = GROUP_CONFIGS[name]
+        synonyms: list[dict[str, Any]] = []
+        if name in own:
+            synonyms.append({"name": name, "value": value, "source": DYNAMIC_GROUP_CONFIG})
+        broker_name = BROKER_DEFAULTS.get(name)
+        if broker_name is not None:
+            synonyms += _synonyms(broker_name, state, False)
+        else:  # no broker setting supplies it: the group setting's own default
+            default = definition.to_string(definition.default)
+            synonyms.append({"name": name, "value": default, "source": DEFAULT_CONFIG})
+        entry = _entry(
+            name,
+            value,
+            synonyms,
+            definition,
+            read_only=False,
+            sensitive=False,
+            include_synonyms=include_synonyms,
+            include_documentation=False,
+        )
+        if include_documentation:
+            entry["documentation"] = GROUP_DOCS[name]
+        out.append(entry)
+    return out
+
+
 async def describe_configs(
     state: BrokerState, header: RequestHeader, body: dict[str, Any]
 ) -> dict[str, Any]:
-    """DescribeConfigs for topics and this broker, with sources, synonyms and documentation."""
+    """DescribeConfigs for topics, this broker and groups: sources, synonyms, documentation."""
     synonyms = bool(body.get("include_synonyms"))
     docs = bool(body.get("include_documentation"))
     results = []
@@ -357,6 +400,12 @@ async def describe_configs(
                         f"Unexpected broker id, expected {state.settings.node_id} or empty "
                         f"string, but received {name}"
                     )
+            elif kind == GROUP_RESOURCE:
+                if name == "":
+                    result["error_code"] = error_codes.code_for("INVALID_REQUEST")
+                    result["error_message"] = "Group name must not be empty"
+                else:
+                    result["configs"] = _describe_group(state, name, synonyms, docs)
             else:
                 result["error_code"] = error_codes.code_for("INVALID_REQUEST")
                 result["error_message"] = f"Unsupported resource type: {kind}"

@@ -425,6 +425,8 @@ def _config_resource(operation: Operation) -> Callable[[Access, Any], bool]:
     def allowed(access: Access, resource: Any) -> bool:
         if resource["resource_type"] == 2:  # TOPIC
             return access.allowed(operation, TOPIC, resource["resource_name"])
+        if resource["resource_type"] == 32:  # GROUP: checked on the group, as Kafka does
+            return access.allowed(operation, GROUP, resource["resource_name"])
         return access.cluster(operation)  # BROKER, BROKER_LOGGER
 
     return allowed
@@ -435,7 +437,11 @@ def _config_error(api_key: int, path: str) -> Callable[[Any], dict[str, Any]]:
         return failed(
             api_key,
             path,
-            TOPIC_FAILED if resource["resource_type"] == 2 else CLUSTER_FAILED,
+            TOPIC_FAILED
+            if resource["resource_type"] == 2
+            else GROUP_FAILED
+            if resource["resource_type"] == 32
+            else CLUSTER_FAILED,
             resource_type=resource["resource_type"],
             resource_name=resource["resource_name"],
         )
