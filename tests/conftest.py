@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
+import warnings
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -86,3 +89,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: not starts[item.nodeid])
+
+
+def _uses_kafka_python(module: object) -> bool:
+    return any(
+        str(getattr(value, "__module__", "") or "").split(".")[0] == "kafka"
+        for value in vars(module).values()
+    )
+
+
+@pytest.fixture(autouse=True)
+def collect_kafka_python_sockets(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Collect the sockets kafka-python leaves behind, at the end of the test that used it.
+
+    kafka-python leaves the socket of a refused or broken connection unclosed, in a
+    reference cycle: the garbage collector finds it later, during whichever test runs
+    then, and pytest turns the ResourceWarning into that test's error.
+    """
+    yield
+    module = getattr(request, "module", None)
+    if module is not None and _uses_kafka_python(module):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()
