@@ -455,7 +455,12 @@ def partitions_option(help_text: str) -> Callable[[Callable[..., R]], Callable[.
 
 
 def kafka_request(
-    bootstrap: str, timeout: float, api: int, version: int, body: Mapping[str, Any]
+    bootstrap: str,
+    timeout: float,
+    api: int,
+    version: int,
+    body: Mapping[str, Any],
+    client_id: str = "seglog",
 ) -> Any:
     """One request, encoded by :mod:`seglog.protocol`, to the first bootstrap server; its answer.
 
@@ -475,7 +480,7 @@ def kafka_request(
 
     try:
         with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout) as sock:
-            payload = encode_request(api, version, 1, "seglog", body)
+            payload = encode_request(api, version, 1, client_id, body)
             sock.sendall(struct.pack(">i", len(payload)) + payload)
             (size,) = struct.unpack(">i", exactly(sock, 4))
             _, answer = decode_response(api, version, memoryview(exactly(sock, size)))

@@ -12,44 +12,29 @@ partition's leader, as Kafka's tool does. PLAINTEXT listeners only.
 from __future__ import annotations
 
 import functools
-import socket
-import struct
 import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from seglog.cli._client import ClientError, connection_options, resolve, text_table
-from seglog.protocol import ApiKey, decode_response, encode_request, error_codes
+from seglog.cli._client import (
+    ClientError,
+    connection_options,
+    kafka_request,
+    resolve,
+    text_table,
+)
+from seglog.protocol import ApiKey, error_codes
 
 _CLIENT_ID = "seglog-transactions"
-
-
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    out = bytearray()
-    while len(out) < size:
-        chunk = sock.recv(size - len(out))
-        if not chunk:
-            raise ClientError("the broker closed the connection")
-        out += chunk
-    return bytes(out)
 
 
 def _request(
     bootstrap: str, timeout: float, api: ApiKey, version: int, body: dict[str, Any]
 ) -> Any:
     """One request to the first bootstrap server, and its decoded answer."""
-    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-    try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout) as sock:
-            payload = encode_request(api, version, 1, _CLIENT_ID, body)
-            sock.sendall(struct.pack(">i", len(payload)) + payload)
-            (size,) = struct.unpack(">i", _exactly(sock, 4))
-            _, answer = decode_response(api, version, memoryview(_exactly(sock, size)))
-    except (OSError, ValueError) as exc:
-        raise ClientError(f"cannot reach {bootstrap}: {exc}") from exc
-    return answer
+    return kafka_request(bootstrap, timeout, api, version, body, client_id=_CLIENT_ID)
 
 
 def _check(code: int, what: str) -> None:
