@@ -165,8 +165,9 @@ def test_follow_outlives_a_target_restart(
     from_dir = LogDirSource(source.data)
     mirror = Mirror(
         from_dir,
-        # Requests time out (after a second) while the target is down: rounds fail.
-        Target({"bootstrap.servers": target.bootstrap}, timeout=1),
+        # Requests time out while the target is down: rounds fail. Ten seconds, not
+        # one: on a busy machine a first round against a live target may take longer.
+        Target({"bootstrap.servers": target.bootstrap}, timeout=10),
         OffsetMap.load(tmp_path / "map.json", from_dir.description, target.bootstrap),
         observer=observer,
         stop=stop,
