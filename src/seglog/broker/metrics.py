@@ -288,7 +288,7 @@ class KafkaBrokerCollector(Collector):
         yield GaugeMetricFamily(
             "kafka_controller_kafkacontroller_activecontrollercount",
             "1 on the controller, 0 on the other nodes.",
-            value=1 if cluster is None or cluster.is_controller else 0,
+            value=1 if cluster.is_controller else 0,
         )
         yield GaugeMetricFamily(
             "kafka_controller_kafkacontroller_globaltopiccount",
@@ -312,8 +312,8 @@ class KafkaExporterCollector(Collector):
         """The families, read from the broker's state now."""
         state = self._state
         cluster = state.cluster
-        node_id = cluster.node_id if cluster is not None else state.settings.node_id
-        alive = 1 if cluster is None else sum(1 for n in cluster.node_ids() if cluster.alive(n))
+        node_id = cluster.node_id
+        alive = sum(1 for n in cluster.node_ids() if cluster.alive(n))
         yield GaugeMetricFamily(
             "kafka_brokers", "Number of Brokers in the Kafka Cluster.", value=alive
         )

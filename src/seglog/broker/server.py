@@ -121,14 +121,15 @@ class Broker:
         *,
         clean_shutdown: bool = False,
     ) -> None:
-        """A broker alone (``cluster`` None), or one node of a cluster sharing the log directory.
+        """One node of ``cluster`` (by default a cluster of one: a broker alone).
 
-        A node is told by its supervisor whether its partitions were closed
-        cleanly (``clean_shutdown``); alone, the clean-shutdown marker says.
+        A node that shares its log directory is told by its supervisor whether
+        its partitions were closed cleanly (``clean_shutdown``); alone, the
+        clean-shutdown marker says.
         """
-        self.settings = settings if cluster is None else cluster.node_settings(settings)
+        self.cluster = cluster or Cluster.alone(settings)
+        self.settings = self.cluster.node_settings(settings)
         settings = self.settings
-        self.cluster = cluster
         self._clean_shutdown = clean_shutdown
         self.log_dir: LogDir | None = None
         self.state: BrokerState | None = None
@@ -170,7 +171,7 @@ class Broker:
         # The configs changed at run time before this start apply from the first moment.
         dynamic = DynamicConfigs.load(settings.log_dir, settings.node_id, settings.properties)
         settings = self._with_dynamic(dynamic)
-        if self.cluster is None:
+        if not self.cluster.shares_log_dir:
             self.log_dir = LogDir.open(
                 settings.log_dir,
                 defaults=settings.log_defaults,
@@ -304,7 +305,9 @@ class Broker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.stop)
-        watch = asyncio.create_task(self._watch_parent()) if self.cluster is not None else None
+        # A node sharing the directory runs under a supervisor; a broker alone does not.
+        supervised = self.cluster.shares_log_dir
+        watch = asyncio.create_task(self._watch_parent()) if supervised else None
         await self._stopped.wait()
         if watch is not None:
             watch.cancel()

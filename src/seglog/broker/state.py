@@ -164,8 +164,8 @@ class BrokerState:
         #: The settings in effect; replaced whole when a dynamic config changes.
         self.settings = settings
         self.log_dir = log_dir
-        #: The other nodes sharing the log directory (None: this broker is alone).
-        self.cluster = cluster
+        #: The nodes sharing the log directory: a cluster of one for a broker alone.
+        self.cluster = cluster or Cluster.alone(settings)
         #: The broker configs changed at run time (KIP-226); in memory only if not given.
         self.dynamic = (
             dynamic
@@ -222,9 +222,7 @@ class BrokerState:
 
     def next_producer_id(self) -> int:
         """A fresh producer id for InitProducerId (unique across the nodes)."""
-        if self.cluster is not None:
-            return self.cluster.producer_id(next(self._producer_ids))
-        return next(self._producer_ids)
+        return self.cluster.producer_id(next(self._producer_ids))
 
     def topic_id(self, topic: str) -> uuid.UUID:
         """The topic's id (the zero uuid for unknown topics)."""

@@ -94,12 +94,11 @@ class _Controller:
         """
         cluster = self.state.cluster
         while True:
-            if cluster is not None:
-                await cluster.await_controller(self.deadline - time.monotonic())
+            await cluster.await_controller(self.deadline - time.monotonic())
             try:
                 return await run_blocking(self.state.log_dir.env, fn)
             except ControllerUnavailableError as exc:
-                if cluster is None or isinstance(exc, ControllerTimeoutError):
+                if isinstance(exc, ControllerTimeoutError):
                     raise
                 if time.monotonic() >= self.deadline:
                     raise ControllerTimeoutError(
@@ -193,9 +192,9 @@ def _explicit_replicas(
 ) -> Callable[[int, int], list[list[int]]] | None:
     """The replicas a request names (already checked), for the nodes of a cluster.
 
-    Alone, the one node holds everything and nothing is recorded, as before.
+    A cluster of one leads every partition whatever is recorded.
     """
-    if state.cluster is None or not assignments:
+    if not assignments:
         return None
     ordered = sorted(assignments, key=lambda a: int(a.get("partition_index", 0)))
     chosen = [[int(a["broker_ids"][0])] for a in ordered]

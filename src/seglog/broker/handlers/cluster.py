@@ -39,9 +39,7 @@ def _partitions_of(state: BrokerState, topic: str) -> int:
 
 
 def registered_nodes(state: BrokerState) -> list[int]:
-    """The node ids a replica assignment may name: this node, or every node of the cluster."""
-    if state.cluster is None:
-        return [state.settings.node_id]
+    """The node ids a replica assignment may name: every node of the cluster."""
     return state.cluster.node_ids()
 
 
@@ -211,8 +209,8 @@ def _partition_entry(state: BrokerState, topic: str, index: int) -> dict[str, An
     offline = (topic, index) in state.log_dir.offline()
     error = "KAFKA_STORAGE_ERROR"
     cluster = state.cluster
-    info = state.log_dir.topic(topic) if cluster is not None else None
-    if cluster is not None and info is not None:
+    info = state.log_dir.topic(topic)
+    if info is not None:
         node = cluster.leader(info, index)
         if node != cluster.node_id:
             # Another node's partition: without a leader while that node is down.

@@ -145,10 +145,8 @@ async def find_coordinator(
 
 def _other_coordinator(state: BrokerState, key_type: int, key: str) -> dict[str, Any] | None:
     """Where another node coordinates ``key``: that node's address, or no coordinator
-    while it is down; None when this node coordinates it (or is alone)."""
+    while it is down; None when this node coordinates it."""
     cluster = state.cluster
-    if cluster is None:
-        return None
     if key_type == GROUP_KEY:
         topic, partition = OFFSETS_TOPIC, state.coordinator.store.partition_for(key)
     else:

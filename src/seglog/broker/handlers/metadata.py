@@ -49,7 +49,7 @@ async def api_versions(
 
 def _broker(state: BrokerState, node_id: int | None = None) -> dict[str, Any]:
     listener = state.settings.advertised
-    if node_id is not None and state.cluster is not None:
+    if node_id is not None:
         listener = state.cluster.advertised(listener, node_id)
     return {
         "node_id": state.settings.node_id if node_id is None else node_id,
@@ -60,10 +60,8 @@ def _broker(state: BrokerState, node_id: int | None = None) -> dict[str, Any]:
 
 
 def brokers(state: BrokerState) -> list[dict[str, Any]]:
-    """The live nodes, as Metadata lists them (this one alone without a cluster)."""
+    """The live nodes, as Metadata lists them."""
     cluster = state.cluster
-    if cluster is None:
-        return [_broker(state)]
     return [_broker(state, node) for node in cluster.node_ids() if cluster.alive(node)]
 
 
@@ -74,15 +72,11 @@ def controller_id(state: BrokerState) -> int:
     so naming a live node keeps admin clients working meanwhile.
     """
     cluster = state.cluster
-    if cluster is None:
-        return state.settings.node_id
     return cluster.controller_id if cluster.alive(cluster.controller_id) else cluster.node_id
 
 
 def partition_leader(state: BrokerState, info: TopicInfo, partition: int) -> int:
     """The node leading ``partition`` of ``info``."""
-    if state.cluster is None:
-        return state.settings.node_id
     return state.cluster.leader(info, partition)
 
 
@@ -121,7 +115,7 @@ def _topic_metadata(
         cluster = state.cluster
         for p in range(info.partitions):
             node = partition_leader(state, info, p)
-            if cluster is not None and node != cluster.node_id:
+            if node != cluster.node_id:
                 # Another node's partition: offline while that node is down.
                 partitions.append(_partition_metadata(p, node, offline=not cluster.alive(node)))
             else:
@@ -183,14 +177,14 @@ async def auto_create(state: BrokerState, *names: str) -> dict[str, int]:
     pending = list(names)
     while True:
         creatable = [n for n in pending if not filenames.is_internal(n)]
-        if cluster is not None and state.settings.auto_create_topics_enable and creatable:
+        if state.settings.auto_create_topics_enable and creatable:
             try:
                 await cluster.await_controller(deadline - time.monotonic())
             except SeglogError:
                 break
         codes.update(await run_blocking(state.log_dir.env, _create_each, state, pending))
         pending = [n for n in pending if codes[n] in away]
-        if not pending or cluster is None or time.monotonic() >= deadline:
+        if not pending or time.monotonic() >= deadline:
             break
         await asyncio.sleep(0.05)
     waiting = error_codes.code_for("LEADER_NOT_AVAILABLE")

@@ -1,5 +1,8 @@
 """Who the nodes of one ``seglog serve --nodes N`` are, and which of them are alive.
 
+The broker always has a cluster: a broker started alone is a cluster of one
+node, which is its own controller, leads every partition and coordinates every
+key, so the handlers run the same code for one node and for many.
 Node ``i`` (0-based) has ``node.id = base + i`` and listens on every configured
 listener's port plus ``i``; the controller is node 0, the lowest id (Kafka's
 ``controller_id``). Each node holds the lock file ``.lock-node-<id>`` in the
@@ -50,6 +53,16 @@ class Cluster:
         if not 0 <= index < count:
             raise InvalidConfigError(f"node index {index} is not below the node count {count}")
         return cls(settings.node_id, count, index, settings.log_dir)
+
+    @classmethod
+    def alone(cls, settings: BrokerSettings) -> Cluster:
+        """The cluster of one node that a broker started without ``--nodes`` is."""
+        return cls(settings.node_id, 1, 0, settings.log_dir)
+
+    @property
+    def shares_log_dir(self) -> bool:
+        """Whether other nodes serve partitions of the same log directory."""
+        return self.count > 1
 
     @staticmethod
     def check(settings: BrokerSettings, count: int) -> None:
