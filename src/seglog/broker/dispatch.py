@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from seglog.broker.forwarding import FORWARDED, forward, host_text
 from seglog.broker.handlers import (
     admin,
     cluster,
@@ -28,10 +29,13 @@ from seglog.broker.quotas import (
 )
 from seglog.broker.security import access, sasl
 from seglog.broker.security import handlers as security
+from seglog.broker.security.listener import ListenerSecurity
+from seglog.broker.security.session import ANONYMOUS as ANONYMOUS_PRINCIPAL
 from seglog.broker.security.session import Session
+from seglog.broker.settings import Listener
 from seglog.broker.state import BrokerState
 from seglog.protocol import error_codes
-from seglog.protocol.api_keys import DESCRIPTIONS, ApiKey
+from seglog.protocol.api_keys import BETWEEN_NODES, DESCRIPTIONS, ApiKey
 from seglog.protocol.errors import DecodeError, UnsupportedVersionError
 from seglog.protocol.headers import RequestHeader, decode_request, encode_response, peek_header
 
@@ -129,7 +133,8 @@ async def handle_frame(
             return None
     began = time.perf_counter()
     try:
-        request = decode_request(frame)
+        between_nodes = session is not None and session.between_nodes
+        request = decode_request(frame, supported=BETWEEN_NODES if between_nodes else None)
     except UnsupportedVersionError as exc:
         state.metrics.observe(_api_name(exc.api_key), exc.api_version, "UNSUPPORTED_VERSION", 0.0)
         if exc.api_key == ApiKey.API_VERSIONS:
@@ -154,6 +159,18 @@ async def handle_frame(
         if refusal is not None:
             logger.info("closing the connection from /%s: %s", session.host, refusal)
             raise CloseConnection(refusal)
+    if header.api_key in FORWARDED and not state.cluster.is_controller:
+        # The controller authorizes and handles it, as the client's principal.
+        chunks = await forward(
+            state.cluster,
+            frame,
+            header,
+            request.body,
+            ANONYMOUS_PRINCIPAL if session is None else session.principal,
+            "" if session is None else session.host,
+        )
+        state.metrics.observe(request.api.name, header.api_version, "NONE", 0.0)
+        return list(chunks)
     handler = HANDLERS[header.api_key]
     authorizer = (
         None if session is None or session.security is None else session.security.authorizer
@@ -194,6 +211,41 @@ async def handle_frame(
     if session is not None and session.principal.startswith("User:"):
         user = session.principal.removeprefix("User:")  # quotas by authenticated user
     return await _throttled(state, header, response, len(frame), elapsed, user)
+
+
+NODES_LISTENER = Listener("NODES", "", 0)
+"""The listener a request forwarded by another node is taken to have arrived on."""
+
+
+async def _envelope(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+) -> dict[str, Any]:
+    """Envelope: handle a client's request another node forwarded, as that client.
+
+    The request is authorized with the client's principal and address, then
+    handled as if the client had sent it here; the response goes back whole.
+    """
+    principal = body.get("request_principal")
+    session = Session(
+        NODES_LISTENER,
+        host=host_text(bytes(body.get("client_host_address") or b"")),
+        principal=ANONYMOUS_PRINCIPAL if principal is None else bytes(principal).decode(),
+        security=ListenerSecurity(NODES_LISTENER, authorizer=state.authorizer),
+    )
+    try:
+        chunks = await handle_frame(state, memoryview(body["request_data"]), session)
+    except CloseConnection as exc:
+        logger.warning("a forwarded request could not be answered: %s", exc)
+        return {"response_data": None, "error_code": error_codes.code_for("INVALID_REQUEST")}
+    if chunks is None:
+        return {"response_data": None, "error_code": 0}
+    if not all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks):
+        # Records sent from files cannot travel in an envelope; only administration is forwarded.
+        return {"response_data": None, "error_code": error_codes.code_for("INVALID_REQUEST")}
+    return {"response_data": b"".join(bytes(c) for c in chunks), "error_code": 0}
+
+
+HANDLERS[ApiKey.ENVELOPE] = _envelope
 
 
 async def _throttled(

@@ -21,6 +21,7 @@ from typing import Any
 
 from seglog import __version__
 from seglog.broker.connection import serve_connection
+from seglog.broker.dispatch import NODES_LISTENER, handle_frame
 from seglog.broker.dynamic_config import DynamicConfigs, effective_settings
 from seglog.broker.handlers.groups import load_groups
 from seglog.broker.handlers.transactions import stop_transaction_timers
@@ -29,9 +30,11 @@ from seglog.broker.metrics import MetricsServer, high_watermarks_handler, start_
 from seglog.broker.nodes import transactions as node_transactions
 from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.nodes.node_log_dir import NodeLogDir, open_node_log_dir
+from seglog.broker.nodes.peers import PeerServer
 from seglog.broker.security.authorizer import Authorizer
 from seglog.broker.security.failures import AuthenticationFailures
 from seglog.broker.security.listener import ListenerSecurity
+from seglog.broker.security.session import Session
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
 from seglog.config import BrokerConfig
@@ -138,6 +141,7 @@ class Broker:
         self._connections: set[asyncio.Task[None]] = set()
         self._group_load: asyncio.Task[None] | None = None
         self._metrics: MetricsServer | None = None
+        self._peers: PeerServer | None = None
         self.connections = Connections(
             max_connections=settings.max_connections,
             max_connections_per_ip=settings.max_connections_per_ip,
@@ -189,6 +193,7 @@ class Broker:
         self.log_dir.start_background()
         self.state = BrokerState(settings, self.log_dir, self.cluster, dynamic)
         self.state.authentication_failures = failures
+        self.state.authorizer = authorizer
         dynamic.on_change(self._apply_dynamic)
         if isinstance(self.log_dir, NodeLogDir):
             node_transactions.install(self.state, self.log_dir, asyncio.get_running_loop())
@@ -206,6 +211,8 @@ class Broker:
             self.log_dir.handlers["reload"] = reload
             # Other nodes' /metrics ask for the offsets of partitions led here (consumer lag).
             self.log_dir.handlers["high_watermarks"] = high_watermarks_handler(state)
+        if self.cluster.shares_log_dir:
+            await self._start_peer_listener(self.state)
         self._group_load = asyncio.create_task(load_groups(self.state))
         self.connections.start_reaper()
         if settings.metrics_port is not None:
@@ -244,6 +251,16 @@ class Broker:
                 self._metrics.close()
                 self._metrics = None
             raise
+
+    async def _start_peer_listener(self, state: BrokerState) -> None:
+        """Serve the other nodes' Kafka requests (forwarded administration among them)."""
+        session = Session(NODES_LISTENER, between_nodes=True)
+
+        async def handle(frame: memoryview) -> list[Any] | None:
+            return await handle_frame(state, frame, session)
+
+        self._peers = PeerServer(self.cluster.peer_address(self.cluster.node_id), handle)
+        await self._peers.start()
 
     def _with_dynamic(self, dynamic: DynamicConfigs) -> BrokerSettings:
         """The settings with ``dynamic``'s in effect (the static ones if they do not fit)."""
@@ -345,6 +362,9 @@ class Broker:
                 await self._group_load  # its thread reads the log directory
             await stop_transaction_timers(self.state)
             self.state.coordinator.shutdown()
+        if self._peers is not None:
+            await self._peers.stop()
+            self._peers = None
         if isinstance(self.log_dir, NodeLogDir):
             self.log_dir.stop_channel()
         if self.log_dir is not None:

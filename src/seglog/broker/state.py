@@ -21,6 +21,7 @@ from seglog.broker.dynamic_config import DynamicConfigs
 from seglog.broker.group_config import GroupConfigs
 from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.quotas import ClientQuotas
+from seglog.broker.security.authorizer import Authorizer
 from seglog.broker.security.failures import AuthenticationFailures
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.storage_errors import StorageErrorLog
@@ -177,6 +178,8 @@ class BrokerState:
         self.storage_errors = StorageErrorLog()
         #: Failed logins by listener and principal (the listeners' SASL settings share it).
         self.authentication_failures = AuthenticationFailures()
+        #: The broker's authorizer (None: everything is allowed), for forwarded requests.
+        self.authorizer: Authorizer | None = None
         self.quotas = ClientQuotas.load(log_dir.path, env=log_dir.env)
         self.cluster_id = settings.cluster_id or str(
             log_dir.meta_properties.get("cluster.id", "seglog")

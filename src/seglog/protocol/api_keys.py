@@ -75,6 +75,7 @@ class ApiKey(IntEnum):
     ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    ENVELOPE = 58
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -171,6 +172,13 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 }
 """API key → (min, max) version the broker serves and advertises; within :data:`REGISTRY`."""
 
+BETWEEN_NODES: dict[int, tuple[int, int]] = {**SUPPORTED, ApiKey.ENVELOPE: (0, 0)}
+"""What a node serves to the other nodes of its cluster: :data:`SUPPORTED` and Envelope.
+
+Envelope carries a client's request to the controller with the client's
+principal, so it is taken only from a node, never from a client.
+"""
+
 
 def description(api_key: int) -> Api | None:
     """The description of ``api_key``, if seglog has one."""
@@ -205,6 +213,7 @@ def api_versions_entries(
 
 
 __all__ = [
+    "BETWEEN_NODES",
     "DESCRIPTIONS",
     "REGISTRY",
     "SUPPORTED",

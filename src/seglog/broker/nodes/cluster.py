@@ -20,10 +20,17 @@ import platform
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from seglog.broker.nodes.channel import ControllerTimeoutError, reachable
+from seglog.broker.nodes import peers
+from seglog.broker.nodes.channel import (
+    ControllerTimeoutError,
+    ControllerUnavailableError,
+    reachable,
+)
 from seglog.broker.settings import MAX_NODES, BrokerSettings, Listener
 from seglog.errors import InvalidConfigError
 from seglog.storage import io
@@ -188,7 +195,8 @@ class Cluster:
         """
         if self.is_controller:
             return
-        address = self.channel_address(self.controller_id)
+        # Its Kafka listener for the nodes: the last thing a starting node opens.
+        address = self.peer_address(self.controller_id)
         deadline = time.monotonic() + max(0.0, seconds)
         pause = 0.05
         while not await reachable(address):
@@ -203,6 +211,29 @@ class Cluster:
         self.forget_liveness()
 
     # -------------------------------------------------------------- channel
+
+    def peer_address(self, node_id: int) -> str:
+        """The address of node ``node_id``'s Kafka listener for the other nodes."""
+        return self.channel_address(node_id) + "-kafka"
+
+    async def call(
+        self,
+        node_id: int,
+        api_key: int,
+        api_version: int,
+        body: Mapping[str, Any],
+        timeout: float,
+    ) -> dict[str, Any]:
+        """Send node ``node_id`` one Kafka request and await its answer's body.
+
+        ControllerUnavailableError if the node cannot be reached or does not
+        answer in time (see :func:`seglog.broker.nodes.peers.call`).
+        """
+        try:
+            return await peers.call(self.peer_address(node_id), api_key, api_version, body, timeout)
+        except ControllerUnavailableError:
+            self.forget_liveness()
+            raise
 
     def channel_address(self, node_id: int) -> str:
         """The control channel's address of node ``node_id``: a Unix socket.

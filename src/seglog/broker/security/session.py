@@ -56,6 +56,8 @@ class Session:
     close_after: float | None = None
     """Set when the connection must close this many seconds after the response."""
     extra: dict[str, Any] = field(default_factory=dict)
+    between_nodes: bool = False
+    """A connection from another node of the cluster (it may send Envelope)."""
 
     def expired(self) -> bool:
         """Whether the session's lifetime (connections.max.reauth.ms) has run out."""
