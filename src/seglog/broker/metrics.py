@@ -46,12 +46,12 @@ time leaves those partitions' lag out of that scrape).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
@@ -62,10 +62,9 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from seglog.broker.nodes.channel import ControllerUnavailableError
-from seglog.broker.nodes.node_log_dir import NodeLogDir
 from seglog.broker.state import BrokerState, RequestTimes
 from seglog.coordinator.group import DEAD
-from seglog.errors import SeglogError
+from seglog.protocol.api_keys import ApiKey
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +89,8 @@ time the event loop lets the GIL go (every socket call does) it waits up to
 interval returns to what it was once no scrape runs.
 """
 
+LATEST_TIMESTAMP = -1
+"""ListOffsets' timestamp asking for the latest offset (the high watermark)."""
 REMOTE_OFFSETS_TIMEOUT = 2.0
 """How long a scrape waits for another node's high watermarks (consumer lag)."""
 
@@ -454,46 +455,51 @@ class KafkaExporterCollector(Collector):
         yield from (current, current_sum, lag, lag_sum, members)
 
     def _remote_high_watermarks(self, keys: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """Other nodes' high watermarks of ``keys`` (none alone, or from a silent node)."""
-        log_dir = self._state.log_dir
-        if not isinstance(log_dir, NodeLogDir):
-            return {}
-        cluster = log_dir.cluster
-        by_node: defaultdict[int, list[list[Any]]] = defaultdict(list)
+        """Other nodes' high watermarks of ``keys`` (none from a silent node).
+
+        Asked as a consumer asks, with ListOffsets for the latest offsets, on
+        the nodes' Kafka listener; the scrape runs on its own thread, so each
+        node's answer is awaited on a loop of that thread.
+        """
+        state = self._state
+        cluster = state.cluster
+        by_node: defaultdict[int, defaultdict[str, list[int]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
         for topic, partition in keys:
-            info = log_dir.topic(topic)
+            info = state.log_dir.topic(topic)
             if info is None or partition >= info.partitions:
                 continue  # a deleted topic's offsets: kafka_exporter shows no lag either
             leader = cluster.leader(info, partition)
             if leader != cluster.node_id:
-                by_node[leader].append([topic, partition])
+                by_node[leader][topic].append(partition)
         found: dict[tuple[str, int], int] = {}
         for node, wanted in by_node.items():
+            request = {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {"partition_index": p, "timestamp": LATEST_TIMESTAMP} for p in parts
+                        ],
+                    }
+                    for topic, parts in wanted.items()
+                ],
+            }
             try:
-                answer = log_dir.call_node(
-                    node, {"op": "high_watermarks", "partitions": wanted}, REMOTE_OFFSETS_TIMEOUT
+                answer = asyncio.run(
+                    cluster.call(node, ApiKey.LIST_OFFSETS, 5, request, REMOTE_OFFSETS_TIMEOUT)
                 )
-            except (ControllerUnavailableError, SeglogError, OSError) as exc:
+            except ControllerUnavailableError as exc:
                 logger.debug("no high watermarks from node %d for /metrics: %s", node, exc)
                 continue
-            for topic, partition, offset in answer.get("offsets", []):
-                found[(str(topic), int(partition))] = int(offset)
+            for topic_answer in answer["topics"]:
+                for entry in topic_answer["partitions"]:
+                    if entry["error_code"] == 0:
+                        found[(topic_answer["name"], entry["partition_index"])] = entry["offset"]
         return found
-
-
-def high_watermarks_handler(state: BrokerState) -> Any:
-    """The control-channel handler answering another node's ``high_watermarks`` request."""
-
-    def handle(request: dict[str, Any]) -> dict[str, Any]:
-        logs = state.log_dir.logs()
-        offsets = []
-        for topic, partition in request.get("partitions", []):
-            log = logs.get((str(topic), int(partition)))
-            if log is not None and not log.closed:
-                offsets.append([topic, partition, log.high_watermark])
-        return {"offsets": offsets}
-
-    return handle
 
 
 class _SwitchSooner:

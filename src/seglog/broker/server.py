@@ -26,7 +26,7 @@ from seglog.broker.dynamic_config import DynamicConfigs, effective_settings
 from seglog.broker.handlers.groups import load_groups
 from seglog.broker.handlers.transactions import stop_transaction_timers
 from seglog.broker.limits import Connections
-from seglog.broker.metrics import MetricsServer, high_watermarks_handler, start_metrics_server
+from seglog.broker.metrics import MetricsServer, start_metrics_server
 from seglog.broker.nodes import transactions as node_transactions
 from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.nodes.node_log_dir import NodeLogDir, open_node_log_dir
@@ -209,8 +209,6 @@ class Broker:
                 return {"ok": True}
 
             self.log_dir.handlers["reload"] = reload
-            # Other nodes' /metrics ask for the offsets of partitions led here (consumer lag).
-            self.log_dir.handlers["high_watermarks"] = high_watermarks_handler(state)
         if self.cluster.shares_log_dir:
             await self._start_peer_listener(self.state)
         self._group_load = asyncio.create_task(load_groups(self.state))
