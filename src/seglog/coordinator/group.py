@@ -239,6 +239,13 @@ class Group:
             self.leader_id = new.member_id
         return old
 
+    def fenced(self, member_id: str, instance: str | None) -> bool:
+        """Whether ``instance`` (a static member) now belongs to another member id (KIP-345)."""
+        if instance is None:
+            return False
+        known = self.static_members.get(instance)
+        return known is not None and known != member_id
+
     def all_members_joined(self) -> bool:
         """Every member is awaiting join and no MEMBER_ID_REQUIRED member is still out."""
         return not self.pending_members and all(
