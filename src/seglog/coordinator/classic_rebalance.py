@@ -108,6 +108,7 @@ class ClassicRebalance:
         self.remove_member(group, member)
 
     def remove_member(self, group: Group, member: Member) -> None:
+        """``member`` is gone (left, expired): answer its held calls, rebalance without it."""
         group.remove(member.member_id)
         self._runtime.cancel(member.session_timer)
         member.session_timer = None
@@ -125,12 +126,14 @@ class ClassicRebalance:
     # -------------------------------------------------------- rebalancing
 
     def maybe_prepare_rebalance(self, group: Group, reason: str) -> None:
+        """Start a join round, or, in one already, see whether it can end."""
         if group.is_in(STABLE, COMPLETING, EMPTY):
             self.prepare_rebalance(group, reason)
         elif group.is_in(PREPARING):
             self.maybe_complete_join(group)
 
     def prepare_rebalance(self, group: Group, reason: str) -> None:
+        """Start a join round (the group goes PreparingRebalance) and its timer."""
         if group.is_in(COMPLETING):
             self._runtime.cancel(group.sync_timer)
             group.sync_timer = None
@@ -178,6 +181,7 @@ class ClassicRebalance:
             self._complete_join(group)
 
     def maybe_complete_join(self, group: Group) -> None:
+        """End the join round if every member has rejoined and no initial delay runs."""
         if group.is_in(PREPARING) and not group.in_initial_delay and group.all_members_joined():
             self._complete_join(group)
 
@@ -243,6 +247,8 @@ class ClassicRebalance:
         self.prepare_rebalance(group, "members did not sync in time")
 
     def join_result(self, group: Group, member: Member, *, members: bool = True) -> JoinResult:
+        """The JoinGroup answer of ``member`` for the current generation (the leader gets
+        the member list unless ``members`` is False)."""
         is_leader = member.member_id == group.leader_id
         listed = []
         if is_leader and members:
