@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -226,7 +227,7 @@ class ClassicGroupMachine(_CoordinatorMachine):
                     client.member_id, client.generation = "", -1
             client.syncs.clear()
 
-    def _join_callback(self, client: ClassicClient) -> object:
+    def _join_callback(self, client: ClassicClient) -> Callable[[JoinResult], None]:
         client.waiting += 1
 
         def respond(result: JoinResult) -> None:
@@ -235,7 +236,7 @@ class ClassicGroupMachine(_CoordinatorMachine):
 
         return respond
 
-    def _sync_callback(self, client: ClassicClient) -> object:
+    def _sync_callback(self, client: ClassicClient) -> Callable[[SyncResult], None]:
         client.waiting += 1
 
         def respond(result: SyncResult) -> None:
@@ -251,7 +252,7 @@ class ClassicGroupMachine(_CoordinatorMachine):
         request = JoinRequest(
             "g", client.member_id, None, "c", "/h", 6_000, 8_000, "consumer", PROTOCOL
         )
-        self.coordinator.join_group(request, self._join_callback(client))  # type: ignore[arg-type]
+        self.coordinator.join_group(request, self._join_callback(client))
         self._take_answers()
 
     @rule(slot=SLOTS)
@@ -267,7 +268,7 @@ class ClassicGroupMachine(_CoordinatorMachine):
             client.member_id,
             None,
             assignments,
-            self._sync_callback(client),  # type: ignore[arg-type]
+            self._sync_callback(client),
         )
         self._take_answers()
 

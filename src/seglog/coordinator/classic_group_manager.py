@@ -1,14 +1,14 @@
 """The classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and their timers.
 
 :class:`ClassicGroupManager` owns every classic group (:class:`~seglog.coordinator.group.Group`)
-and runs the rebalance protocol over them: member sessions (the session
-timer, pushed back by every sign of life), join rounds (the join timer, or
-the initial delay of an empty group's first round), sync rounds (the sync
-timer), pending members (KIP-394), static members (KIP-345) and members
-leaving; it writes each group's metadata to ``__consumer_offsets`` and
-installs the groups read back from it at start. The timers are described in
-:mod:`seglog.coordinator.group_coordinator`; the group state machine and its
-table are in :mod:`seglog.coordinator.group`.
+and answers the requests of the rebalance protocol: new and known members
+joining, pending members (KIP-394), static members (KIP-345), SyncGroup,
+Heartbeat and members leaving, and the checks of a classic group's offset
+commits. It installs the groups read back from ``__consumer_offsets`` at
+start. Sessions, join and sync rounds, their timers and the writes of group
+metadata are its part :class:`~seglog.coordinator.classic_rebalance.ClassicRebalance`;
+the timers are described in :mod:`seglog.coordinator.group_coordinator`, the
+group state machine and its table in :mod:`seglog.coordinator.group`.
 
 A classic group record is also where a group id's committed offsets live,
 whichever protocol its members speak (``__consumer_offsets`` keys offsets by

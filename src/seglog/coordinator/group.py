@@ -69,7 +69,8 @@ How requests are answered in each state (the coordinator implements this):
 
 This module holds the data and the table and does no I/O and no timing; the
 timers (session, rebalance, initial delay) and the storage live in
-:mod:`seglog.coordinator.group_coordinator`.
+:mod:`seglog.coordinator.classic_rebalance`, the requests in
+:mod:`seglog.coordinator.classic_group_manager`.
 """
 
 from __future__ import annotations
