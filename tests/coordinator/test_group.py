@@ -97,3 +97,28 @@ def test_consumer_subscription_topics() -> None:
     assert consumer_subscription_topics(data) == ["a", "bc"]
     assert consumer_subscription_topics(b"\x00") is None
     assert consumer_subscription_topics(b"\x00\x00\x00\x00\x00\x01\x00\x09ab") is None
+
+
+def test_the_table_allows_what_kafka_allows() -> None:
+    """The (from, to) pairs of the table are Kafka's ``ClassicGroupState`` valid previous
+    states, less Dead → Dead: a deleted group leaves the coordinator's table at once,
+    so nothing can delete it twice."""
+    e, p, c, s, d = (
+        GroupState.EMPTY,
+        GroupState.PREPARING_REBALANCE,
+        GroupState.COMPLETING_REBALANCE,
+        GroupState.STABLE,
+        GroupState.DEAD,
+    )
+    kafka_valid_previous = {
+        e: {p},
+        p: {s, c, e},
+        c: {p},
+        s: {c},
+        d: {s, p, c, e, d},
+    }
+    allowed = {(source, target) for (source, _), target in TRANSITIONS.items()}
+    kafka = {
+        (source, target) for target, sources in kafka_valid_previous.items() for source in sources
+    }
+    assert allowed == kafka - {(d, d)}

@@ -69,7 +69,8 @@ How requests are answered in each state (the coordinator implements this):
 
 This module holds the data and the table and does no I/O and no timing; the
 timers (session, rebalance, initial delay) and the storage live in
-:mod:`seglog.coordinator.group_coordinator`.
+:mod:`seglog.coordinator.classic_rebalance`, the requests in
+:mod:`seglog.coordinator.classic_group_manager`.
 """
 
 from __future__ import annotations
@@ -238,6 +239,13 @@ class Group:
         if self.leader_id == old_id:
             self.leader_id = new.member_id
         return old
+
+    def fenced(self, member_id: str, instance: str | None) -> bool:
+        """Whether ``instance`` (a static member) now belongs to another member id (KIP-345)."""
+        if instance is None:
+            return False
+        known = self.static_members.get(instance)
+        return known is not None and known != member_id
 
     def all_members_joined(self) -> bool:
         """Every member is awaiting join and no MEMBER_ID_REQUIRED member is still out."""

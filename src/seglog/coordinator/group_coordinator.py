@@ -55,30 +55,44 @@ The group state machine and its table are in :mod:`seglog.coordinator.group`.
 
 Where the code is
 -----------------
-This module holds the facade, :class:`GroupCoordinator` (shutdown and the
-read-only ListGroups/DescribeGroups), and :func:`create_coordinator`, which
-the broker calls. The rest of the class is assembled from:
+In the shape of Kafka 4's group coordinator (service → runtime → shard →
+managers), without the runtime's event queue: everything already runs on one
+thread. Each part is a class with its own state, given only what it needs:
 
-* :mod:`seglog.coordinator._base` — the shared state, the wrapped clock and
-  timers, and writes of group metadata to ``__consumer_offsets``;
-* :mod:`seglog.coordinator._membership` — JoinGroup, SyncGroup, Heartbeat,
-  LeaveGroup and the session, pending-member, join and sync timers;
-* :mod:`seglog.coordinator._offsets` — OffsetCommit, OffsetFetch,
-  DeleteGroups, OffsetDelete, the retention timer, and loading;
-* :mod:`seglog.coordinator.consumer_group` — the KIP-848 consumer protocol
-  (ConsumerGroupHeartbeat, server-side assignment), whose groups share the
-  group ids and committed offsets of the classic ones.
+* :class:`GroupCoordinator` (this module) — the facade the broker's handlers
+  call. It owns the parts below, routes each request to the manager of the
+  group's protocol, and keeps the two protocols apart where they share a group
+  id (a JoinGroup for a KIP-848 group with members, a ConsumerGroupHeartbeat
+  for a classic group with members, DeleteGroups, OffsetCommit);
+* :mod:`seglog.coordinator.runtime` — :class:`~seglog.coordinator.runtime.CoordinatorRuntime`:
+  clock, shutdown-safe timers, serving status (loading, failed partitions)
+  and appends to ``__consumer_offsets``; it holds no group state;
+* :mod:`seglog.coordinator.classic_group_manager` — classic groups: JoinGroup,
+  SyncGroup, Heartbeat, LeaveGroup, with their rounds and timers in
+  :mod:`seglog.coordinator.classic_rebalance` and the state table in
+  :mod:`seglog.coordinator.group`;
+* :mod:`seglog.coordinator.consumer_group_manager` — KIP-848 consumer groups:
+  ConsumerGroupHeartbeat and server-side assignment, with the member state
+  table and reconciliation in :mod:`seglog.coordinator.consumer_group`;
+* :mod:`seglog.coordinator.offset_manager` — committed offsets: OffsetCommit,
+  OffsetFetch, OffsetDelete, group deletion and the retention timer.
+
+Groups of the two protocols share the group-id namespace and committed
+offsets: a group id's offsets are kept on its classic group record, which stays
+Empty while a KIP-848 group of that id is in use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
-from seglog.coordinator._membership import GroupMembership
-from seglog.coordinator._offsets import GroupOffsets
-from seglog.coordinator.consumer_group import ConsumerGroupProtocol
-from seglog.coordinator.group import DEAD, STABLE
-from seglog.coordinator.offset_store import OffsetStore
+from seglog.coordinator.classic_group_manager import ClassicGroupManager
+from seglog.coordinator.consumer_group import ConsumerGroup, HeartbeatRequest, HeartbeatResult
+from seglog.coordinator.consumer_group_manager import ConsumerGroupManager
+from seglog.coordinator.group import DEAD, EMPTY, Group
+from seglog.coordinator.offset_manager import OffsetManager
+from seglog.coordinator.offset_store import CommittedOffset, LoadedGroup, OffsetStore
 from seglog.coordinator.requests import (
     NONE,
     CallLater,
@@ -92,32 +106,298 @@ from seglog.coordinator.requests import (
     OffsetCommitEntry,
     SyncResult,
 )
+from seglog.coordinator.runtime import CoordinatorRuntime, logger
 from seglog.errors import NotLeaderOrFollowerError, SeglogError
 from seglog.storage.log_dir import LogDir
 
 # ------------------------------------------------------------ the coordinator
 
 
-class GroupCoordinator(GroupMembership, GroupOffsets, ConsumerGroupProtocol):
-    """Every group of this broker; see the module documentation.
+class GroupCoordinator:
+    """Every group of this broker; see the module documentation."""
 
-    The state and plumbing are in :mod:`._base`, the membership protocol in
-    :mod:`._membership` and committed offsets in :mod:`._offsets`; this class
-    adds shutting down and the read-only views (ListGroups, DescribeGroups).
-    """
+    def __init__(
+        self,
+        config: CoordinatorConfig,
+        store: OffsetStore,
+        *,
+        clock: Callable[[], float],
+        call_later: CallLater,
+        partition_exists: Callable[[str, int], bool] = lambda topic, partition: True,
+        topic_partitions: Callable[[str], int] | None = None,
+        topic_names: Callable[[], Iterable[str]] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self._runtime = CoordinatorRuntime(store, clock=clock, call_later=call_later)
+        self._classic = ClassicGroupManager(self._runtime, config)
+        self._consumer = ConsumerGroupManager(
+            self._runtime,
+            config,
+            topic_partitions=topic_partitions or (lambda topic: 0),
+            topic_names=topic_names or (lambda: ()),
+        )
+        self._offsets = OffsetManager(
+            self._runtime,
+            config,
+            self._classic,
+            partition_exists=partition_exists,
+            in_use=self._consumer.in_use,
+        )
+
+    # ------------------------------------------------------------ state views
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        """Every classic group record (and offsets-only group), by id."""
+        return self._classic.groups
+
+    @property
+    def consumer_groups(self) -> dict[str, ConsumerGroup]:
+        """Every KIP-848 consumer group, by id."""
+        return self._consumer.groups
+
+    @property
+    def group_overrides(self) -> dict[str, dict[str, int]]:
+        """KIP-848 groups' own settings (group configs), by group id, over ``config``'s."""
+        return self._consumer.overrides
+
+    @group_overrides.setter
+    def group_overrides(self, overrides: dict[str, dict[str, int]]) -> None:
+        self._consumer.overrides = overrides
+
+    @property
+    def loading(self) -> bool:
+        """True until :meth:`finish_loading`: requests get COORDINATOR_LOAD_IN_PROGRESS."""
+        return self._runtime.loading
+
+    @property
+    def failed_partitions(self) -> dict[int, str]:
+        """``__consumer_offsets`` partitions that could not be loaded, with the reason."""
+        return self._runtime.failed_partitions
+
+    def now_ms(self) -> int:
+        """The clock in milliseconds."""
+        return self._runtime.now_ms()
+
+    def coordinator_error(self, group_id: str) -> str | None:
+        """FindCoordinator's error for ``group_id`` (None: this broker coordinates it)."""
+        return self._runtime.coordinator_error(group_id)
+
+    # ------------------------------------------------------ loading, shutdown
+
+    def load(self) -> dict[str, LoadedGroup]:
+        """Read ``__consumer_offsets`` (blocking; run it off the event loop).
+
+        Partitions that cannot be read are left out and recorded in
+        :attr:`failed_partitions`: only their groups are refused.
+        """
+        loaded = self.store.load()
+        self._runtime.failed_partitions = dict(self.store.failed_partitions)
+        return loaded
+
+    def finish_loading(self, loaded: Mapping[str, LoadedGroup]) -> None:
+        """Install what :meth:`load` read and start serving group requests."""
+        self._classic.restore(loaded)
+        self._runtime.loading = False
+        logger.info("loaded %d consumer groups from %s", len(loaded), "__consumer_offsets")
+        self._offsets.start_retention()
 
     def shutdown(self) -> None:
         """Stop every timer; later requests are answered COORDINATOR_NOT_AVAILABLE."""
-        self._active = False
-        self._cancel(self._retention_timer)
-        self._stop_consumer_timers()
-        for group in self.groups.values():
-            self._cancel(group.join_timer)
-            self._cancel(group.sync_timer)
-            for timer in group.pending_members.values():
-                self._cancel(timer)
-            for member in group.members.values():
-                self._cancel(member.session_timer)
+        self._runtime.shutdown()
+        self._offsets.shutdown()
+        self._consumer.shutdown()
+        self._classic.shutdown()
+
+    # ------------------------------------------------------- classic groups
+
+    def join_group(self, request: JoinRequest, respond: Callable[[JoinResult], None]) -> None:
+        """JoinGroup: ``respond`` is called when the answer is known (maybe much later)."""
+        error = self._classic.join_error(request)
+        if error is None and self._consumer.in_use(request.group_id):
+            error = "INCONSISTENT_GROUP_PROTOCOL"  # a KIP-848 group with members
+        if error is not None:
+            respond(JoinResult(error=error, member_id=request.member_id))
+            return
+        self._consumer.release_if_empty(request.group_id)
+        self._classic.join(request, respond)
+
+    def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        assignments: Mapping[str, bytes],
+        respond: Callable[[SyncResult], None],
+        *,
+        protocol_type: str | None = None,
+        protocol_name: str | None = None,
+    ) -> None:
+        """SyncGroup: the leader brings ``assignments``; everyone gets their share."""
+        self._classic.sync_group(
+            group_id,
+            generation_id,
+            member_id,
+            group_instance_id,
+            assignments,
+            respond,
+            protocol_type=protocol_type,
+            protocol_name=protocol_name,
+        )
+
+    def heartbeat(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> str:
+        """Heartbeat: the error to answer (REBALANCE_IN_PROGRESS tells the member to rejoin)."""
+        return self._classic.heartbeat(group_id, generation_id, member_id, group_instance_id)
+
+    def leave_group(
+        self, group_id: str, leaving: list[tuple[str, str | None]]
+    ) -> tuple[str, list[str]]:
+        """LeaveGroup for (member id, group instance id) pairs: (group error, member errors)."""
+        return self._classic.leave_group(group_id, leaving)
+
+    # ------------------------------------------------- KIP-848 consumer groups
+
+    def consumer_group_heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat: join, heartbeat, reconcile or leave."""
+        refused = self._consumer.refuse(request)
+        if refused is not None:
+            return refused
+        if self._classic.in_use(request.group_id):
+            return HeartbeatResult(
+                error="GROUP_ID_NOT_FOUND",
+                error_message=f"Group {request.group_id} is not a consumer group.",
+            )
+        return self._consumer.heartbeat(request)
+
+    def describe_consumer_group(
+        self, group_id: str
+    ) -> tuple[str, str | None, ConsumerGroup | None]:
+        """ConsumerGroupDescribe of one group: (error, error message, group)."""
+        error = self._runtime.unavailable(group_id)
+        if error is not None:
+            return error, None, None
+        group = self._consumer.get(group_id)
+        if group is None:
+            classic = self._classic.get(group_id)
+            if classic is not None and not classic.is_in(DEAD):
+                return "GROUP_ID_NOT_FOUND", f"Group {group_id} is not a consumer group.", None
+            return "GROUP_ID_NOT_FOUND", f"Group {group_id} not found.", None
+        return NONE, None, group
+
+    def validate_consumer_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> str | None:
+        """OffsetFetch v9+ with a member: None if accepted, else the error (as Kafka)."""
+        return self._consumer.validate_fetch(group_id, member_id, member_epoch)
+
+    # ---------------------------------------------------------------- offsets
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        entries: list[OffsetCommitEntry],
+        *,
+        retention_ms: int = -1,
+    ) -> CommitOutcome:
+        """OffsetCommit: validate the committer, then store every acceptable partition."""
+        error = self._runtime.unavailable(group_id) or (
+            "INVALID_GROUP_ID" if not group_id else None
+        )
+        group = self._classic.get(group_id)
+        if error is None and self._consumer.get(group_id) is not None:
+            # A KIP-848 group: generation_id is the member epoch.
+            error = self._consumer.validate_commit(group_id, member_id, generation_id)
+        elif error is None:
+            if group is None:
+                if generation_id >= 0:
+                    error = "ILLEGAL_GENERATION"  # from a generation this broker does not know
+            else:
+                error = self._classic.validate_commit(
+                    group, generation_id, member_id, group_instance_id
+                )
+        if error is not None:
+            return CommitOutcome({(e.topic, e.partition): error for e in entries})
+        # A group that only stores offsets (assign() users, tools) is created Empty.
+        group = self._classic.get_or_create(group_id)
+        return self._offsets.commit(group, entries, retention_ms)
+
+    def validate_txn_offset_commit(
+        self, group_id: str, generation_id: int, member_id: str, instance: str | None
+    ) -> str | None:
+        """TxnOffsetCommit's group checks (v3+): None if accepted, else the error.
+
+        Kafka's coordinator checks the member of a transactional commit only
+        when one is named: generation -1 with no member id and no instance id
+        (every request below v3, and producers given no consumer group
+        metadata) is accepted whatever the group's state. A group this broker
+        does not know takes only such a commit. A KIP-848 group's member epoch
+        stands for the generation, a stale one answered ILLEGAL_GENERATION.
+        """
+        error = self._runtime.unavailable(group_id)
+        if error is not None:
+            return error
+        if self._consumer.get(group_id) is not None:
+            if generation_id < 0 and not member_id and instance is None:
+                return None
+            error = self._consumer.validate_commit(group_id, member_id, generation_id)
+            return "ILLEGAL_GENERATION" if error == "STALE_MEMBER_EPOCH" else error
+        return self._classic.validate_txn_commit(group_id, generation_id, member_id, instance)
+
+    def apply_txn_offsets(self, committed: Mapping[str, Mapping[tuple[str, int], Any]]) -> None:
+        """Make the offsets of a committed transaction visible (they are stored already)."""
+        self._offsets.apply_txn_offsets(committed)
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]] | None
+    ) -> tuple[str, list[tuple[str, int, CommittedOffset | None]]]:
+        """OffsetFetch: (group error, [(topic, partition, committed or None)]).
+
+        ``partitions`` None asks for every partition the group has an offset for.
+        """
+        return self._offsets.fetch_offsets(group_id, partitions)
+
+    def delete_offsets(
+        self, group_id: str, partitions: list[tuple[str, int]]
+    ) -> tuple[str, dict[tuple[str, int], str]]:
+        """OffsetDelete: (group error, per-partition errors)."""
+        return self._offsets.delete_offsets(group_id, partitions)
+
+    def expire_offsets(self) -> int:
+        """Delete offsets past ``offsets.retention.minutes``; returns how many."""
+        return self._offsets.expire_offsets()
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, str]:
+        """DeleteGroups: each empty group's offsets and metadata are tombstoned."""
+        results: dict[str, str] = {}
+        for group_id in group_ids:
+            error = self._runtime.unavailable(group_id)
+            group = self._classic.get(group_id)
+            if error is None:
+                if not group_id:
+                    error = "INVALID_GROUP_ID"
+                elif self._consumer.in_use(group_id):
+                    error = "NON_EMPTY_GROUP"
+                elif group is None and self._consumer.get(group_id) is not None:
+                    self._consumer.discard(group_id)  # empty, without offsets
+                    error = NONE
+                elif group is None or group.is_in(DEAD):
+                    error = "GROUP_ID_NOT_FOUND"
+                elif not group.is_in(EMPTY):
+                    error = "NON_EMPTY_GROUP"
+            if error is None:
+                assert group is not None
+                error = self._offsets.delete_group(group)
+                if error == NONE:
+                    self._consumer.discard(group_id)
+            results[group_id] = error
+        return results
 
     # ------------------------------------------------ List / Describe
 
@@ -125,57 +405,37 @@ class GroupCoordinator(GroupMembership, GroupOffsets, ConsumerGroupProtocol):
         self, states: list[str] | None = None, types: list[str] | None = None
     ) -> tuple[str, list[tuple[str, str, str]]]:
         """ListGroups: (error, [(group id, protocol type, state)]), filtered as Kafka does."""
-        error = self._unavailable()
+        error = self._runtime.unavailable()
         if error is not None:
             return error, []
         wanted_states = {s.lower() for s in states or []}
         wanted_types = {t.lower() for t in types or []}
         listed = []
         if not wanted_types or "consumer" in wanted_types:
-            for group_id, state in self.consumer_group_summary():
+            for group_id, state in self._consumer.summary():
                 if not wanted_states or state.lower() in wanted_states:
                     listed.append((group_id, "consumer", state))
         if wanted_types and "classic" not in wanted_types:
             return NONE, sorted(listed)
-        for group in self.groups.values():
-            if group.is_in(DEAD) or group.group_id in self.consumer_groups:
-                continue
-            if wanted_states and group.state.value.lower() not in wanted_states:
-                continue
-            listed.append((group.group_id, group.protocol_type or "", group.state.value))
+        listed.extend(
+            entry
+            for entry in self._classic.listed(wanted_states)
+            if self._consumer.get(entry[0]) is None
+        )
         return NONE, sorted(listed)
 
     def group_type(self, group_id: str) -> str:
         """ListGroups v5's type of a group: ``consumer`` (KIP-848) or ``classic``."""
-        return "consumer" if group_id in self.consumer_groups else "classic"
+        return "consumer" if self._consumer.get(group_id) is not None else "classic"
 
     def describe_group(self, group_id: str) -> GroupDescription:
         """DescribeGroups for one group; an unknown group is reported Dead, as Kafka does."""
-        error = self._unavailable(group_id)
-        group = self.groups.get(group_id)
-        if error is not None or group is None or group_id in self.consumer_groups:
+        error = self._runtime.unavailable(group_id)
+        group = self._classic.get(group_id)
+        if error is not None or group is None or self._consumer.get(group_id) is not None:
             # A KIP-848 group is not a classic one: Dead here, as Kafka (before v6) does.
             return GroupDescription(group_id, error or NONE, DEAD.value, "", "", [])
-        stable = group.is_in(STABLE)
-        members = [
-            MemberDescription(
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
-                m.metadata(group.protocol_name) if stable else b"",
-                m.assignment if stable else b"",
-            )
-            for m in group.members.values()
-        ]
-        return GroupDescription(
-            group_id,
-            NONE,
-            group.state.value,
-            group.protocol_type or "",
-            (group.protocol_name or "") if stable else "",
-            members,
-        )
+        return self._classic.describe(group)
 
 
 def create_coordinator(

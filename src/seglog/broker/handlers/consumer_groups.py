@@ -1,7 +1,7 @@
 """ConsumerGroupHeartbeat and ConsumerGroupDescribe: the KIP-848 consumer group protocol.
 
 Turns the request into a call of
-:meth:`~seglog.coordinator.consumer_group.ConsumerGroupProtocol.consumer_group_heartbeat`
+:meth:`~seglog.coordinator.group_coordinator.GroupCoordinator.consumer_group_heartbeat`
 and its answer back into the response; the coordinator holds all the logic
 (see :mod:`seglog.coordinator.consumer_group`). The wire names topics by id
 and the coordinator by name: owned partitions of topics this broker does not
