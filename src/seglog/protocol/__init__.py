@@ -7,7 +7,8 @@ Layers, bottom up: :mod:`.primitives` (wire types over memoryviews),
 response headers, whole messages), :mod:`.framing` (size-prefixed frames) and
 :mod:`.error_codes`; :mod:`.bodies` holds the request and response bodies as
 ``TypedDict`` classes generated from the tables (:mod:`seglog.gen_bodies`) and
-:mod:`.entries` builds response entries whole from them. Nothing here opens a socket or a file or reads a clock.
+:mod:`.entries` builds response entries whole from them. Nothing here opens a
+socket or a file or reads a clock.
 
 A server's loop, in outline::
 
