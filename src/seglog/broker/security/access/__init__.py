@@ -71,7 +71,7 @@ PLANS: dict[int, Plan] = {
 """API key → its plan."""
 
 
-def check(access: Access, api_key: int, version: int, body: dict[str, Any]) -> Decision:
+def check(access: Access, api_key: int, version: int, body: dict[str, Any]) -> Decision[Any]:
     """The decision for one request (``body`` may be changed: items removed)."""
     plan = PLANS.get(api_key)
     if plan is None:

@@ -4,14 +4,17 @@
 A *plan* reads one API's request body and returns a :class:`Decision`; a *fix*
 is a function the decision applies to the handler's response (adding the error
 entries of the items the plan removed, or leaving out what may not be seen).
+Bodies are the generated types of :mod:`seglog.protocol.bodies`: a plan for
+Produce takes a ``ProduceRequest`` and returns a ``Decision[ProduceResponse]``,
+so mypy checks every field a plan reads or an answer it builds.
 See :mod:`seglog.broker.security.access` for the theory of operation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from seglog.broker.security.authorizer import (
     CLUSTER_NAME,
@@ -31,20 +34,23 @@ GROUP_FAILED = error_codes.code_for("GROUP_AUTHORIZATION_FAILED")
 CLUSTER_FAILED = error_codes.code_for("CLUSTER_AUTHORIZATION_FAILED")
 TXN_FAILED = error_codes.code_for("TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
 
-Fix = Callable[[dict[str, Any]], None]
+R = TypeVar("R", bound=Mapping[str, Any])
+"""An API's response body."""
+
+Fix = Callable[[R], None]
 """Changes one API's response body in place."""
 
 
 @dataclass
-class Decision:
+class Decision(Generic[R]):
     """What to do with a request: answer ``response`` at once, or run the handler then ``fix``."""
 
-    response: dict[str, Any] | None = None
-    fixes: list[Fix] = field(default_factory=list)
+    response: R | None = None
+    fixes: list[Fix[R]] = field(default_factory=list)
     close: str | None = None
     """Set when the request must not be answered at all (the connection closes)."""
 
-    def fix(self, response: dict[str, Any]) -> None:
+    def fix(self, response: R) -> None:
         """Add the error entries of the items removed from the request."""
         for fix in self.fixes:
             fix(response)
@@ -70,11 +76,15 @@ class Access:
         return self.allowed(operation, CLUSTER, CLUSTER_NAME)
 
 
-Plan = Callable[[Access, int, dict[str, Any]], Decision]
-"""Reads one API's request body (items it removes are gone for the handler) and decides."""
+Plan = Callable[[Access, int, Any], Decision[Any]]
+"""Reads one API's request body (items it removes are gone for the handler) and decides.
+
+The body and the decision are of the API's own types (``ProduceRequest``,
+``Decision[ProduceResponse]``); the table holds every API, hence ``Any`` here.
+"""
 
 
-def allow(access: Access, version: int, body: dict[str, Any]) -> Decision:
+def allow(access: Access, version: int, body: object) -> Decision[Any]:
     """The plan of the APIs every principal may call."""
     return Decision()
 

@@ -10,9 +10,6 @@ AddPartitionsToTxn v4+ (between brokers) CLUSTER_ACTION on the cluster.
 
 from __future__ import annotations
 
-from typing import Any
-
-from seglog.broker.security.access import shapes
 from seglog.broker.security.access.base import (
     CLUSTER_FAILED,
     GROUP,
@@ -25,20 +22,24 @@ from seglog.broker.security.access.base import (
     Decision,
     Plan,
 )
+from seglog.broker.security.access.shapes import may, remove_denied
 from seglog.broker.security.authorizer import Operation
-from seglog.protocol import entries, error_codes
+from seglog.protocol import error_codes
 from seglog.protocol.api_keys import ApiKey
-from seglog.protocol.entries import failed
+from seglog.protocol.bodies import producer as p
+from seglog.protocol.entries import entry_as, failed_as
 
 
-def _init_producer_id(access: Access, version: int, body: dict[str, Any]) -> Decision:
-    txn = body.get("transactional_id")
+def _init_producer_id(
+    access: Access, version: int, body: p.InitProducerIdRequest
+) -> Decision[p.InitProducerIdResponse]:
+    txn = body["transactional_id"]
     if txn is not None:
         if access.allowed(Operation.WRITE, TXN, txn):
             return Decision()
         return Decision(
-            response=failed(
-                ApiKey.INIT_PRODUCER_ID, "", TXN_FAILED, producer_id=-1, producer_epoch=-1
+            response=failed_as(
+                p.InitProducerIdResponse, TXN_FAILED, producer_id=-1, producer_epoch=-1
             )
         )
     if access.cluster(Operation.IDEMPOTENT_WRITE) or access.authorizer.authorize_any(
@@ -46,8 +47,8 @@ def _init_producer_id(access: Access, version: int, body: dict[str, Any]) -> Dec
     ):
         return Decision()
     return Decision(
-        response=failed(
-            ApiKey.INIT_PRODUCER_ID, "", CLUSTER_FAILED, producer_id=-1, producer_epoch=-1
+        response=failed_as(
+            p.InitProducerIdResponse, CLUSTER_FAILED, producer_id=-1, producer_epoch=-1
         )
     )
 
@@ -55,18 +56,16 @@ def _init_producer_id(access: Access, version: int, body: dict[str, Any]) -> Dec
 _NOT_ATTEMPTED = error_codes.code_for("OPERATION_NOT_ATTEMPTED")
 
 
-def _txn_error(api_key: int, code: int) -> dict[str, Any]:
-    return failed(api_key, "", code)
-
-
-def _add_partitions_to_txn(access: Access, version: int, body: dict[str, Any]) -> Decision:
+def _add_partitions_to_txn(
+    access: Access, version: int, body: p.AddPartitionsToTxnRequest
+) -> Decision[p.AddPartitionsToTxnResponse]:
     if version >= 4:
         # Broker to broker in Kafka (KIP-890 verification): a cluster action.
         if access.cluster(Operation.CLUSTER_ACTION):
             return Decision()
-        return Decision(response=failed(ApiKey.ADD_PARTITIONS_TO_TXN, "", CLUSTER_FAILED))
+        return Decision(response=failed_as(p.AddPartitionsToTxnResponse, CLUSTER_FAILED))
     topics = body.get("v3_and_below_topics") or []
-    txn_ok = access.allowed(Operation.WRITE, TXN, body["v3_and_below_transactional_id"])
+    txn_ok = access.allowed(Operation.WRITE, TXN, body.get("v3_and_below_transactional_id", ""))
     denied = {t["name"] for t in topics if not access.allowed(Operation.WRITE, TOPIC, t["name"])}
     if txn_ok and not denied:
         return Decision()
@@ -76,90 +75,139 @@ def _add_partitions_to_txn(access: Access, version: int, body: dict[str, Any]) -
             return TXN_FAILED
         return TOPIC_FAILED if name in denied else _NOT_ATTEMPTED
 
-    key = ApiKey.ADD_PARTITIONS_TO_TXN
-    topic_path = "results_by_topic_v3_and_below"
-    return Decision(
-        response=entries.entry(
-            key,
-            "",
-            results_by_topic_v3_and_below=[
-                shapes.failed_partitions(
-                    key,
-                    topic_path,
-                    "results_by_partition",
+    results = [
+        p.AddPartitionsToTxnResponseResultsByTopicV3AndBelow(
+            name=t["name"],
+            results_by_partition=[
+                failed_as(
+                    p.AddPartitionsToTxnResponseResultsByTopicV3AndBelowResultsByPartition,
                     code(t["name"]),
-                    t.get("partitions") or [],
-                    name=t["name"],
+                    partition_index=i,
                 )
-                for t in topics
+                for i in t["partitions"]
             ],
         )
+        for t in topics
+    ]
+    return Decision(
+        response=entry_as(p.AddPartitionsToTxnResponse, results_by_topic_v3_and_below=results)
     )
 
 
-def _add_offsets_to_txn(access: Access, version: int, body: dict[str, Any]) -> Decision:
+def _add_offsets_to_txn(
+    access: Access, version: int, body: p.AddOffsetsToTxnRequest
+) -> Decision[p.AddOffsetsToTxnResponse]:
     if not access.allowed(Operation.WRITE, TXN, body["transactional_id"]):
-        return Decision(response=_txn_error(ApiKey.ADD_OFFSETS_TO_TXN, TXN_FAILED))
+        return Decision(response=failed_as(p.AddOffsetsToTxnResponse, TXN_FAILED))
     if not access.allowed(Operation.READ, GROUP, body["group_id"]):
-        return Decision(response=_txn_error(ApiKey.ADD_OFFSETS_TO_TXN, GROUP_FAILED))
+        return Decision(response=failed_as(p.AddOffsetsToTxnResponse, GROUP_FAILED))
     return Decision()
 
 
-def _end_txn(access: Access, version: int, body: dict[str, Any]) -> Decision:
+def _end_txn(access: Access, version: int, body: p.EndTxnRequest) -> Decision[p.EndTxnResponse]:
     if not access.allowed(Operation.WRITE, TXN, body["transactional_id"]):
-        return Decision(response=_txn_error(ApiKey.END_TXN, TXN_FAILED))
+        return Decision(response=failed_as(p.EndTxnResponse, TXN_FAILED))
     return Decision()
 
 
-def _write_txn_markers(access: Access, version: int, body: dict[str, Any]) -> Decision:
+def _write_txn_markers(
+    access: Access, version: int, body: p.WriteTxnMarkersRequest
+) -> Decision[p.WriteTxnMarkersResponse]:
     # Broker to broker: CLUSTER_ACTION on the cluster, else every partition fails.
     if access.cluster(Operation.CLUSTER_ACTION):
         return Decision()
-    key = ApiKey.WRITE_TXN_MARKERS
-    return Decision(
-        response=entries.entry(
-            key,
-            "",
-            markers=[
-                entries.entry(
-                    key,
-                    "markers",
-                    producer_id=m["producer_id"],
-                    topics=[
-                        shapes.failed_partitions(
-                            key,
-                            "markers.topics",
-                            "partitions",
+    markers = [
+        p.WriteTxnMarkersResponseMarkers(
+            producer_id=m["producer_id"],
+            topics=[
+                p.WriteTxnMarkersResponseMarkersTopics(
+                    name=t["name"],
+                    partitions=[
+                        failed_as(
+                            p.WriteTxnMarkersResponseMarkersTopicsPartitions,
                             CLUSTER_FAILED,
-                            t.get("partition_indexes") or [],
-                            name=t["name"],
+                            partition_index=i,
                         )
-                        for t in m.get("topics") or []
+                        for i in t["partition_indexes"]
                     ],
                 )
-                for m in body.get("markers") or []
+                for t in m["topics"]
             ],
         )
-    )
+        for m in body["markers"]
+    ]
+    return Decision(response=entry_as(p.WriteTxnMarkersResponse, markers=markers))
 
 
-def _txn_offset_commit(access: Access, version: int, body: dict[str, Any]) -> Decision:
+def _txn_offset_commit(
+    access: Access, version: int, body: p.TxnOffsetCommitRequest
+) -> Decision[p.TxnOffsetCommitResponse]:
     code = None
     if not access.allowed(Operation.WRITE, TXN, body["transactional_id"]):
         code = TXN_FAILED
     elif not access.allowed(Operation.READ, GROUP, body["group_id"]):
         code = GROUP_FAILED
     if code is not None:
-        return Decision(
-            response=shapes.failed_topics(ApiKey.TXN_OFFSET_COMMIT, shapes.COMMON, body, code)
+        failed = _commit_failed(body["topics"], code)
+        return Decision(response=entry_as(p.TxnOffsetCommitResponse, topics=failed))
+    denied = remove_denied(body["topics"], lambda t: may(access, Operation.READ)(t["name"]))
+    if not denied:
+        return Decision()
+
+    def fix(response: p.TxnOffsetCommitResponse) -> None:
+        response.setdefault("topics", []).extend(_commit_failed(denied, TOPIC_FAILED))
+
+    return Decision(fixes=[fix])
+
+
+def _commit_failed(
+    topics: list[p.TxnOffsetCommitRequestTopics], code: int
+) -> list[p.TxnOffsetCommitResponseTopics]:
+    return [
+        p.TxnOffsetCommitResponseTopics(
+            name=t["name"],
+            partitions=[
+                failed_as(
+                    p.TxnOffsetCommitResponseTopicsPartitions,
+                    code,
+                    partition_index=part["partition_index"],
+                )
+                for part in t["partitions"]
+            ],
         )
-    return shapes.partitioned(ApiKey.TXN_OFFSET_COMMIT, shapes.COMMON, Operation.READ)(
-        access, version, body
+        for t in topics
+    ]
+
+
+def _describe_transactions(
+    access: Access, version: int, body: p.DescribeTransactionsRequest
+) -> Decision[p.DescribeTransactionsResponse]:
+    denied = remove_denied(
+        body["transactional_ids"], lambda i: access.allowed(Operation.DESCRIBE, TXN, i)
     )
+    if not denied:
+        return Decision()
+
+    def fix(response: p.DescribeTransactionsResponse) -> None:
+        response.setdefault("transaction_states", []).extend(
+            failed_as(
+                p.DescribeTransactionsResponseTransactionStates,
+                TXN_FAILED,
+                transactional_id=i,
+                transaction_start_time_ms=-1,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+            for i in denied
+        )
+
+    return Decision(fixes=[fix])
 
 
-def _list_transactions(access: Access, version: int, body: dict[str, Any]) -> Decision:
-    def hide(response: dict[str, Any]) -> None:
+def _list_transactions(
+    access: Access, version: int, body: p.ListTransactionsRequest
+) -> Decision[p.ListTransactionsResponse]:
+    def hide(response: p.ListTransactionsResponse) -> None:
         response["transaction_states"] = [
             t
             for t in response.get("transaction_states") or []
@@ -176,21 +224,7 @@ PLANS: dict[int, Plan] = {
     ApiKey.END_TXN: _end_txn,
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
     ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
-    ApiKey.DESCRIBE_TRANSACTIONS: shapes.named(
-        "transactional_ids",
-        str,
-        lambda a, t: a.allowed(Operation.DESCRIBE, TXN, t),
-        "transaction_states",
-        lambda t: failed(
-            ApiKey.DESCRIBE_TRANSACTIONS,
-            "transaction_states",
-            TXN_FAILED,
-            transactional_id=t,
-            transaction_start_time_ms=-1,
-            producer_id=-1,
-            producer_epoch=-1,
-        ),
-    ),
+    ApiKey.DESCRIBE_TRANSACTIONS: _describe_transactions,
     ApiKey.LIST_TRANSACTIONS: _list_transactions,
 }
 """API key → its plan, for the producer and transaction APIs."""
