@@ -31,9 +31,13 @@ cluster (or WRITE on some topic), and the ACL and SCRAM APIs ALTER or
 DESCRIBE on the cluster. ``tests/broker/security/test_authorization_matrix.py``
 asks each of them.
 
-Every error entry and refusal is built by :func:`seglog.protocol.entries.failed`
-from the API's response description: each field at its value in a failed
-entry (empty records, -1 offsets), so no plan can leave one out.
+Bodies are typed: a plan takes its API's request as generated in
+:mod:`seglog.protocol.bodies` (``ProduceRequest``) and returns a
+``Decision[ProduceResponse]``, so mypy checks each field a plan reads and each
+entry it adds. Every error entry and refusal is built by
+:func:`seglog.protocol.entries.failed_as` from the API's response
+description: each field at its value in a failed entry (empty records, -1
+offsets), so no plan can leave one out.
 
 An API with no plan is refused to everyone but super users (the connection is
 closed and a warning logged): a new API is then closed until its checks are
@@ -45,8 +49,9 @@ One module per request family, each with its fragment of :data:`PLANS`:
 :mod:`.topics` (records, topic metadata and admin, configs), :mod:`.groups`
 (membership, offsets, group listings), :mod:`.transactions` (producer ids and
 transactions), :mod:`.cluster` (ACLs, cluster tools, quotas, SCRAM, and the
-APIs open to everyone). :mod:`.shapes` holds the shapes of plan several APIs
-share and the failed entries they build; :mod:`.base` the :class:`Access`,
+APIs open to everyone). :mod:`.shapes` holds the steps several plans share
+(taking denied items out of a request, a whole request on a group or the
+cluster); :mod:`.base` the :class:`Access`,
 :class:`Decision`, resource types and error codes they are all made of. This
 module only composes the table and consults it.
 """
