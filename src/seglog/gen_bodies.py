@@ -109,7 +109,7 @@ def _span(versions: Versions) -> str:
 
 
 class _Writer:
-    """The classes of one family module, innermost first, and where each struct is."""
+    """The classes of one body and the structs in it, innermost first."""
 
     def __init__(self, direction: str) -> None:
         self.direction = direction
