@@ -41,7 +41,12 @@ from seglog.protocol.headers import RequestHeader, decode_request, encode_respon
 
 logger = logging.getLogger(__name__)
 
-Handler = Callable[[BrokerState, RequestHeader, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+Handler = Callable[[BrokerState, RequestHeader, Any], Awaitable[Any]]
+"""Takes its API's request body and answers its response body (or None: no answer).
+
+Bodies are dicts; a handler may declare them as its API's generated types
+(:mod:`seglog.protocol.bodies`), hence ``Any`` for a table of every API.
+"""
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.API_VERSIONS: metadata.api_versions,

@@ -5,7 +5,10 @@ Layers, bottom up: :mod:`.primitives` (wire types over memoryviews),
 :mod:`.messages` (one declarative table per API family), :mod:`.api_keys`
 (the registry and the advertised ranges), :mod:`.headers` (request and
 response headers, whole messages), :mod:`.framing` (size-prefixed frames) and
-:mod:`.error_codes`. Nothing here opens a socket or a file or reads a clock.
+:mod:`.error_codes`; :mod:`.bodies` holds the request and response bodies as
+``TypedDict`` classes generated from the tables (:mod:`seglog.gen_bodies`) and
+:mod:`.entries` builds response entries whole from them. Nothing here opens a
+socket or a file or reads a clock.
 
 A server's loop, in outline::
 

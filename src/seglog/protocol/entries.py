@@ -22,6 +22,12 @@ raises :class:`ValueError` at once, so a misspelt field is found by the first
 test that reaches the call, never by a client. :func:`entry` is the same
 without an error: every field at its default.
 
+:func:`failed_as` and :func:`entry_as` do the same for a typed entry: given
+one of the generated response types of :mod:`seglog.protocol.bodies`
+(``failed_as(MetadataResponseTopics, code, name=name)``) they find the struct
+from the type's name and return the entry as that type, so the code that
+adds it to a typed response is checked by mypy.
+
 The encoder is the second line: a key missing from a dict is written as the
 field's default (see :mod:`seglog.protocol.schema`), and records default to
 empty, not null. Built entries make the values Kafka's, not merely readable.
@@ -29,11 +35,15 @@ empty, not null. Built entries make the values Kafka's, not merely readable.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from seglog.protocol.api_keys import description
+from seglog.protocol.messages import ALL
 from seglog.protocol.schema import MAX_VERSION, Field
+
+T = TypeVar("T", bound=Mapping[str, Any])
 
 _ERROR_FIELDS = ("error_code", "partition_error_code")
 """The names a struct's own error code goes by (AddPartitionsToTxn's is prefixed)."""
@@ -107,4 +117,58 @@ def failed(api_key: int, path: str, error_code: int, **values: Any) -> dict[str,
     return _build(api_key, path, True, values)
 
 
-__all__ = ["entry", "error_field", "failed", "struct_fields"]
+def struct_name(api_name: str, direction: str, path: str) -> str:
+    """The name of the generated type of a struct (see :mod:`seglog.gen_bodies`).
+
+    ``<Api><Request|Response>`` for the body, then each field of ``path`` in
+    CamelCase: ``struct_name("Produce", "response", "responses.partition_responses")``
+    is ``ProduceResponseResponsesPartitionResponses``.
+    """
+    words = [api_name, direction] + [w for name in path.split(".") if path for w in name.split("_")]
+    return "".join(w[:1].upper() + w[1:] for w in words)
+
+
+@cache
+def _response_structs() -> dict[str, tuple[int, str]]:
+    """Each response struct's generated name → (api key, path)."""
+    found: dict[str, tuple[int, str]] = {}
+
+    def walk(api_name: str, key: int, path: str, fields: tuple[Field, ...]) -> None:
+        found[struct_name(api_name, "response", path)] = (key, path)
+        for f in fields:
+            if f.item_type == "struct":
+                walk(api_name, key, f"{path}.{f.name}" if path else f.name, f.fields)
+
+    for api in ALL:
+        walk(api.name, api.key, "", api.response.fields)
+    return found
+
+
+def _where(kind: type[Any]) -> tuple[int, str]:
+    place = _response_structs().get(kind.__name__)
+    if place is None:
+        raise ValueError(f"{kind.__name__} is not a generated response type")
+    return place
+
+
+def entry_as(kind: type[T], /, **values: Any) -> T:
+    """:func:`entry` of the response struct whose generated type is ``kind``."""
+    api_key, path = _where(kind)
+    return cast(T, _build(api_key, path, False, values))
+
+
+def failed_as(kind: type[T], error_code: int, /, **values: Any) -> T:
+    """:func:`failed` of the response struct whose generated type is ``kind``."""
+    api_key, path = _where(kind)
+    return cast(T, failed(api_key, path, error_code, **values))
+
+
+__all__ = [
+    "entry",
+    "entry_as",
+    "error_field",
+    "failed",
+    "failed_as",
+    "struct_fields",
+    "struct_name",
+]

@@ -808,7 +808,7 @@ def test_every_advertised_api_has_a_row(matrix: Matrix) -> None:
     assert advertised - set(BY_KEY) == set(), "advertised APIs without an authorization row"
     assert set(BY_KEY) - advertised == set(), "rows for APIs the broker does not advertise"
     for key, rows in BY_KEY.items():
-        assert key in PLANS, f"{key.name} has no plan in access.py"
+        assert key in PLANS, f"{key.name} has no plan in seglog.broker.security.access"
         asked = [v for row in rows for v in row.versions]
         low, high = SUPPORTED[key]
         assert low in asked and high in asked, f"{key.name}: ask the lowest and highest versions"

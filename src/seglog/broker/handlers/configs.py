@@ -48,6 +48,13 @@ from seglog.config import (
 )
 from seglog.errors import SeglogError
 from seglog.protocol import error_codes
+from seglog.protocol.bodies.admin import (
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeConfigsResponseResults,
+    DescribeConfigsResponseResultsConfigs,
+    DescribeConfigsResponseResultsConfigsSynonyms,
+)
 from seglog.protocol.headers import RequestHeader
 
 TOPIC_RESOURCE = 2
@@ -136,6 +143,12 @@ TOPIC_DOCS: dict[str, str] = {
 """One line of documentation per topic config (the broker synonym shares it)."""
 
 
+_Config = DescribeConfigsResponseResultsConfigs
+"""One setting in a DescribeConfigs answer."""
+_Synonym = DescribeConfigsResponseResultsConfigsSynonyms
+"""One source of a setting, finest first."""
+
+
 def documentation(definition: ConfigDef) -> str | None:
     """The documentation of a topic config, or of the broker name that supplies its default."""
     if definition.name in TOPIC_DOCS:
@@ -161,11 +174,11 @@ def broker_synonym_names(name: str) -> tuple[str, ...]:
     return (name,)
 
 
-def _synonyms(name: str, state: BrokerState, sensitive: bool) -> list[dict[str, Any]]:
+def _synonyms(name: str, state: BrokerState, sensitive: bool) -> list[_Synonym]:
     """Kafka's ConfigHelper.configSynonyms for broker name ``name``, in order of precedence."""
     names = broker_synonym_names(name)
     dynamic = state.dynamic
-    found: list[dict[str, Any]] = []
+    found: list[_Synonym] = []
     for given, source in (
         (dynamic.mine, DYNAMIC_BROKER_CONFIG),
         (dynamic.default, DYNAMIC_DEFAULT_BROKER_CONFIG),
@@ -174,13 +187,13 @@ def _synonyms(name: str, state: BrokerState, sensitive: bool) -> list[dict[str, 
         for synonym in names:
             if synonym in given:
                 value = None if sensitive else given[synonym]
-                found.append({"name": synonym, "value": value, "source": source})
+                found.append(_Synonym(name=synonym, value=value, source=source))
     for synonym in names:
         definition = broker_config(synonym)
         if definition is None or definition.default is None or synonym in _NO_OWN_DEFAULT:
             continue
         value = None if sensitive else definition.to_string(definition.default)
-        found.append({"name": synonym, "value": value, "source": DEFAULT_CONFIG})
+        found.append(_Synonym(name=synonym, value=value, source=DEFAULT_CONFIG))
     # Kafka drops leading synonyms not named ``name`` (a listener override when the
     # base config is described, a coarser name's entries when the finer one is).
     while found and found[0]["name"] != name:
@@ -191,30 +204,28 @@ def _synonyms(name: str, state: BrokerState, sensitive: bool) -> list[dict[str, 
 def _entry(
     name: str,
     value: str | None,
-    synonyms: list[dict[str, Any]],
+    synonyms: list[_Synonym],
     definition: ConfigDef | None,
     *,
     read_only: bool,
     sensitive: bool,
     include_synonyms: bool,
     include_documentation: bool,
-) -> dict[str, Any]:
+) -> _Config:
     source = synonyms[0]["source"] if synonyms else DEFAULT_CONFIG
-    return {
-        "name": name,
-        "value": None if sensitive else value,
-        "read_only": read_only,
-        "is_default": source == DEFAULT_CONFIG,
-        "config_source": source,
-        "is_sensitive": sensitive,
-        "synonyms": synonyms if include_synonyms else [],
-        "config_type": CONFIG_TYPES.get(definition.type, UNKNOWN_TYPE)
+    # (No is_default: DescribeConfigs v0 had it; from v1 on, config_source says it.)
+    return _Config(
+        name=name,
+        value=None if sensitive else value,
+        read_only=read_only,
+        config_source=source,
+        is_sensitive=sensitive,
+        synonyms=synonyms if include_synonyms else [],
+        config_type=CONFIG_TYPES.get(definition.type, UNKNOWN_TYPE)
         if definition is not None
         else UNKNOWN_TYPE,
-        "documentation": (
-            documentation(definition) if include_documentation and definition else None
-        ),
-    }
+        documentation=(documentation(definition) if include_documentation and definition else None),
+    )
 
 
 def topic_entries(
@@ -225,13 +236,36 @@ def topic_entries(
     include_synonyms: bool = False,
     include_documentation: bool = False,
 ) -> list[dict[str, Any]]:
-    """The entries of a topic whose resolved config is ``values`` and overrides ``overrides``."""
+    """The entries of a topic whose resolved config is ``values`` and overrides ``overrides``.
+
+    Plain dicts: CreateTopics picks its own fields from them.
+    """
+    return [
+        dict(entry)
+        for entry in _topic_entries(
+            state,
+            values,
+            overrides,
+            include_synonyms=include_synonyms,
+            include_documentation=include_documentation,
+        )
+    ]
+
+
+def _topic_entries(
+    state: BrokerState,
+    values: Mapping[str, str],
+    overrides: Mapping[str, object],
+    *,
+    include_synonyms: bool,
+    include_documentation: bool,
+) -> list[_Config]:
     out = []
     for name, value in sorted(values.items()):
         definition = CONFIGS_BY_NAME[name]
-        synonyms: list[dict[str, Any]] = []
+        synonyms: list[_Synonym] = []
         if name in overrides:
-            synonyms.append({"name": name, "value": value, "source": TOPIC_CONFIG})
+            synonyms.append(_Synonym(name=name, value=value, source=TOPIC_CONFIG))
         if definition.broker_name is not None:
             synonyms += _synonyms(definition.broker_name, state, definition.sensitive)
         out.append(
@@ -251,12 +285,12 @@ def topic_entries(
 
 def _describe_topic(
     state: BrokerState, name: str, include_synonyms: bool, include_documentation: bool
-) -> list[dict[str, Any]]:
+) -> list[_Config]:
     info = state.log_dir.topics().get(name)
     if info is None:
         raise SeglogError(f"topic '{name}' does not exist")
     values = state.log_dir.topic_config(name).to_properties()
-    return topic_entries(
+    return _topic_entries(
         state,
         values,
         info.overrides,
@@ -267,7 +301,7 @@ def _describe_topic(
 
 def _describe_broker(
     state: BrokerState, include_synonyms: bool, include_documentation: bool
-) -> list[dict[str, Any]]:
+) -> list[_Config]:
     """Every broker setting as in effect: the table's, then any other given; secrets as null."""
     given = state.dynamic.static
     config = BrokerConfig(state.dynamic.effective())
@@ -282,7 +316,7 @@ def _describe_broker(
         values[name] = log_defaults.get(name, known.to_string(config[name]))
     for name in given:
         values.setdefault(name, given[name])
-    out: list[dict[str, Any]] = []
+    out: list[_Config] = []
     for name, value in sorted(values.items()):
         # Kafka answers a secret (and a setting it cannot type) with a null value.
         sensitive = is_sensitive(name)
@@ -304,9 +338,9 @@ def _describe_broker(
 
 def _describe_default(
     state: BrokerState, include_synonyms: bool, include_documentation: bool
-) -> list[dict[str, Any]]:
+) -> list[_Config]:
     """The cluster-wide default resource: only what is set at that level (Kafka's answer)."""
-    out: list[dict[str, Any]] = []
+    out: list[_Config] = []
     for name, value in sorted(state.dynamic.default.items()):
         sensitive = is_sensitive(name)
         definition = broker_config(name)
@@ -332,23 +366,23 @@ def _describe_default(
 
 def _describe_group(
     state: BrokerState, group: str, include_synonyms: bool, include_documentation: bool
-) -> list[dict[str, Any]]:
+) -> list[_Config]:
     """Every group setting of ``group``: its own where set, else the broker's."""
     own = state.group_configs.of(group)
     values = defaults(state.dynamic.effective())
     values.update(own)
-    out: list[dict[str, Any]] = []
+    out: list[_Config] = []
     for name, value in sorted(values.items()):
         definition = GROUP_CONFIGS[name]
-        synonyms: list[dict[str, Any]] = []
+        synonyms: list[_Synonym] = []
         if name in own:
-            synonyms.append({"name": name, "value": value, "source": DYNAMIC_GROUP_CONFIG})
+            synonyms.append(_Synonym(name=name, value=value, source=DYNAMIC_GROUP_CONFIG))
         broker_name = BROKER_DEFAULTS.get(name)
         if broker_name is not None:
             synonyms += _synonyms(broker_name, state, False)
         else:  # no broker setting supplies it: the group setting's own default
             default = definition.to_string(definition.default)
-            synonyms.append({"name": name, "value": default, "source": DEFAULT_CONFIG})
+            synonyms.append(_Synonym(name=name, value=default, source=DEFAULT_CONFIG))
         entry = _entry(
             name,
             value,
@@ -366,22 +400,22 @@ def _describe_group(
 
 
 async def describe_configs(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
-) -> dict[str, Any]:
+    state: BrokerState, header: RequestHeader, body: DescribeConfigsRequest
+) -> DescribeConfigsResponse:
     """DescribeConfigs for topics, this broker and groups: sources, synonyms, documentation."""
-    synonyms = bool(body.get("include_synonyms"))
-    docs = bool(body.get("include_documentation"))
-    results = []
+    synonyms = body["include_synonyms"]
+    docs = body.get("include_documentation", False)
+    results: list[DescribeConfigsResponseResults] = []
     for resource in body["resources"]:
         kind, name = resource["resource_type"], resource["resource_name"]
-        result: dict[str, Any] = {
-            "error_code": 0,
-            "error_message": None,
-            "resource_type": kind,
-            "resource_name": name,
-            "configs": [],
-        }
-        keys = resource.get("configuration_keys") or None
+        result = DescribeConfigsResponseResults(
+            error_code=0,
+            error_message=None,
+            resource_type=kind,
+            resource_name=name,
+            configs=[],
+        )
+        keys = resource["configuration_keys"] or None
         try:
             if kind == TOPIC_RESOURCE:
                 if not state.log_dir.has_topic(name):
@@ -415,4 +449,4 @@ async def describe_configs(
         if keys is not None:
             result["configs"] = [c for c in result["configs"] if c["name"] in keys]
         results.append(result)
-    return {"throttle_time_ms": 0, "results": results}
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)

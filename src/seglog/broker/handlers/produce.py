@@ -21,18 +21,27 @@ from seglog.broker.handlers.metadata import auto_create
 from seglog.broker.state import BrokerState
 from seglog.errors import InvalidRecordError, SeglogError, StorageError
 from seglog.protocol import error_codes
-from seglog.protocol.api_keys import ApiKey
-from seglog.protocol.entries import failed
+from seglog.protocol.bodies import RequestRecords
+from seglog.protocol.bodies.produce import (
+    ProduceRequest,
+    ProduceResponse,
+    ProduceResponseResponses,
+    ProduceResponseResponsesPartitionResponses,
+    ProduceResponseResponsesPartitionResponsesRecordErrors,
+)
+from seglog.protocol.entries import failed_as
 from seglog.protocol.headers import RequestHeader
 from seglog.records import batch
 from seglog.storage import filenames
 from seglog.storage.log import Log
 
 _REQUIRED_ACKS = (0, 1, -1)
-_PARTITIONS = "responses.partition_responses"
+
+_Partition = ProduceResponseResponsesPartitionResponses
+"""A partition's answer."""
 
 
-def _single_batch_error(records: Any) -> str | None:
+def _single_batch_error(records: RequestRecords) -> str | None:
     """Kafka's rule for Produce v3+: exactly one v2 batch per partition."""
     if batch.peek_magic(records, 0) != batch.CURRENT_MAGIC:
         return None  # a legacy message set: converted on append
@@ -45,11 +54,15 @@ def _single_batch_error(records: Any) -> str | None:
 
 
 # A partition's answer, and the log to flush before it is sent (None if none).
-_Appended = tuple[dict[str, Any], Log | None]
+_Appended = tuple[_Partition, Log | None]
 
 
 def _unverified_transaction(
-    state: BrokerState, transactional_id: str, topic: str, partition: int, records: Any
+    state: BrokerState,
+    transactional_id: str,
+    topic: str,
+    partition: int,
+    records: RequestRecords,
 ) -> str | None:
     """Why a transactional batch may not go to this partition, or None if it may."""
     if (
@@ -72,19 +85,19 @@ def _append(
     state: BrokerState,
     topic: str,
     partition: int,
-    records: Any,
+    records: RequestRecords | None,
     version: int,
     transactional_id: str | None = None,
 ) -> _Appended:
-    result: dict[str, Any] = {
-        "index": partition,
-        "error_code": 0,
-        "base_offset": -1,
-        "log_append_time_ms": -1,
-        "log_start_offset": -1,
-        "record_errors": [],
-        "error_message": None,
-    }
+    result = _Partition(
+        index=partition,
+        error_code=0,
+        base_offset=-1,
+        log_append_time_ms=-1,
+        log_start_offset=-1,
+        record_errors=[],
+        error_message=None,
+    )
     if records is None or len(records) == 0:
         result["error_code"] = error_codes.code_for("INVALID_RECORD")
         result["error_message"] = "the produce request holds no records"
@@ -112,7 +125,9 @@ def _append(
         result["error_code"] = error_codes.code_for_exception(exc)
         result["error_message"] = str(exc)
         result["record_errors"] = [
-            {"batch_index": index, "batch_index_error_message": message}
+            ProduceResponseResponsesPartitionResponsesRecordErrors(
+                batch_index=index, batch_index_error_message=message
+            )
             for index, message in exc.record_errors
         ]
         return result, None
@@ -124,11 +139,9 @@ def _append(
         return result, None
     if not info.duplicate:  # a retry that wrote nothing moves nothing in
         state.metrics.produced(topic, info.record_count, info.size)
-    result.update(
-        base_offset=info.first_offset,
-        log_append_time_ms=info.log_append_time,
-        log_start_offset=info.log_start_offset,
-    )
+    result["base_offset"] = info.first_offset
+    result["log_append_time_ms"] = info.log_append_time
+    result["log_start_offset"] = info.log_start_offset
     # A retry of a batch whose first append was written but not yet fsynced (its
     # flush still running) is acknowledged only once it is. (After a failed fsync
     # the partition is offline and the retry never gets this far.)
@@ -140,7 +153,7 @@ def _append(
     return result, (log if info.flush_needed or unsynced_duplicate else None)
 
 
-async def _flush(state: BrokerState, log: Log, result: dict[str, Any]) -> None:
+async def _flush(state: BrokerState, log: Log, result: _Partition) -> None:
     """fsync ``log`` up to the batch ``result`` answers for, on its environment's threads."""
     try:
         # Up to the log end: one fsync covers this batch and any appended since.
@@ -149,20 +162,18 @@ async def _flush(state: BrokerState, log: Log, result: dict[str, Any]) -> None:
         if isinstance(exc, StorageError):
             state.storage_errors.report("a flush of", log.topic, log.partition, exc)
         # Written but not known to be durable: the producer must not take it as acknowledged.
-        result.update(
-            error_code=error_codes.code_for_exception(exc),
-            error_message=str(exc),
-            base_offset=-1,
-            log_append_time_ms=-1,
-        )
+        result["error_code"] = error_codes.code_for_exception(exc)
+        result["error_message"] = str(exc)
+        result["base_offset"] = -1
+        result["log_append_time_ms"] = -1
 
 
 async def produce(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
-) -> dict[str, Any] | None:
+    state: BrokerState, header: RequestHeader, body: ProduceRequest
+) -> ProduceResponse | None:
     """Produce: validate and append each partition's batches; None for acks=0."""
     acks = body["acks"]
-    responses = []
+    responses: list[ProduceResponseResponses] = []
     flushes = []
     for topic_data in body["topic_data"]:
         name = topic_data["name"]
@@ -173,22 +184,20 @@ async def produce(
         # its state, so a Produce to one is refused whoever sends it (Kafka lets the
         # client id "__admin_client" through; seglog has no tool that needs that door).
         internal = filenames.is_internal(name)
-        partitions: list[dict[str, Any]] = []
+        partitions: list[_Partition] = []
         for partition_data in topic_data["partition_data"]:
             index = partition_data["index"]
             if acks not in _REQUIRED_ACKS:
                 code = error_codes.code_for("INVALID_REQUIRED_ACKS")
-                partitions.append(failed(ApiKey.PRODUCE, _PARTITIONS, code, index=index))
+                partitions.append(failed_as(_Partition, code, index=index))
             elif internal and not error:
                 # Kafka's ReplicaManager.appendToLocalLog with internalTopicsAllowed=false.
                 # Kafka leaves the message out of the answer; it is given here to say why.
                 code = error_codes.code_for("INVALID_TOPIC_EXCEPTION")
                 message = f"Cannot append to internal topic {name}"
-                partitions.append(
-                    failed(ApiKey.PRODUCE, _PARTITIONS, code, index=index, error_message=message)
-                )
+                partitions.append(failed_as(_Partition, code, index=index, error_message=message))
             elif error and not state.log_dir.has_topic(name):
-                partitions.append(failed(ApiKey.PRODUCE, _PARTITIONS, error, index=index))
+                partitions.append(failed_as(_Partition, error, index=index))
             else:
                 result, log = _append(
                     state,
@@ -201,13 +210,13 @@ async def produce(
                 partitions.append(result)
                 if log is not None:
                     flushes.append(_flush(state, log, result))
-        responses.append({"name": name, "partition_responses": partitions})
+        responses.append(ProduceResponseResponses(name=name, partition_responses=partitions))
     if flushes:
         await asyncio.gather(*flushes)
     await state.notify_data()
     if acks == 0:
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    return ProduceResponse(responses=responses, throttle_time_ms=0)
 
 
 async def init_producer_id(
