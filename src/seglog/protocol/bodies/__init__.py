@@ -31,5 +31,6 @@ FAMILIES = (
     "replicas",
     "quotas",
     "security",
+    "forwarding",
 )
 """The generated modules, one per module of :mod:`seglog.protocol.messages`."""
