@@ -36,6 +36,7 @@ from seglog.broker.settings import Listener
 from seglog.broker.state import BrokerState
 from seglog.protocol import error_codes
 from seglog.protocol.api_keys import BETWEEN_NODES, DESCRIPTIONS, ApiKey
+from seglog.protocol.bodies.forwarding import EnvelopeRequest, EnvelopeResponse
 from seglog.protocol.errors import DecodeError, UnsupportedVersionError
 from seglog.protocol.headers import RequestHeader, decode_request, encode_response, peek_header
 
@@ -223,17 +224,17 @@ NODES_LISTENER = Listener("NODES", "", 0)
 
 
 async def _envelope(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
-) -> dict[str, Any]:
+    state: BrokerState, header: RequestHeader, body: EnvelopeRequest
+) -> EnvelopeResponse:
     """Envelope: handle a client's request another node forwarded, as that client.
 
     The request is authorized with the client's principal and address, then
     handled as if the client had sent it here; the response goes back whole.
     """
-    principal = body.get("request_principal")
+    principal = body["request_principal"]
     session = Session(
         NODES_LISTENER,
-        host=host_text(bytes(body.get("client_host_address") or b"")),
+        host=host_text(bytes(body["client_host_address"])),
         principal=ANONYMOUS_PRINCIPAL if principal is None else bytes(principal).decode(),
         security=ListenerSecurity(NODES_LISTENER, authorizer=state.authorizer),
     )
