@@ -163,15 +163,20 @@ class TopicTransport(Transport):
             data_loss(message, fail_on_data_loss)
 
         builder = ColumnBuilder(rng.topic, rng.partition, include_headers)
-        start, until = rng.from_offset, rng.until_offset
         chunks = self.source.read(
-            rng.topic, rng.partition, start, until, headers=include_headers, lost=lost
+            *rng.topic_partition,
+            rng.from_offset,
+            rng.until_offset,
+            headers=include_headers,
+            lost=lost,
         )
         for chunk in chunks:
             if isinstance(chunk, Rows):
                 builder.add_rows(chunk)
             else:
-                builder.add_v2_batch(chunk.buffer, chunk.position, chunk.header, start, until)
+                builder.add_v2_batch(
+                    chunk.buffer, chunk.position, chunk.header, chunk.start, chunk.until
+                )
             if len(builder) >= BATCH_ROWS:
                 yield builder.build()
         if len(builder):

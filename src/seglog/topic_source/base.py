@@ -98,22 +98,25 @@ LostCallback = Callable[[str], None]
 
 
 class StoredBatch(NamedTuple):
-    """A v2 record batch as stored: ``buffer[position:]`` starts with its header.
+    """A v2 record batch as stored (``buffer[position:]`` starts with its header), and
+    the range ``[start, until)`` the read was cut to.
 
-    It may hold records below or above the range a read asked for (the first
-    and the last batch of a range); :meth:`records` leaves those out.
+    The first and the last batch of a read may hold records outside the
+    range; they are not part of the read, and :meth:`records` leaves them out.
     """
 
     buffer: BytesLike
     position: int
     header: batch.BatchHeader
+    start: int
+    until: int
 
-    def records(self, start: int, until: int) -> list[Record]:
+    def records(self) -> list[Record]:
         """The batch's records with offsets in ``[start, until)``."""
         decoded = record_codec.decode_records(self.buffer, self.position)
-        if start <= self.header.base_offset and self.header.last_offset < until:
+        if self.start <= self.header.base_offset and self.header.last_offset < self.until:
             return decoded
-        return [r for r in decoded if start <= r.offset < until]
+        return [r for r in decoded if self.start <= r.offset < self.until]
 
 
 @dataclass(slots=True)
@@ -144,9 +147,8 @@ class Rows:
             self.values.append(rec.value)
             self.headers.append([(h.key, h.value) for h in rec.headers] or None)
 
-    def records(self, start: int, until: int) -> list[Record]:
-        """The rows as :class:`~seglog.records.record.Record` objects (``start`` and
-        ``until`` are there to match :meth:`StoredBatch.records`: rows are inside)."""
+    def records(self) -> list[Record]:
+        """The rows as :class:`~seglog.records.record.Record` objects."""
         headers: Iterable[HeaderPairs | None] = self.headers or [None] * len(self.offsets)
         return [
             Record(
@@ -253,7 +255,7 @@ class TopicSource(ABC):
     def records(self, topic: str, partition: int, start: int, until: int) -> Iterator[Record]:
         """The records of ``[start, until)``, in order, as Record objects."""
         for chunk in self.read(topic, partition, start, until):
-            yield from chunk.records(start, until)
+            yield from chunk.records()
 
     # ----------------------------------------------------------------- groups
 

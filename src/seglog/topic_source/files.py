@@ -225,7 +225,7 @@ class FilesTopicSource(TopicSource):
             aborted = reader.AbortedTransactions(part, 0)
             tp = TopicPartition(topic, partition)
             for chunk in _chunks(part, tp, 0, end, aborted, undecided):
-                for rec in chunk.records(0, end):
+                for rec in chunk.records():
                     if rec.key is not None:
                         _replay(out, groups, rec.key, rec.value)
         return {group: offsets for group, offsets in out.items() if offsets}
@@ -311,4 +311,4 @@ def _chunks(
                     and header.base_offset >= undecided.get(header.producer_id, until)
                 ):
                     continue
-                yield StoredBatch(entry.buffer, entry.start, header)
+                yield StoredBatch(entry.buffer, entry.start, header, start, until)
