@@ -121,10 +121,18 @@ class FilesTopicSource(TopicSource):
 
     # ---------------------------------------------------------------- offsets
 
-    def _start(self, tp: TopicPartition, part: PartitionReader, tail: int) -> int:
+    def _start(
+        self,
+        tp: TopicPartition,
+        part: PartitionReader,
+        tail: int,
+        starts: Mapping[tuple[str, int], int] | None = None,
+    ) -> int:
+        """The log start offset; ``starts`` is the checkpoint when the caller has read it."""
         first = part.bases[0] if part.bases else 0
-        start = reader.log_start_offsets(self.root).get(tp, 0)
-        return min(max(first, start), tail)
+        if starts is None:
+            starts = reader.log_start_offsets(self.root)
+        return min(max(first, starts.get(tp, 0)), tail)
 
     def _end(self, part: PartitionReader, start: int, tail: int) -> int:
         if not self.read_committed:
@@ -142,23 +150,25 @@ class FilesTopicSource(TopicSource):
 
     def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The log start offsets, without looking for open transactions."""
+        starts = reader.log_start_offsets(self.root)
         out: dict[TopicPartition, int] = {}
         for tp in tps:
             part = self._partition(*tp)
-            out[tp] = 0 if part is None else self._start(tp, part, part.next_offset())
+            out[tp] = 0 if part is None else self._start(tp, part, part.next_offset(), starts)
         return out
 
     def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int]
     ) -> dict[TopicPartition, int | None]:
         """Lookups through the time indexes; only the segment holding the answer is walked."""
+        starts = reader.log_start_offsets(self.root)
         out: dict[TopicPartition, int | None] = {}
         for tp, timestamp in timestamps.items():
             part = self._partition(*tp)
             if part is None:
                 out[tp] = None
                 continue
-            floor = self._start(tp, part, part.next_offset())
+            floor = self._start(tp, part, part.next_offset(), starts)
             out[tp] = part.offset_for_time(timestamp, floor)
         return out
 
