@@ -19,6 +19,7 @@ FORBIDDEN = {
         "seglog.coordinator",
         "seglog.spark",
         "seglog.mirror",
+        "seglog.topic_source",
         "seglog.cli",
         "os",
         "io",
@@ -35,6 +36,7 @@ FORBIDDEN = {
         "seglog.coordinator",
         "seglog.spark",
         "seglog.mirror",
+        "seglog.topic_source",
         "seglog.cli",
         "os",
         "io",
@@ -50,6 +52,7 @@ FORBIDDEN = {
         "seglog.broker",
         "seglog.spark",
         "seglog.mirror",
+        "seglog.topic_source",
         "seglog.cli",
         "socket",
         "asyncio",
@@ -63,6 +66,7 @@ FORBIDDEN = {
         "seglog.coordinator",
         "seglog.spark",
         "seglog.mirror",
+        "seglog.topic_source",
         "seglog.cli",
         "socket",
         "asyncio",
@@ -75,6 +79,18 @@ FORBIDDEN = {
         "seglog.protocol",
         "seglog.mirror",
         "seglog.cli",
+    },
+    # Below spark and mirror: a topic read from files (through storage) or from a
+    # broker through a Kafka client. It may read the record layout of
+    # __consumer_offsets from the coordinator, to replay a log directory's commits.
+    "topic_source": {
+        "seglog.broker",
+        "seglog.spark",
+        "seglog.mirror",
+        "seglog.cli",
+        "socket",
+        "asyncio",
+        "selectors",
     },
     # The mirror sits beside spark, with the same rules: Kafka protocol only through
     # a Kafka client, files only through storage. It may read the record layout of

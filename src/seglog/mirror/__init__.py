@@ -7,10 +7,10 @@ order and into the same partitions, resuming where the target stands after a
 crash, and translates committed group offsets through an :class:`OffsetMap`.
 ``seglog mirror`` is the command over it.
 
-Layering: like ``spark``, this package talks Kafka protocol only through a
-Kafka client (confluent-kafka) and reads files only through
-``storage.reader``; it may use ``coordinator.offset_store`` for the record
-layout of ``__consumer_offsets``, and never imports ``broker``.
+Layering: like ``spark``, this package reads a cluster through a topic
+source (:mod:`seglog.topic_source`: a log directory's files, or a broker
+through confluent-kafka), writes to the target through confluent-kafka, and
+never imports ``broker``.
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ from seglog.mirror.offset_map import OffsetMap, PartitionMap
 from seglog.mirror.source import Source, SourceTopic
 from seglog.mirror.target import Target
 from seglog.records.record import Record
+from seglog.topic_source.broker import ClusterUnreachableError
 
 __all__ = [
     "InexactTranslation",
@@ -192,7 +193,7 @@ class Mirror:
                     self.translate_groups()
                     if follow:
                         self.observer.lag(self.lag_rows())
-                except KafkaException as exc:
+                except (KafkaException, ClusterUnreachableError) as exc:
                     if not follow:
                         raise
                     # Following outlives a broker restart: what was queued is settled
@@ -216,6 +217,8 @@ class Mirror:
                     return
                 try:
                     self._copy_partition(topic, partition)
+                except ClusterUnreachableError:
+                    raise  # not this partition's fault: the round fails (and is retried)
                 except SeglogError as exc:
                     # Matched against the target again before a retry (--follow).
                     self._resumed.discard((topic.name, partition))

@@ -43,6 +43,12 @@ __all__ = ["Target", "producer_defaults"]
 DeliveryCallback = Callable[[Any, Any], None]
 
 _UNKNOWN_PARTITION = KafkaError._UNKNOWN_PARTITION
+# What a broker or librdkafka answers for a topic or partition it does not know (yet).
+_UNKNOWN = {
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+}
 
 
 def producer_defaults() -> dict[str, Any]:
@@ -107,8 +113,22 @@ class Target:
     # ------------------------------------------------------------ records
 
     def bounds(self, topic: str, partition: int) -> tuple[int, int]:
-        """The low and high watermarks of a partition."""
-        return self._reader.bounds(topic, partition)
+        """The low and high watermarks of a partition.
+
+        A partition just created (by the mirror itself) may be missing from
+        the client's cached metadata: it is asked for again until the timeout.
+        """
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return self._reader.bounds(topic, partition)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                unknown = isinstance(error, KafkaError) and error.code() in _UNKNOWN
+                if not unknown or time.monotonic() >= deadline:
+                    raise
+                self._reader.consumer.list_topics(topic, timeout=self.timeout)
+                time.sleep(0.05)
 
     def records(self, topic: str, partition: int, start: int, end: int) -> Iterator[Record]:
         """The records the target holds in ``[start, end)``."""

@@ -1,7 +1,8 @@
 """Records → pyarrow RecordBatches in the schema of :mod:`seglog.spark.schema`.
 
-Columns are gathered as Python lists per source batch (a v2 record batch read
-from a segment, or one fetch of a Kafka client) and turned into Arrow arrays
+Columns are gathered as Python lists per chunk of a topic source's read (a v2
+record batch read from a segment, or the rows of one fetch of a Kafka client,
+see :mod:`seglog.topic_source`) and turned into Arrow arrays
 once per output batch: no per-row tuple, no per-row Arrow call.
 
 The v2 decoder here walks a batch's records as :func:`seglog.records.record.
@@ -18,14 +19,15 @@ from seglog._typing import BytesLike
 from seglog.errors import CorruptRecordError
 from seglog.records import batch
 from seglog.records.legacy import NO_TIMESTAMP_TYPE
-from seglog.records.record import Record, records_block
+from seglog.records.record import records_block
 from seglog.records.varint import decode_varlong
 from seglog.spark.schema import ARROW_HEADERS_TYPE, ARROW_TIMESTAMP, arrow_schema
+from seglog.topic_source.base import HeaderPairs, Rows
 
 __all__ = ["NO_TIMESTAMP_TYPE", "ColumnBuilder"]
 
 _MS = pa.timestamp("ms", tz="UTC")
-HeaderList = list[tuple[str, bytes | None]] | None
+HeaderList = HeaderPairs | None
 
 
 class ColumnBuilder:
@@ -51,32 +53,15 @@ class ColumnBuilder:
 
     # ------------------------------------------------------------- appending
 
-    def add(
-        self,
-        offset: int,
-        timestamp: int,
-        timestamp_type: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: HeaderList = None,
-    ) -> None:
-        """One row (the network path appends a fetch's messages with this)."""
-        self.offsets.append(offset)
-        self.timestamps.append(timestamp)
-        self.timestamp_types.append(timestamp_type)
-        self.keys.append(key)
-        self.values.append(value)
+    def add_rows(self, rows: Rows) -> None:
+        """Rows a topic source decoded (a broker's fetch, a legacy entry), all in range."""
+        self.offsets.extend(rows.offsets)
+        self.timestamps.extend(rows.timestamps)
+        self.timestamp_types.extend(rows.timestamp_types)
+        self.keys.extend(rows.keys)
+        self.values.extend(rows.values)
         if self.include_headers:
-            self.headers.append(headers or None)
-
-    def add_records(
-        self, records: list[Record], timestamp_type: int, from_offset: int, until_offset: int
-    ) -> None:
-        """Decoded records (legacy entries) whose offsets are in ``[from, until)``."""
-        for rec in records:
-            if from_offset <= rec.offset < until_offset:
-                headers = [(h.key, h.value) for h in rec.headers] if rec.headers else None
-                self.add(rec.offset, rec.timestamp, timestamp_type, rec.key, rec.value, headers)
+            self.headers.extend(rows.headers or [None] * len(rows))
 
     def add_v2_batch(
         self,

@@ -25,7 +25,10 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
+
+# The topic source owns the type; Spark's modules keep importing it from here.
+from seglog.topic_source.base import TopicPartition as TopicPartition
 
 EARLIEST = -2
 """The JSON sentinel for the earliest offset of a partition."""
@@ -38,16 +41,6 @@ _TIMESTAMPS_EXAMPLE = (
 )
 _ASSIGN_EXAMPLE = '{"topicA":[0,1],"topicB":[0,1]}'
 _MAX_LONG = 2**63 - 1
-
-
-class TopicPartition(NamedTuple):
-    """A topic and a partition number."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 PartitionOffsets = dict[TopicPartition, int]

@@ -3,10 +3,15 @@
 A :class:`Transport` answers four questions, the ones Spark's Kafka source
 asks a cluster: which partitions a subscription covers, the earliest and
 latest offset of each, the first offset at or after a timestamp, and the
-records of one offset range (as Arrow batches). :mod:`seglog.spark.network`
-answers them through a Kafka client, :mod:`seglog.spark.files` from segment
-files. Readers resolve ``startingOffsets``/``endingOffsets`` specs into
-numbers with :func:`resolve_offsets`, the same way for both.
+records of one offset range (as Arrow batches). :class:`TopicTransport`
+answers them from a :class:`~seglog.topic_source.TopicSource`, which owns
+the reading itself (files or broker, isolation levels); what is Spark's is
+here: the subscription strategies, the Arrow batches, and ``failOnDataLoss``
+with Spark's words. :mod:`seglog.spark.network` and :mod:`seglog.spark.files`
+open the two kinds of source from Spark's options and add what only their
+mode has (group commits, scans split by segment). Readers resolve
+``startingOffsets``/``endingOffsets`` specs into numbers with
+:func:`resolve_offsets`, the same way for both.
 
 Transports are opened where they are used (on the driver to plan, in each
 task to read) from the picklable :class:`~seglog.spark.options.SourceOptions`;
@@ -23,6 +28,7 @@ from typing import Self
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from seglog.errors import SeglogError
+from seglog.spark.arrow import ColumnBuilder
 from seglog.spark.offsets import EARLIEST, LATEST, OffsetRange, PartitionOffsets, TopicPartition
 from seglog.spark.options import (
     Earliest,
@@ -33,11 +39,14 @@ from seglog.spark.options import (
     SpecificOffsets,
     SpecificTimestamps,
     Strategy,
+    select_partitions,
 )
+from seglog.topic_source import Rows, TopicSource
 
 __all__ = [
     "BATCH_ROWS",
     "DataLossError",
+    "TopicTransport",
     "Transport",
     "data_loss",
     "open_transport",
@@ -117,6 +126,65 @@ class Transport(ABC):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class TopicTransport(Transport):
+    """A transport over a :class:`~seglog.topic_source.TopicSource`: Spark's questions
+    asked of it, its chunks turned into Arrow batches of :data:`BATCH_ROWS` rows or so."""
+
+    def __init__(self, source: TopicSource) -> None:
+        self.source = source
+
+    def partitions(self, strategy: Strategy) -> list[TopicPartition]:
+        """The partitions of the source that ``strategy`` covers."""
+        return select_partitions(strategy, self.source.partitions())
+
+    def earliest_offsets(self, tps: Iterable[TopicPartition]) -> PartitionOffsets:
+        """The source's log start offsets."""
+        return self.source.earliest_offsets(tps)
+
+    def latest_offsets(self, tps: Iterable[TopicPartition]) -> PartitionOffsets:
+        """The source's ends (the last stable offsets when it reads read_committed)."""
+        return self.source.latest_offsets(tps)
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
+        """The source's lookups by time."""
+        return self.source.offsets_for_times(timestamps)
+
+    def read(
+        self, rng: OffsetRange, include_headers: bool, fail_on_data_loss: bool
+    ) -> Iterator[pa.RecordBatch]:
+        """The source's chunks of ``rng`` as Arrow batches; offsets it no longer holds are
+        data loss."""
+
+        def lost(message: str) -> None:
+            data_loss(message, fail_on_data_loss)
+
+        builder = ColumnBuilder(rng.topic, rng.partition, include_headers)
+        chunks = self.source.read(
+            *rng.topic_partition,
+            rng.from_offset,
+            rng.until_offset,
+            headers=include_headers,
+            lost=lost,
+        )
+        for chunk in chunks:
+            if isinstance(chunk, Rows):
+                builder.add_rows(chunk)
+            else:
+                builder.add_v2_batch(
+                    chunk.buffer, chunk.position, chunk.header, chunk.start, chunk.until
+                )
+            if len(builder) >= BATCH_ROWS:
+                yield builder.build()
+        if len(builder):
+            yield builder.build()
+
+    def close(self) -> None:
+        """Close the source."""
+        self.source.close()
 
 
 def open_transport(options: SourceOptions) -> Transport:

@@ -941,9 +941,9 @@ class PartitionReader:
 
 
 # ---------------------------------------------------------------- transactions
-# What a read_committed reader of the files needs (Spark's files mode, the
-# mirror): where the undecided part of a partition begins, and which batches
-# belong to aborted transactions.
+# What a read_committed reader of the files needs (seglog.topic_source.files,
+# under Spark's files mode and the mirror): where the undecided part of a
+# partition begins, and which batches belong to aborted transactions.
 
 
 class AbortedTransactions:
