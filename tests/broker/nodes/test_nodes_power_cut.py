@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -104,12 +105,15 @@ def _wait_restarted(cluster: Cluster, node_id: int, old: int) -> None:
     raise AssertionError(f"node {node_id} was not restarted")
 
 
+@pytest.mark.parametrize("victim", [2, 1], ids=["a node", "the controller"])
 def test_a_node_losing_power_keeps_every_fsynced_acknowledged_record(
-    make_cluster: Any, tmp_path: Path
+    make_cluster: Any, tmp_path: Path, victim: int
 ) -> None:
+    """Node 1 is the controller: it creates every topic's partition directories."""
+    survivor = 3 - victim
     image = tmp_path / "power-cut-image"
-    cluster: Cluster = make_cluster(2, environment=_environment(image, node_index=1))
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(1)})
+    cluster: Cluster = make_cluster(2, environment=_environment(image, node_index=victim - 1))
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(survivor)})
     created = admin.create_topics(
         [NewTopic("synced", 2, 1, config={"flush.messages": "1"}), NewTopic("unsynced", 2, 1)]
     )
@@ -121,17 +125,18 @@ def test_a_node_losing_power_keeps_every_fsynced_acknowledged_record(
         assert sorted(led[topic]) == [1, 2]  # one partition on each node
     sent = {topic: _produce(cluster, topic, [0, 1]) for topic in ("synced", "unsynced")}
 
-    survivor = cluster.node_pid(1)
-    victim = cluster.node_pid(2)
-    os.kill(victim, power_cut.SIGNAL)
-    _wait_restarted(cluster, 2, victim)
-    assert cluster.node_pid(1) == survivor  # the other node ran on throughout
+    running = cluster.node_pid(survivor)
+    old = cluster.node_pid(victim)
+    os.kill(old, power_cut.SIGNAL)
+    _wait_restarted(cluster, victim, old)
+    assert cluster.node_pid(survivor) == running  # the other node ran on throughout
 
     # The restarted node found its partitions as the cut left them, and only those.
     restored = json.loads(power_cut.applied_path(image).read_text())
-    assert f"synced-{led['synced'][2]}" in restored
-    assert f"unsynced-{led['unsynced'][2]}" in restored
-    assert not {f"synced-{led['synced'][1]}", f"unsynced-{led['unsynced'][1]}"} & set(restored)
+    assert f"synced-{led['synced'][victim]}" in restored
+    assert f"unsynced-{led['unsynced'][victim]}" in restored
+    others = {f"synced-{led['synced'][survivor]}", f"unsynced-{led['unsynced'][survivor]}"}
+    assert not others & set(restored)
     assert all(filenames.parse_partition_dir(name) for name in restored)
 
     # Acknowledged after an fsync: all there, on both nodes.
@@ -139,14 +144,15 @@ def test_a_node_losing_power_keeps_every_fsynced_acknowledged_record(
         assert _read(cluster, "synced", partition) == sent["synced"][partition]
     # Never synced: the node that lost power lost them (what is left is a prefix),
     # the other node keeps all of them.
-    kept = _read(cluster, "unsynced", led["unsynced"][2])
+    cut, kept_whole = led["unsynced"][victim], led["unsynced"][survivor]
+    kept = _read(cluster, "unsynced", cut)
     assert len(kept) < COUNT
-    assert kept == sent["unsynced"][led["unsynced"][2]][: len(kept)]
-    assert _read(cluster, "unsynced", led["unsynced"][1]) == sent["unsynced"][led["unsynced"][1]]
+    assert kept == sent["unsynced"][cut][: len(kept)]
+    assert _read(cluster, "unsynced", kept_whole) == sent["unsynced"][kept_whole]
 
-    # The node can take new records on the partition that lost some.
-    more = _produce(cluster, "unsynced", [led["unsynced"][2]])[led["unsynced"][2]]
-    assert _read(cluster, "unsynced", led["unsynced"][2]) == kept + more
+    # The node takes new records on the partition that lost some.
+    more = _produce(cluster, "unsynced", [cut])[cut]
+    assert _read(cluster, "unsynced", cut) == kept + more
 
     assert cluster.stop() == 0
     check_log_dirs(cluster.data)
