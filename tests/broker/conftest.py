@@ -1,4 +1,11 @@
-"""A real broker: ``python -m seglog serve`` as a subprocess on a free port."""
+"""A real broker: ``python -m seglog serve`` as a subprocess on a free port.
+
+Every log directory a broker test leaves in its ``tmp_path`` (the brokers of
+``make_broker``, ``secured_broker``, ``make_cluster``, or a test's own) is
+checked with ``seglog verify`` at teardown, once the fixtures have stopped their
+brokers (:mod:`tests.log_dirs`); the session's shared broker is checked once
+it has stopped.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +20,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.log_dirs import check_unless_damaged, verify_tmp_path_at_teardown
+
+__all__ = ["verify_tmp_path_at_teardown"]
+
+CLOSE_TIMEOUT = 60.0
+"""How long a broker stopped at teardown may take to close its logs before it is killed."""
 
 
 def free_port() -> int:
@@ -98,15 +112,35 @@ class BrokerProcess:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def close(self) -> None:
+        """At teardown: stop gracefully if still running (killed if it does not stop in time).
+
+        Graceful, so that the directory is left as a clean shutdown leaves it, which
+        ``seglog verify`` then checks.
+        """
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=CLOSE_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+        self.process = None
+
 
 @pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """One broker for the whole session (topics are unique per test)."""
+def broker(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[BrokerProcess]:
+    """One broker for the whole session (topics are unique per test); verified once stopped."""
     process = BrokerProcess(tmp_path_factory.mktemp("broker") / "data")
     process.start()
     yield process
     assert process.alive(), "the shared broker died during the tests"
     assert process.stop() == 0
+    check_unless_damaged(request, process.data)
 
 
 @pytest.fixture
@@ -122,8 +156,7 @@ def make_broker(tmp_path: Path) -> Iterator[type[BrokerProcess] | object]:
 
     yield factory
     for process in started:
-        if process.alive():
-            process.kill()
+        process.close()
 
 
 @pytest.fixture

@@ -19,6 +19,10 @@ from seglog.coordinator.group_coordinator import (
 )
 from seglog.coordinator.offset_store import OffsetStore
 from seglog.storage.log_dir import LogDir, LogDirSettings
+from tests.log_dirs import verify_tmp_path_at_teardown
+
+# Every log directory a test leaves in its tmp_path is checked with `seglog verify`.
+__all__ = ["verify_tmp_path_at_teardown"]
 
 START = 1_700_000_000.0
 PROTOCOL = [("range", b"\x00\x00\x00\x00\x00\x01\x00\x01t\x00\x00\x00\x00")]  # subscribes to "t"

@@ -12,6 +12,8 @@ import asyncio
 import errno
 from pathlib import Path
 
+import pytest
+
 from seglog.broker.handlers.groups import find_coordinator, load_groups
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
@@ -56,6 +58,9 @@ def _corrupt_first_batch(h: Harness, partition: int) -> None:
     log_file.write_bytes(bytes(data))
 
 
+@pytest.mark.leaves_damaged_log_dir(
+    "a batch of __consumer_offsets is made undecodable; its CRC no longer matches"
+)
 def test_an_undecodable_batch_fails_only_the_groups_of_its_partition(tmp_path: Path) -> None:
     broken, fine = _groups()
     h = Harness(tmp_path / "data", offsets_topic_num_partitions=PARTITIONS)
@@ -113,6 +118,9 @@ def test_an_offline_offsets_partition_fails_only_its_groups(tmp_path: Path) -> N
         h.close()
 
 
+@pytest.mark.leaves_damaged_log_dir(
+    "a batch of __consumer_offsets is made undecodable; its CRC no longer matches"
+)
 def test_find_coordinator_has_no_coordinator_for_the_groups_of_a_failed_partition(
     tmp_path: Path,
 ) -> None:

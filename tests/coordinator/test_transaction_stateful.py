@@ -19,6 +19,7 @@ from seglog.coordinator.offset_store import OffsetStore
 from seglog.coordinator.transaction_coordinator import TransactionCoordinator
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage.log_dir import LogDir
+from tests.log_dirs import check_log_dirs
 
 IDS = ("a", "b")
 PARTITIONS = (("t", 0), ("t", 1))
@@ -193,7 +194,10 @@ class TransactionMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self.log_dir.close()
-        shutil.rmtree(self.root, ignore_errors=True)
+        try:
+            check_log_dirs(self.root)
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
 TransactionMachine.TestCase.settings = settings(

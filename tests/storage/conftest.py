@@ -13,6 +13,10 @@ from seglog.records.builder import SimpleRecord, build_batch
 from seglog.records.compression import Codec
 from seglog.storage.log import Log
 from seglog.storage.verify import verify_log
+from tests.log_dirs import verify_tmp_path_at_teardown
+
+# Every log directory a test leaves in its tmp_path is checked with `seglog verify`.
+__all__ = ["verify_tmp_path_at_teardown"]
 
 BASE_TS = 1_700_000_000_000
 

@@ -285,6 +285,9 @@ def test_cleaning_keeps_values_and_each_producers_last_sequence(
             reopened.close()
 
 
+@pytest.mark.leaves_damaged_log_dir(
+    "a batch length is overwritten to show the cleaner refuses it; nothing recovers the log"
+)
 def test_a_damaged_batch_stops_the_cleaning_instead_of_dropping_what_follows(
     open_log: LogFactory,
 ) -> None:

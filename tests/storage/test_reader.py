@@ -211,6 +211,9 @@ def test_the_tail_of_a_cut_file_is_the_end_of_its_last_whole_batch(
         assert PartitionReader(directory).next_offset() == expected_next
 
 
+@pytest.mark.leaves_damaged_log_dir(
+    "a hand-made segment with preallocated zeros after its last batch, which verify reports"
+)
 def test_garbage_after_the_last_batch_ends_the_tail(tmp_path: Path) -> None:
     """Kafka may preallocate a .log (file.preallocate): zeros follow the last batch."""
     body = make_batch([b"a", b"b"]) + build_batch([SimpleRecord(b"c")], base_offset=2)

@@ -111,6 +111,9 @@ def test_corruption_in_an_early_segment_removes_later_segments(open_log: LogFact
     assert not filenames.log_path(directory, third_base).exists()
 
 
+@pytest.mark.leaves_damaged_log_dir(
+    "a byte below the recovery point is flipped to show recovery trusts it, so it stays"
+)
 def test_segments_below_recovery_point_are_not_rescanned(open_log: LogFactory) -> None:
     log = open_log(CONFIG)
     _fill(log, 60)

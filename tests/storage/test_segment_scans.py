@@ -137,6 +137,9 @@ def test_lookups_match_every_record_decoded(
         segment.close()
 
 
+@pytest.mark.leaves_damaged_log_dir(
+    "the only batch is cut short and the segment opened without recovery"
+)
 def test_the_roll_check_of_a_segment_whose_first_batch_is_cut(tmp_path: Path) -> None:
     """A segment opened with its only batch cut short (before recovery looks at it) has
     no first timestamp: the roll check goes by its creation time instead of failing."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -13,6 +15,21 @@ from seglog.broker.nodes.supervisor import run_supervisor
 from seglog.broker.server import run_broker
 from seglog.broker.settings import BrokerSettings
 from seglog.config import load_properties
+
+TEST_NODE_HOOK = "SEGLOG_TEST_NODE_HOOK"
+"""Tests only: ``module:function``, called with a node's settings and index before it starts.
+
+The tests cut one node's power this way (``tests/broker/nodes/power_cut.py`` runs
+the node over a file system that forgets what was not fsynced). Unset, as it is
+outside the tests, nothing happens.
+"""
+
+
+def _run_test_node_hook(settings: BrokerSettings, node_index: int) -> None:
+    spec = os.environ.get(TEST_NODE_HOOK)
+    if spec:
+        module, _, name = spec.partition(":")
+        getattr(importlib.import_module(module), name)(settings, node_index)
 
 
 @click.command("serve")
@@ -58,6 +75,7 @@ def serve(
     if node_index is not None:
         # One node of a supervisor's cluster (internal options, set by the supervisor).
         cluster = Cluster.for_node(settings, settings.nodes, node_index)
+        _run_test_node_hook(settings, node_index)
         asyncio.run(run_broker(settings, cluster, clean_shutdown=node_clean))
     elif settings.nodes > 1:
         node_args = [str(properties_file)] if properties_file else []

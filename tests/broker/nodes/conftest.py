@@ -1,4 +1,8 @@
-"""A real ``seglog serve --nodes N`` on consecutive free ports."""
+"""A real ``seglog serve --nodes N`` on consecutive free ports.
+
+``make_cluster`` stops its clusters gracefully at teardown; the directory is then
+checked with ``seglog verify`` (the autouse fixture of ``tests/broker/conftest.py``).
+"""
 
 from __future__ import annotations
 
@@ -70,6 +74,8 @@ class Cluster:
         self.overrides = overrides or {}
         self.process: subprocess.Popen[bytes] | None = None
         self.log = data.parent / f"{data.name}-nodes.log"
+        self.environment: dict[str, str] | None = None
+        """The supervisor's (and so the nodes') environment; None: this process's."""
 
     def port(self, node_id: int) -> int:
         return self.base + node_id - 1
@@ -97,7 +103,9 @@ class Cluster:
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, env=self.environment
+            )
         self.wait_listening(timeout=timeout)
 
     def wait_listening(self, node_ids: list[int] | None = None, timeout: float = 120) -> None:
@@ -139,6 +147,20 @@ class Cluster:
         self.process = None
         return code
 
+    def close(self) -> None:
+        """At teardown: stop gracefully if still running, else (or if it hangs) kill.
+
+        Graceful, so that the nodes close their partitions and the directory is left
+        as a clean shutdown leaves it, which ``seglog verify`` then checks.
+        """
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=150)
+        self.kill()
+
     def kill(self) -> None:
         if self.process is not None:
             pids = node_pids(self.process.pid)
@@ -152,18 +174,19 @@ class Cluster:
 
 @pytest.fixture
 def make_cluster(tmp_path: Path) -> Iterator[Any]:
-    """A factory of clusters, killed at the end of the test if still running."""
+    """A factory of clusters, stopped at the end of the test if still running."""
     started: list[Cluster] = []
 
-    def factory(nodes: int, **overrides: str) -> Cluster:
+    def factory(nodes: int, environment: dict[str, str] | None = None, **overrides: str) -> Cluster:
         cluster = Cluster(tmp_path / f"data{len(started)}", nodes, overrides)
+        cluster.environment = environment
         cluster.start()
         started.append(cluster)
         return cluster
 
     yield factory
     for cluster in started:
-        cluster.kill()
+        cluster.close()
 
 
 class Raw:

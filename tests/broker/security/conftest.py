@@ -120,8 +120,7 @@ def secured_broker(tmp_path: Path) -> Iterator[Callable[..., Secured]]:
 
     yield start
     for process in started:
-        if process.alive():
-            process.kill()
+        process.close()
 
 
 def _wait_listening(process: BrokerProcess, port: int) -> None:

@@ -50,6 +50,7 @@ from seglog.records.builder import SimpleRecord, build_batch
 from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.security.conftest import RawClient
 from tests.broker.security.test_sasl import sasl_settings
+from tests.log_dirs import check_log_dirs
 
 TOPIC_FAILED = 29
 GROUP_FAILED = 30
@@ -641,6 +642,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Matrix]:
         code = process.stop() if alive else None
     assert alive, "the broker died during the tests"
     assert code == 0, f"the broker exited with {code}"
+    check_log_dirs(data)
 
 
 def _admin(m: Matrix, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.security.conftest import RawClient
 from tests.broker.security.test_acls import ALICE_JAAS
 from tests.broker.security.test_sasl import confluent, sasl_settings
+from tests.log_dirs import check_log_dirs
 
 TOPIC_FAILED = 29
 CLUSTER_FAILED = 31
@@ -151,6 +152,7 @@ def denying(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Denying]:
     yield broker
     assert process.alive(), "the broker died during the tests"
     assert process.stop() == 0
+    check_log_dirs(data)
 
 
 # ------------------------------------------------------------------ on the wire
