@@ -62,7 +62,6 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from seglog.broker.nodes.channel import ControllerUnavailableError
-from seglog.broker.nodes.node_log_dir import NodeLogDir
 from seglog.broker.state import BrokerState, RequestTimes
 from seglog.coordinator.group import DEAD
 from seglog.errors import SeglogError
@@ -456,9 +455,9 @@ class KafkaExporterCollector(Collector):
     def _remote_high_watermarks(self, keys: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """Other nodes' high watermarks of ``keys`` (none alone, or from a silent node)."""
         log_dir = self._state.log_dir
-        if not isinstance(log_dir, NodeLogDir):
+        cluster = self._state.cluster
+        if cluster is None:
             return {}
-        cluster = log_dir.cluster
         by_node: defaultdict[int, list[list[Any]]] = defaultdict(list)
         for topic, partition in keys:
             info = log_dir.topic(topic)
@@ -470,7 +469,7 @@ class KafkaExporterCollector(Collector):
         found: dict[tuple[str, int], int] = {}
         for node, wanted in by_node.items():
             try:
-                answer = log_dir.call_node(
+                answer = cluster.call(
                     node, {"op": "high_watermarks", "partitions": wanted}, REMOTE_OFFSETS_TIMEOUT
                 )
             except (ControllerUnavailableError, SeglogError, OSError) as exc:

@@ -26,14 +26,14 @@ On open, the clean-shutdown marker is read and removed, as Kafka does; if it
 was absent every partition is recovered from its recovery point. Directories
 left by a deleted topic (``*-delete``) are removed.
 
-Several processes may share one directory, each serving some of its
-partitions (one broker node per core): each is opened with a predicate naming
-the partitions it serves (``serves``), its own lock file, and the clean-shutdown
-state decided by whoever supervises them. Such a process opens only its
-partitions, answers NotLeaderOrFollowerError for the others, merges its lines
-into the shared checkpoint files under a file lock (never dropping another
-process's lines), and re-reads the topic list on :meth:`LogDir.refresh`. Only
-the one opened with ``writes_topics`` writes the topic list.
+Whoever opens a directory says which partitions this process owns
+(``owns``: every one, for a process alone in it) and how it writes the
+checkpoint files and reads the clean-shutdown state (``checkpoint_policy``,
+:mod:`.dir_checkpoints`: whole files alone, merged under a file lock when
+several processes share the directory). Only owned partitions are opened;
+the others answer NotLeaderOrFollowerError. Only a directory opened with
+``writes_topics`` writes the topic list (and carries out topic
+administration); the others re-read it on :meth:`LogDir.refresh`.
 
 Background work (retention, delayed file deletion, flush.ms, checkpoints and
 the compaction cleaner) is driven by :meth:`LogDir.run_maintenance`, which a
@@ -70,6 +70,7 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
 )
 from seglog.storage import checkpoints, descriptors, filenames, io, reader, topic_list
+from seglog.storage.dir_checkpoints import WHOLE_FILE_CHECKPOINTS, CheckpointPolicy
 from seglog.storage.log import AppendInfo, Log, LogReadResult
 from seglog.storage.segment import LogSegment, TimestampAndOffset
 from seglog.storage.topic_list import TOPICS_FILE as TOPICS_FILE
@@ -79,8 +80,6 @@ logger = logging.getLogger(__name__)
 
 _NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 LOCK_FILE = ".lock"
-CHECKPOINT_LOCK_FILE = ".checkpoint.lock"
-"""Held (flock) while a process sharing the directory merges its lines into a checkpoint."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,8 +156,13 @@ def node_id(config: BrokerConfig) -> int:
     return int(config["broker.id"])
 
 
-Serves = Callable[[TopicInfo, int], bool]
-"""Whether this process serves partition ``partition`` of a topic."""
+Ownership = Callable[[TopicInfo, int], bool]
+"""``owns(info, partition)``: whether this process owns (opens and serves) a partition."""
+
+
+def owns_every_partition(info: TopicInfo, partition: int) -> bool:
+    """The ownership of a process alone in its directory: every partition."""
+    return True
 
 
 @dataclass(order=True)
@@ -183,9 +187,9 @@ class LogDir:
         *,
         clock: Any = time.time,
         env: io.Env | None = None,
-        serves: Serves | None = None,
+        owns: Ownership = owns_every_partition,
+        checkpoint_policy: CheckpointPolicy = WHOLE_FILE_CHECKPOINTS,
         lock_file: str = LOCK_FILE,
-        clean_shutdown: bool | None = None,
         writes_topics: bool = True,
     ) -> None:
         # Every file operation of the directory, its partitions and the cleaner
@@ -221,10 +225,11 @@ class LogDir:
         self._threads: list[threading.Thread] = []
         self.cleaner: Any = None
         self.meta_properties: dict[str, str] = {}
-        # Sharing the directory with other processes (see the module docstring).
-        self._serves = serves
+        # Which partitions are this process's and how it writes the shared files
+        # (see the module docstring).
+        self._owns = owns
+        self._checkpoint_policy = checkpoint_policy
         self._lock_file = lock_file
-        self._given_clean_shutdown = clean_shutdown
         self._writes_topics = writes_topics
         # Topics seen deleted while open: their checkpoint lines go at the next merge.
         self._forgotten: set[str] = set()
@@ -240,9 +245,9 @@ class LogDir:
         settings: LogDirSettings | None = None,
         clock: Any = time.time,
         env: io.Env | None = None,
-        serves: Serves | None = None,
+        owns: Ownership = owns_every_partition,
+        checkpoint_policy: CheckpointPolicy = WHOLE_FILE_CHECKPOINTS,
         lock_file: str = LOCK_FILE,
-        clean_shutdown: bool | None = None,
         writes_topics: bool = True,
     ) -> Self:
         """Open (creating if needed) the log directory at ``path`` and load every partition.
@@ -251,12 +256,12 @@ class LogDir:
         use (the process's default environment when None): two directories in
         one process may run over different ones.
 
-        For a process sharing the directory with others: ``serves`` picks the
-        partitions it opens (all when None), ``lock_file`` is its own lock,
-        ``clean_shutdown`` says whether its partitions were closed cleanly
-        (None: the clean-shutdown marker says, and is consumed and written
-        here; otherwise the marker is left alone), and only the process opened
-        with ``writes_topics`` writes the topic list.
+        ``owns`` picks the partitions this process opens (every one by
+        default), ``checkpoint_policy`` how it writes the checkpoints and reads
+        the clean-shutdown state (:class:`~.dir_checkpoints.WholeFileCheckpoints`
+        by default: alone in the directory), ``lock_file`` is the lock it holds
+        while open, and only a directory opened with ``writes_topics`` writes
+        the topic list. A process sharing the directory passes all four.
         """
         env = io.env_or_default(env)
         directory = Path(path)
@@ -267,9 +272,9 @@ class LogDir:
             settings if settings is not None else LogDirSettings(),
             clock=clock,
             env=env,
-            serves=serves,
+            owns=owns,
+            checkpoint_policy=checkpoint_policy,
             lock_file=lock_file,
-            clean_shutdown=clean_shutdown,
             writes_topics=writes_topics,
         )
         log_dir._acquire_lock()
@@ -311,10 +316,9 @@ class LogDir:
                 env=self._env,
             )
         self.meta_properties = checkpoints.read_meta_properties(self.path, env=self._env)
-        if self._given_clean_shutdown is None:
-            self._had_clean_shutdown = checkpoints.consume_clean_shutdown(self.path, env=self._env)
-        else:
-            self._had_clean_shutdown = self._given_clean_shutdown
+        self._had_clean_shutdown = self._checkpoint_policy.previous_close_clean(
+            self.path, self._env
+        )
         recorded = self._read_topics()
         unfinished = {name for name, info in recorded.items() if info.unfinished}
         if self._writes_topics:
@@ -380,8 +384,8 @@ class LogDir:
         self.checkpoint()
 
     def serves(self, info: TopicInfo, partition: int) -> bool:
-        """Whether this process serves ``partition`` of ``info`` (all, unless shared)."""
-        return self._serves is None or self._serves(info, partition)
+        """Whether this process owns (opens and serves) ``partition`` of ``info``."""
+        return self._owns(info, partition)
 
     def serves_partition(self, topic: str, partition: int) -> bool:
         """Whether this process serves ``partition`` of ``topic`` (True for unknown topics)."""
@@ -600,6 +604,7 @@ class LogDir:
         LogConfig.from_properties(overrides, self.defaults)  # validate before creating
         with self._admin_lock:
             self._check_open()
+            self._check_writes_topics()
             if name in self._topics:
                 raise TopicExistsError(f"topic '{name}' already exists")
             self._check_collision(name)
@@ -707,6 +712,7 @@ class LogDir:
         """
         with self._admin_lock:
             self._check_open()
+            self._check_writes_topics()
             info = self._require_topic(name)
             if total <= info.partitions:
                 raise InvalidPartitionsError(
@@ -746,6 +752,7 @@ class LogDir:
         """Set and remove topic-level overrides; applies to the live partitions at once."""
         with self._admin_lock:
             self._check_open()
+            self._check_writes_topics()
             info = self._require_topic(name)
             overrides = dict(info.overrides)
             for key in delete_configs:
@@ -799,6 +806,7 @@ class LogDir:
         """
         with self._admin_lock:
             self._check_open()
+            self._check_writes_topics()
             info = self._require_topic(name)
             if not info.deleting:
                 info.deleting = True
@@ -866,6 +874,11 @@ class LogDir:
                     log.close()
                 except StorageError as exc:
                     logger.error("cannot close %s: %s", log.directory, exc)
+
+    def _check_writes_topics(self) -> None:
+        if not self._writes_topics:
+            # Another process writes the topic list: its administration goes there.
+            raise StorageError(f"the topic list of {self.path} is written by another process")
 
     def _require_topic(self, name: str) -> TopicInfo:
         info = self._topics.get(name)
@@ -1027,40 +1040,19 @@ class LogDir:
         )
 
     def _foreign(self, key: tuple[str, int]) -> bool:
-        """Whether a checkpoint line is another process's to keep or drop."""
-        if self._serves is None or key[0] in self._forgotten:
+        """Whether a checkpoint line is another owner's, to keep (a deleted topic's go)."""
+        if key[0] in self._forgotten:
             return False
         info = self._topics.get(key[0])
-        return info is None or key[1] >= info.partitions or not self._serves(info, key[1])
+        return info is None or key[1] >= info.partitions or not self._owns(info, key[1])
 
     def merge_checkpoint(self, name: str, entries: Mapping[tuple[str, int], int]) -> None:
         """Replace this process's lines of the offset checkpoint ``name`` with ``entries``.
 
-        Alone in the directory, ``entries`` is the whole file. Sharing it, the
-        lines of partitions other processes serve are kept, read under a file
-        lock that every process takes for its read-merge-write.
+        The checkpoint policy decides what becomes of the other lines
+        (:mod:`.dir_checkpoints`): none alone, other owners' kept when shared.
         """
-        path = self.path / name
-        if self._serves is None:
-            checkpoints.write_offset_checkpoint(path, entries, env=self._env)
-            return
-        fd = self._env.open(self.path / CHECKPOINT_LOCK_FILE, os.O_RDWR | os.O_CREAT)
-        try:
-            # Held for one small read and write: wait for it.
-            while not self._env.lock(fd):
-                time.sleep(0.001)
-            try:
-                try:
-                    current = checkpoints.read_offset_checkpoint(path, env=self._env)
-                except StorageError:
-                    current = {}  # rewritten whole below; the owners' next merge restores theirs
-                merged = {k: v for k, v in current.items() if self._foreign(k)}
-                merged.update(entries)
-                checkpoints.write_offset_checkpoint(path, merged, env=self._env)
-            finally:
-                self._env.unlock(fd)
-        finally:
-            self._env.close(fd)
+        self._checkpoint_policy.write(self.path / name, entries, self._foreign, self._env)
 
     def run_maintenance(self, now_ms: int | None = None) -> None:
         """One pass of every background duty whose interval has passed."""
@@ -1136,8 +1128,8 @@ class LogDir:
                 # A partition taken offline by an I/O error is recovered by the
                 # next start, as after a crash: no clean-shutdown marker then.
                 offline = [log for log in self._logs.values() if log.offline_reason is not None]
-                if failure is None and not offline and self._given_clean_shutdown is None:
-                    checkpoints.write_clean_shutdown(self.path, env=self._env)
+                if failure is None and not offline:
+                    self._checkpoint_policy.closed_cleanly(self.path, self._env)
             finally:
                 self._closed = True
                 self._release_lock()
