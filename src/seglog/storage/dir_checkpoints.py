@@ -14,14 +14,19 @@ read-merge-write (:class:`MergedCheckpoints`). The marker belongs to whoever
 prepared the directory for them all: such a process is told whether its
 partitions were closed cleanly and leaves the marker alone.
 
-Whoever opens the directory picks the policy; the log directory calls it
-the same way in both cases (:mod:`seglog.storage.log_dir`). Kafka keeps the
-same files behind ``OffsetCheckpointFile`` and ``CleanShutdownFileHandler``.
+Whoever opens the directory picks the policy; :class:`DirCheckpoints`, the
+log directory's part that writes the recovery points and log start offsets
+of its partitions, calls it the same way in both cases. Kafka keeps the same
+files behind ``OffsetCheckpointFile`` and ``CleanShutdownFileHandler``, and
+writes them from its ``LogManager``'s scheduled tasks, as
+:mod:`seglog.storage._maintenance` does.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -29,9 +34,12 @@ from typing import Protocol
 
 from seglog.errors import StorageError
 from seglog.storage import checkpoints, io
+from seglog.storage._dir_state import DirState
 
 CHECKPOINT_LOCK_FILE = ".checkpoint.lock"
 """Held (flock) while a process sharing the directory merges its lines into a checkpoint."""
+
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 Key = tuple[str, int]
 #: ``keep(key)``: whether a line found in a checkpoint is another owner's, to keep.
@@ -115,3 +123,71 @@ class MergedCheckpoints:
 
 WHOLE_FILE_CHECKPOINTS = WholeFileCheckpoints()
 """The policy of a process alone in its directory (it keeps no state)."""
+
+
+class DirCheckpoints:
+    """Writes the checkpoints of a log directory's partitions through its policy."""
+
+    def __init__(self, state: DirState, policy: CheckpointPolicy) -> None:
+        self._state = state
+        self.policy = policy
+        # The maintenance thread and administration both write.
+        self._lock = threading.Lock()
+
+    def checkpoint(self) -> None:
+        """Write the recovery-point and log-start-offset checkpoint files.
+
+        A checkpoint is replaced atomically, so a failed write leaves the old
+        one, which is safe (older recovery points only mean more recovery).
+        A lack of space is retried at the next interval; any other I/O error
+        means the directory itself is failing, and, as Kafka takes the log
+        directory offline, every partition refuses writes until a restart.
+        """
+        with self._lock:
+            try:
+                self._write()
+            except StorageError as exc:
+                cause = exc.__cause__
+                if isinstance(cause, OSError) and cause.errno not in _NO_SPACE:
+                    path = self._state.path
+                    for log in list(self._state.logs.values()):
+                        log.take_offline(f"cannot write the checkpoints of {path}: {exc}")
+                raise
+
+    def _write(self) -> None:
+        state = self._state
+        logs = dict(state.logs)
+        # Offline partitions keep the entries they had, for the start that opens them.
+        self.merge(
+            checkpoints.RECOVERY_POINT_CHECKPOINT,
+            {**state.offline_recovery, **{k: log.recovery_point for k, log in logs.items()}},
+        )
+        # Kafka lists only partitions whose start has moved past their first segment.
+        self.merge(
+            checkpoints.LOG_START_OFFSET_CHECKPOINT,
+            {
+                **state.offline_start,
+                **{
+                    k: log.log_start_offset
+                    for k, log in logs.items()
+                    if log.log_start_offset > log.segments[0].base_offset
+                },
+            },
+        )
+
+    def _foreign(self, key: Key) -> bool:
+        """Whether a checkpoint line is another owner's, to keep (a deleted topic's go)."""
+        state = self._state
+        if key[0] in state.forgotten:
+            return False
+        info = state.topics.get(key[0])
+        return info is None or key[1] >= info.partitions or not state.owns(info, key[1])
+
+    def merge(self, name: str, entries: Mapping[Key, int]) -> None:
+        """Replace this process's lines of the offset checkpoint ``name`` with ``entries``.
+
+        The policy decides what becomes of the other lines: none alone, other
+        owners' kept when shared.
+        """
+        state = self._state
+        self.policy.write(state.path / name, entries, self._foreign, state.env)
