@@ -164,11 +164,12 @@ class DiskTopicAdmin:
 
     def write(self, change: TopicInfo | None = None) -> None:
         """Write the topic list: the topics as they are, with ``change`` (under way) over them."""
-        with self._state.lock:
-            topics = dict(self._state.topics)
+        state = self._state
+        with state.lock:
+            topics = dict(state.topics)
         if change is not None:
             topics[change.name] = change
-        write_topics(self._state.path, topics, self._state.env)
+        write_topics(state.path, topics, state.env)
 
     def create_topic(
         self,
@@ -188,16 +189,17 @@ class DiskTopicAdmin:
         Raises TopicExistsError, InvalidTopicError, InvalidPartitionsError or
         InvalidConfigError; nothing is created then.
         """
+        state = self._state
         filenames.validate_topic_name(name)
-        count = self._state.settings.num_partitions if partitions is None else partitions
+        count = state.settings.num_partitions if partitions is None else partitions
         if count <= 0:
             raise InvalidPartitionsError(f"number of partitions must be positive, got {count}")
         overrides = {k: str(v) for k, v in (configs or {}).items()}
-        LogConfig.from_properties(overrides, self._state.defaults)  # validate before creating
-        with self._state.admin_lock:
-            self._state.check_open()
+        LogConfig.from_properties(overrides, state.defaults)  # validate before creating
+        with state.admin_lock:
+            state.check_open()
             self._check_writes_topics()
-            if name in self._state.topics:
+            if name in state.topics:
                 raise TopicExistsError(f"topic '{name}' already exists")
             self._check_collision(name)
             descriptors.check_room_for_partitions(count, f"topic '{name}'")
@@ -211,18 +213,18 @@ class DiskTopicAdmin:
             info.creating_from = 0
             logs = self._make_partitions(info, range(count))
             info.creating_from = None
-            with self._state.lock:
+            with state.lock:
                 # Partitions first: whoever sees the topic finds every partition.
-                self._state.logs.update(((name, log.partition), log) for log in logs)
-                self._state.topics[name] = info
-                self._state.forgotten.discard(name)
+                state.logs.update(((name, log.partition), log) for log in logs)
+                state.topics[name] = info
+                state.forgotten.discard(name)
             try:
                 self.write()
             except BaseException:
-                with self._state.lock:
-                    del self._state.topics[name]
+                with state.lock:
+                    del state.topics[name]
                     for p in range(count):
-                        self._state.logs.pop((name, p), None)
+                        state.logs.pop((name, p), None)
                 self._discard_logs(logs)
                 raise
             logger.info("created topic %s with %d partition(s)", name, count)
@@ -255,17 +257,18 @@ class DiskTopicAdmin:
 
     def _create_logs(self, info: TopicInfo, partitions: range) -> list[Log]:
         """Create the served partitions ``partitions`` of ``info``; on failure, none of them."""
+        state = self._state
         logs: list[Log] = []
         partition = partitions.start
         try:
             for partition in partitions:
-                if not self._state.serves(info, partition):
+                if not state.serves(info, partition):
                     continue
-                directory = self._state.path / filenames.partition_dir_name(info.name, partition)
+                directory = state.path / filenames.partition_dir_name(info.name, partition)
                 if directory.exists():
                     # Left by a creation that a crash interrupted (never recorded): start afresh.
-                    self._state.env.rmtree(directory, ignore_errors=False)
-                logs.append(self._state.create_log(info, partition))
+                    state.env.rmtree(directory, ignore_errors=False)
+                logs.append(state.create_log(info, partition))
         except BaseException as exc:
             logger.error(
                 "cannot create partition %d of topic %s; removing the %d created: %s",
@@ -277,8 +280,8 @@ class DiskTopicAdmin:
             )
             self._discard_logs(logs)
             # The partition whose creation failed may have left its directory.
-            failed = self._state.path / filenames.partition_dir_name(info.name, partition)
-            self._state.env.rmtree(failed)
+            failed = state.path / filenames.partition_dir_name(info.name, partition)
+            state.env.rmtree(failed)
             raise
         return logs
 
@@ -302,8 +305,9 @@ class DiskTopicAdmin:
 
         ``replicas`` as for :meth:`create_topic`, for the new partitions.
         """
-        with self._state.admin_lock:
-            self._state.check_open()
+        state = self._state
+        with state.admin_lock:
+            state.check_open()
             self._check_writes_topics()
             info = self._require_topic(name)
             if total <= info.partitions:
@@ -323,18 +327,18 @@ class DiskTopicAdmin:
                 known = list(info.replicas or [[] for _ in range(previous)])
                 change.replicas = known + replicas(previous, total - previous)
             logs = self._make_partitions(change, range(previous, total))
-            with self._state.lock:
-                self._state.logs.update(((name, log.partition), log) for log in logs)
+            with state.lock:
+                state.logs.update(((name, log.partition), log) for log in logs)
                 info.partitions = total
                 info.replicas = change.replicas
             try:
                 self.write()
             except BaseException:
-                with self._state.lock:
+                with state.lock:
                     info.partitions = previous
                     info.replicas = previous_replicas
                     for log in logs:
-                        self._state.logs.pop((name, log.partition), None)
+                        state.logs.pop((name, log.partition), None)
                 self._discard_logs(logs)
                 raise
 
@@ -342,19 +346,20 @@ class DiskTopicAdmin:
         self, name: str, set_configs: Mapping[str, object], delete_configs: Sequence[str] = ()
     ) -> LogConfig:
         """Set and remove topic-level overrides; applies to the live partitions at once."""
-        with self._state.admin_lock:
-            self._state.check_open()
+        state = self._state
+        with state.admin_lock:
+            state.check_open()
             self._check_writes_topics()
             info = self._require_topic(name)
             overrides = dict(info.overrides)
             for key in delete_configs:
                 overrides.pop(key, None)
             overrides.update({k: str(v) for k, v in set_configs.items()})
-            config = LogConfig.from_properties(overrides, self._state.defaults)
+            config = LogConfig.from_properties(overrides, state.defaults)
             info.overrides = overrides
             self.write()
             for partition in range(info.partitions):
-                log = self._state.logs.get((name, partition))
+                log = state.logs.get((name, partition))
                 if log is not None:  # an offline partition takes it at its next open
                     log.update_config(config)
             return config
@@ -367,8 +372,9 @@ class DiskTopicAdmin:
         directory cannot be renamed stays (offline) and the topic with it, and a
         StorageError is raised; deleting again retries.
         """
-        with self._state.admin_lock:
-            self._state.check_open()
+        state = self._state
+        with state.admin_lock:
+            state.check_open()
             self._check_writes_topics()
             info = self._require_topic(name)
             if not info.deleting:
@@ -379,19 +385,19 @@ class DiskTopicAdmin:
                     info.deleting = False
                     raise
             failures: list[tuple[int, StorageError]] = []
-            with self._state.lock:
+            with state.lock:
                 # Gone for readers at once; the files go below.
-                logs = {p: self._state.logs.pop((name, p), None) for p in range(info.partitions)}
+                logs = {p: state.logs.pop((name, p), None) for p in range(info.partitions)}
             for partition in range(info.partitions):
                 key = (name, partition)
                 log = logs[partition]
                 if log is not None:
                     log.close()
-                directory = self._state.path / filenames.partition_dir_name(name, partition)
+                directory = state.path / filenames.partition_dir_name(name, partition)
                 if directory.exists():
-                    target = self._state.path / filenames.delete_dir_name(name, partition)
+                    target = state.path / filenames.delete_dir_name(name, partition)
                     try:
-                        self._state.env.rename(directory, target)
+                        state.env.rename(directory, target)
                     except StorageError as exc:
                         logger.error(
                             "cannot delete partition %d of topic %s: %s",
@@ -401,18 +407,18 @@ class DiskTopicAdmin:
                             exc_info=exc,
                         )
                         failures.append((partition, exc))
-                        self._state.offline[key] = f"its deletion failed: {exc}"
+                        state.offline[key] = f"its deletion failed: {exc}"
                         continue
-                    self._state.env.rmtree(target)
-                self._state.offline.pop(key, None)
-                self._state.offline_recovery.pop(key, None)
-                self._state.offline_start.pop(key, None)
+                    state.env.rmtree(target)
+                state.offline.pop(key, None)
+                state.offline_recovery.pop(key, None)
+                state.offline_start.pop(key, None)
             if not failures:
-                with self._state.lock:
-                    del self._state.topics[name]
-                    self._state.forgotten.add(name)
+                with state.lock:
+                    del state.topics[name]
+                    state.forgotten.add(name)
                 self.write()
-            self._state.env.fsync_dir(self._state.path)
+            state.env.fsync_dir(state.path)
             self._checkpoint()
             if failures:
                 first_partition, first_error = failures[0]
@@ -427,11 +433,12 @@ class DiskTopicAdmin:
         They are no longer served here; :meth:`refresh` forgets the topic once
         it is gone from the topic list.
         """
-        with self._state.admin_lock:
-            with self._state.lock:
-                released = [key for key in self._state.logs if key[0] == name]
-                logs = [self._state.logs.pop(key) for key in released]
-                self._state.forgotten.add(name)
+        state = self._state
+        with state.admin_lock:
+            with state.lock:
+                released = [key for key in state.logs if key[0] == name]
+                logs = [state.logs.pop(key) for key in released]
+                state.forgotten.add(name)
             for log in logs:
                 try:
                     log.close()
