@@ -92,6 +92,7 @@ from seglog.errors import CorruptRecordError, SeglogError
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage.log import Log
 from seglog.storage.log_dir import LogDir
+from seglog.storage.topic_admin import TopicAdministration
 
 logger = logging.getLogger(__name__)
 
@@ -232,6 +233,7 @@ class TransactionCoordinator:
         *,
         new_producer_id: Callable[[], int],
         clock: Callable[[], float],
+        topic_admin: TopicAdministration | None = None,
         max_timeout_ms: int = 900_000,
         partitions: int = 50,
         segment_bytes: int = 104_857_600,
@@ -241,6 +243,8 @@ class TransactionCoordinator:
         transaction_version: int = 0,
     ) -> None:
         self.log_dir = log_dir
+        # Where __transaction_state is created: the log directory itself, alone.
+        self._topic_admin: TopicAdministration = log_dir if topic_admin is None else topic_admin
         #: The ``transaction.version`` feature level in use; it picks the value
         #: version of the records written, as Kafka's does.
         self.transaction_version = transaction_version
@@ -277,7 +281,7 @@ class TransactionCoordinator:
             return
         key = "segment.bytes" if self._segment_bytes >= 1024 * 1024 else "internal.segment.bytes"
         try:
-            self.log_dir.create_topic(
+            self._topic_admin.create_topic(
                 txn_log.TOPIC,
                 self._wanted_partitions,
                 {"cleanup.policy": "compact", key: str(self._segment_bytes)},
@@ -1121,8 +1125,12 @@ def create_transaction_coordinator(
     *,
     new_producer_id: Callable[[], int],
     clock: Callable[[], float],
+    topic_admin: TopicAdministration | None = None,
 ) -> TransactionCoordinator:
-    """A transaction coordinator configured by broker properties (Kafka's names)."""
+    """A transaction coordinator configured by broker properties (Kafka's names).
+
+    ``topic_admin`` creates ``__transaction_state`` (the log directory itself unless given).
+    """
     from seglog.config import BrokerConfig
 
     config = BrokerConfig(properties)
@@ -1131,6 +1139,7 @@ def create_transaction_coordinator(
         offsets,
         new_producer_id=new_producer_id,
         clock=clock,
+        topic_admin=topic_admin,
         max_timeout_ms=int(config["transaction.max.timeout.ms"]),
         partitions=int(config["transaction.state.log.num.partitions"]),
         segment_bytes=int(config["transaction.state.log.segment.bytes"]),

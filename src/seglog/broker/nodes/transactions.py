@@ -23,9 +23,12 @@ from collections import defaultdict
 from typing import Any
 
 from seglog.broker.nodes.cluster import Cluster
-from seglog.broker.nodes.node_log_dir import NodeLogDir
+from seglog.broker.nodes.control import NodeControl
 from seglog.broker.state import BrokerState
+from seglog.coordinator import txn_log
+from seglog.coordinator.offset_store import partition_for
 from seglog.errors import SeglogError
+from seglog.storage.log_dir import LogDir
 
 logger = logging.getLogger(__name__)
 
@@ -36,9 +39,16 @@ VERIFY_TIMEOUT = 5.0
 class NodeTransactions:
     """The coordinator's view of partitions and ids that other nodes lead."""
 
-    def __init__(self, cluster: Cluster, log_dir: NodeLogDir) -> None:
+    def __init__(self, cluster: Cluster, log_dir: LogDir) -> None:
         self.cluster = cluster
         self.log_dir = log_dir
+
+    def coordinator_of(self, transactional_id: str) -> int | None:
+        """The node coordinating ``transactional_id``, or None before its topic exists."""
+        info = self.log_dir.topic(txn_log.TOPIC)
+        if info is None:
+            return None
+        return self.cluster.leader(info, partition_for(transactional_id, info.partitions))
 
     def _leader(self, topic: str, partition: int) -> int | None:
         info = self.log_dir.topic(topic)
@@ -80,7 +90,7 @@ class NodeTransactions:
                 "partitions": [list(tp) for tp in owned],
             }
             try:
-                answer = self.log_dir.call_node(leader, request, MARKER_TIMEOUT)
+                answer = self.cluster.control(leader, request, MARKER_TIMEOUT)
                 for topic, partition, error in answer["errors"]:
                     errors[(topic, partition)] = error
             except SeglogError as exc:
@@ -93,7 +103,7 @@ class NodeTransactions:
         by_leader, _deleted = self._by_leader(partitions)  # a deleted topic keeps nothing
         for leader, owned in by_leader.items():
             request = {"op": "flush", "partitions": [list(tp) for tp in owned]}
-            answer = self.log_dir.call_node(leader, request, MARKER_TIMEOUT)
+            answer = self.cluster.control(leader, request, MARKER_TIMEOUT)
             # A partition deleted since it joined has nothing left to keep.
             failed = [
                 f"{t}-{p}: {e}"
@@ -107,7 +117,7 @@ class NodeTransactions:
         self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
     ) -> str:
         """Ask the id's coordinator whether the partition is in the open transaction."""
-        coordinator = self.log_dir.coordinator_of(transactional_id)
+        coordinator = self.coordinator_of(transactional_id)
         if coordinator is None:
             return "COORDINATOR_NOT_AVAILABLE"
         request = {
@@ -119,17 +129,17 @@ class NodeTransactions:
             "partition": partition,
         }
         try:
-            return str(self.log_dir.call_node(coordinator, request, VERIFY_TIMEOUT)["result"])
+            return str(self.cluster.control(coordinator, request, VERIFY_TIMEOUT)["result"])
         except SeglogError as exc:
             logger.warning("cannot verify a partition with node %d: %s", coordinator, exc)
             return "COORDINATOR_NOT_AVAILABLE"
 
 
-def install(state: BrokerState, log_dir: NodeLogDir, loop: asyncio.AbstractEventLoop) -> None:
+def install(state: BrokerState, node: NodeControl, loop: asyncio.AbstractEventLoop) -> None:
     """Wire the transaction coordinator of a node to the other nodes, both ways."""
-    assert state.cluster is not None
     coordinator = state.transactions
-    coordinator.remote = NodeTransactions(state.cluster, log_dir)
+    log_dir = node.log_dir
+    coordinator.remote = NodeTransactions(node.cluster, log_dir)
 
     def markers(request: dict[str, Any]) -> dict[str, Any]:
         partitions = [(str(t), int(p)) for t, p in request["partitions"]]
@@ -174,6 +184,6 @@ def install(state: BrokerState, log_dir: NodeLogDir, loop: asyncio.AbstractEvent
             errors.append([topic, partition, error])
         return {"ok": True, "errors": errors}
 
-    log_dir.handlers["markers"] = markers
-    log_dir.handlers["flush"] = flush
-    log_dir.handlers["verify"] = verify
+    node.handlers["markers"] = markers
+    node.handlers["flush"] = flush
+    node.handlers["verify"] = verify
