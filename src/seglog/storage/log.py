@@ -40,11 +40,9 @@ One exception: an append or roll refused for want of space (ENOSPC, EDQUOT)
 whose bytes were all cut away again leaves nothing in doubt, so the partition
 takes appends again once there is room.
 
-Loading (:meth:`Log.open`) follows Kafka's LogLoader: leftover ``.deleted``
-and ``.cleaned`` files go, an interrupted ``.swap`` is completed, indexes that
-are missing or fail their sanity check are rebuilt, and after an unclean
-shutdown every segment from the recovery point on is re-read and cut at the
-first bad byte, with all later segments removed.
+Loading (:meth:`Log.open`) is :mod:`seglog.storage.recovery`, Kafka's
+LogLoader: the segments are loaded and repaired, then the producer state is
+rebuilt from the newest snapshot and the batches after it.
 """
 
 from __future__ import annotations
@@ -61,17 +59,15 @@ from typing import NamedTuple
 
 from seglog.config import LONG_MAX, LogConfig
 from seglog.errors import (
-    CorruptRecordError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     StorageError,
 )
 from seglog.records import batch, control
 from seglog.records.log_entries import EntryInfo
-from seglog.storage import filenames, io, txn_index
+from seglog.storage import filenames, io, recovery, txn_index
 from seglog.storage.local_log import DeleteScheduler, LocalLog, delete_now, read_from
 from seglog.storage.producer_state import (
-    ProducerBatch,
     ProducerEntry,
     ProducerStateManager,
 )
@@ -218,8 +214,6 @@ class Log:
             raise StorageError(f"{directory} is not named <topic>-<partition>")
         topic, partition = parsed
         env.mkdir(directory)
-        from seglog.storage import recovery
-
         segments, clean_recovery_point = recovery.load_segments(
             directory,
             config,
@@ -759,58 +753,9 @@ class Log:
     # -------------------------------------------------------- producer state
 
     def _rebuild_producer_state(self) -> None:
-        """Load the newest producer snapshot and replay the batch headers after it."""
-        state = self._producer_state
-        local = self._local
-        end = local.log_end_offset
-        start = state.load_latest_snapshot(self._log_start_offset, end, _now_ms(self._clock))
-        if start < end:
-            for segment in local.segments_overlapping(start, end):
-                # The aborted transactions of the replayed part are indexed
-                # again as their markers are replayed (Kafka's recovery
-                # rebuilds the .txnindex the same way).
-                local.truncate_txn_index(segment, start)
-                for header in segment.batch_headers(start):
-                    if header.producer_id < 0 or header.last_offset < start:
-                        continue
-                    if header.is_control:
-                        self._replay_marker(segment, header)
-                    else:
-                        state.update(
-                            [
-                                ProducerBatch.from_header(
-                                    header,
-                                    header.base_offset,
-                                    header.last_offset,
-                                    header.max_timestamp,
-                                )
-                            ]
-                        )
-
-    def _replay_marker(self, segment: LogSegment, header: batch.BatchHeader) -> None:
-        """Apply a control batch met while rebuilding the producer state."""
-        found = segment.translate_offset(header.base_offset)
-        if found is None:
-            return
-        data = segment.read_bytes(found.position, header.batch_length + batch.LOG_OVERHEAD)
-        try:
-            marker = control.read_marker(data)
-        except CorruptRecordError as exc:  # skipped, as Kafka skips unknown control records
-            logger.warning("skipping an unreadable control batch in %s: %s", segment, exc)
-            return
-        if marker is None:
-            return
-        state = self._producer_state
-        completed = state.complete_txn(
-            header.producer_id,
-            header.producer_epoch,
-            header.base_offset,
-            header.max_timestamp,
-            commit=marker.is_commit,
-            coordinator_epoch=marker.coordinator_epoch,
+        recovery.rebuild_producer_state(
+            self._producer_state, self._local, self._log_start_offset, _now_ms(self._clock)
         )
-        if completed is not None and completed.is_aborted:
-            self._local.index_aborted(segment, completed, state.last_stable_offset_after(completed))
 
     @property
     def producer_state(self) -> ProducerStateManager:

@@ -22,6 +22,10 @@ The steps are Kafka's LogLoader, in order:
 6. The recovery point becomes the log end after a clean shutdown, otherwise
    the smaller of the checkpoint and the log end. The active segment's indexes
    are made writable again.
+7. Once the log holds its segments (:func:`rebuild_producer_state`), the
+   producer state is loaded from the newest snapshot and the batch headers
+   after it are replayed, re-indexing the aborted transactions of their
+   markers. A truncation replays the same way.
 """
 
 from __future__ import annotations
@@ -31,8 +35,11 @@ from pathlib import Path
 
 from seglog.config import LogConfig
 from seglog.errors import CorruptIndexError, CorruptRecordError
+from seglog.records import batch, control
 from seglog.storage import filenames, io, reader
+from seglog.storage.local_log import LocalLog
 from seglog.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
+from seglog.storage.producer_state import ProducerBatch, ProducerStateManager
 from seglog.storage.segment import LogSegment
 from seglog.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 
@@ -264,3 +271,60 @@ def _recover_unflushed(
                 later.delete()
             return segments[: i + 1]
     return segments
+
+
+def rebuild_producer_state(
+    state: ProducerStateManager, local: LocalLog, log_start_offset: int, now_ms: int
+) -> None:
+    """Load the newest producer snapshot and replay the batch headers after it."""
+    end = local.log_end_offset
+    start = state.load_latest_snapshot(log_start_offset, end, now_ms)
+    if start < end:
+        for segment in local.segments_overlapping(start, end):
+            # The aborted transactions of the replayed part are indexed
+            # again as their markers are replayed (Kafka's recovery
+            # rebuilds the .txnindex the same way).
+            local.truncate_txn_index(segment, start)
+            for header in segment.batch_headers(start):
+                if header.producer_id < 0 or header.last_offset < start:
+                    continue
+                if header.is_control:
+                    _replay_marker(state, local, segment, header)
+                else:
+                    state.update(
+                        [
+                            ProducerBatch.from_header(
+                                header,
+                                header.base_offset,
+                                header.last_offset,
+                                header.max_timestamp,
+                            )
+                        ]
+                    )
+
+
+def _replay_marker(
+    state: ProducerStateManager, local: LocalLog, segment: LogSegment, header: batch.BatchHeader
+) -> None:
+    """Apply a control batch met while rebuilding the producer state."""
+    found = segment.translate_offset(header.base_offset)
+    if found is None:
+        return
+    data = segment.read_bytes(found.position, header.batch_length + batch.LOG_OVERHEAD)
+    try:
+        marker = control.read_marker(data)
+    except CorruptRecordError as exc:  # skipped, as Kafka skips unknown control records
+        logger.warning("skipping an unreadable control batch in %s: %s", segment, exc)
+        return
+    if marker is None:
+        return
+    completed = state.complete_txn(
+        header.producer_id,
+        header.producer_epoch,
+        header.base_offset,
+        header.max_timestamp,
+        commit=marker.is_commit,
+        coordinator_epoch=marker.coordinator_epoch,
+    )
+    if completed is not None and completed.is_aborted:
+        local.index_aborted(segment, completed, state.last_stable_offset_after(completed))
