@@ -25,20 +25,9 @@ fsyncs. The fsync runs outside the writer lock and a flush that finds the
 recovery point already past its target returns at once: callers waiting
 behind one fsync are all covered by it (group commit).
 
-Failure: the first I/O error on a write path (an append's write, a roll, an
-index or snapshot write, any fsync) takes the partition offline, as Kafka takes
-its log directory offline (``LogDirFailureChannel``): Linux may drop the pages
-of a failed fsync for good ("fsyncgate"), so a later fsync that succeeds proves
-nothing and no later append may be acknowledged. An offline log refuses every
-write with KAFKA_STORAGE_ERROR, keeps serving reads up to its high watermark,
-never advances its recovery point again, and is recovered by the next start.
-Its close writes its unflushed bytes again and fsyncs them: the failed pages
-may still be cached, clean, and the next start's recovery would read them back
-as if they were on disk. (A crash leaves no such chance: a start after a crash
-trusts what it reads past the recovery point, as Kafka's does.)
-One exception: an append or roll refused for want of space (ENOSPC, EDQUOT)
-whose bytes were all cut away again leaves nothing in doubt, so the partition
-takes appends again once there is room.
+Failure: the first I/O error on a write path takes the partition offline
+(:mod:`seglog.storage.offline` has the rule and its reasons): it refuses
+every write, keeps serving reads, and is recovered by the next start.
 
 Loading (:meth:`Log.open`) is :mod:`seglog.storage.recovery`, Kafka's
 LogLoader: the segments are loaded and repaired, then the producer state is
@@ -48,7 +37,6 @@ rebuilt from the newest snapshot and the batches after it.
 from __future__ import annotations
 
 import copy
-import errno
 import logging
 import threading
 import time
@@ -67,6 +55,7 @@ from seglog.records import batch, control
 from seglog.records.log_entries import EntryInfo
 from seglog.storage import filenames, io, recovery, txn_index
 from seglog.storage.local_log import DeleteScheduler, LocalLog, delete_now, read_from
+from seglog.storage.offline import OfflineState
 from seglog.storage.producer_state import (
     ProducerEntry,
     ProducerStateManager,
@@ -120,19 +109,6 @@ class LogReadResult:
     log_end_offset: int
 
 
-_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
-
-
-def _os_error(exc: BaseException) -> OSError | None:
-    """The operating-system error behind ``exc``, if there is one."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, OSError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
 class Log:
     """One partition of one topic: ``<dir>/<topic>-<partition>``.
 
@@ -180,8 +156,7 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush_ms = _now_ms(clock)
         self._closed = False
-        # Why the log refuses writes after an I/O error (None while it is online).
-        self._offline_reason: str | None = None
+        self._offline = OfflineState(directory.name, self._lock)
         self._producer_state = ProducerStateManager(
             directory, expiration_ms=producer_id_expiration_ms, env=self._env
         )
@@ -322,7 +297,7 @@ class Log:
         """
         now = _now_ms(self._clock) if now_ms is None else now_ms
         with self._lock:
-            if self._closed or self._offline_reason is not None:
+            if self._closed or self._offline.reason is not None:
                 self._check_open()
             local = self._local
             config = local.config
@@ -532,7 +507,7 @@ class Log:
         with self._flush_lock:
             # After a failed fsync a successful one proves nothing (the kernel
             # may have dropped the failed pages): the recovery point stays put.
-            self._check_writable()
+            self._offline.check()
             try:
                 # Producer snapshots taken at roll, even when the data is flushed already.
                 synced_snapshots = self._producer_state.sync_snapshots(target)
@@ -773,45 +748,22 @@ class Log:
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError(f"the log {self.directory.name} is closed")
-        self._check_writable()
-
-    def _check_writable(self) -> None:
-        reason = self._offline_reason
-        if reason is not None:
-            raise StorageError(
-                f"partition {self.directory.name} is offline after an I/O error, until the "
-                f"broker is restarted: {reason}"
-            )
+        self._offline.check()
 
     @property
     def offline_reason(self) -> str | None:
         """Why the log refuses writes after an I/O error; None while it takes them."""
-        return self._offline_reason
+        return self._offline.reason
 
     def take_offline(self, reason: str) -> None:
         """Refuse every write from now on (reads go on) until a restart recovers the log."""
-        with self._lock:
-            if self._offline_reason is None:
-                self._offline_reason = reason
-                logger.error(
-                    "partition %s is offline until the broker is restarted: %s",
-                    self.directory.name,
-                    reason,
-                )
+        self._offline.take_offline(reason)
 
     def _on_write_error(self, exc: StorageError, action: str, *, undone: bool = False) -> None:
-        """Take the log offline if ``exc`` is an I/O error that may have left data in doubt.
-
-        ``undone``: the operation cuts away what it wrote when it fails (an
-        append, a roll), so a lack of space, with the file back at its size,
-        leaves nothing in doubt. A failed fsync always does, whatever its errno.
-        """
-        cause = _os_error(exc)
-        if cause is None:
-            return  # refused before any I/O (an offset or size rule), not a failure
-        if undone and cause.errno in _NO_SPACE and self._local.active_is_whole():
-            return
-        self.take_offline(f"cannot {action} {self.directory.name}: {exc}")
+        """Take the log offline if ``exc`` may have left data in doubt (see
+        :meth:`seglog.storage.offline.OfflineState.on_write_error`)."""
+        whole = self._local.active_is_whole
+        self._offline.on_write_error(exc, action, undone=undone, is_whole=whole)
 
     def close(self) -> None:
         """Flush and close every segment (a clean shutdown of this partition).
@@ -823,7 +775,7 @@ class Log:
             if self._closed:
                 return
             failure: BaseException | None = None
-            if self._offline_reason is None:
+            if self._offline.reason is None:
                 try:
                     self.flush()
                     self._producer_state.take_snapshot(self._local.log_end_offset, sync=True)
