@@ -25,12 +25,13 @@ import random
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 
-from seglog.config import LogConfig
+from seglog.config import LONG_MAX, LogConfig
 from seglog.errors import StorageError
+from seglog.records import batch
 from seglog.records.log_entries import EntryInfo
 from seglog.storage import filenames, io, txn_index
 from seglog.storage.producer_state import CompletedTxn
-from seglog.storage.segment import LogSegment, SegmentRead
+from seglog.storage.segment import LogSegment, SegmentRead, TimestampAndOffset
 
 # The partition's messages keep the logger they have always been logged under.
 logger = logging.getLogger("seglog.storage.log")
@@ -62,6 +63,7 @@ class LocalLog:
         segments: Sequence[LogSegment],
         *,
         recovery_point: int,
+        now_ms: int,
         env: io.Env,
         delete_scheduler: DeleteScheduler = delete_now,
     ) -> None:
@@ -80,6 +82,10 @@ class LocalLog:
         self.log_end_offset = self.segments[-1].read_next_offset()
         #: Offsets below this are flushed to disk.
         self.recovery_point = min(recovery_point, self.log_end_offset)
+        #: Records appended since the last flush that reached the LEO.
+        self.unflushed_messages = 0
+        #: When the last flush ended (ms), for ``flush.ms``.
+        self.last_flush_ms = now_ms
         # The active segment's roll jitter, drawn once per segment (see _roll_jitter).
         self._jitter_segment: LogSegment | None = None
         self._jitter_ms = 0
@@ -124,14 +130,17 @@ class LocalLog:
         entries: Sequence[EntryInfo],
         size: int,
         last_offset: int,
+        record_count: int,
     ) -> None:
-        """Append whole entries to the active segment; the LEO moves past ``last_offset``.
+        """Append whole entries (``record_count`` records) to the active segment; the
+        LEO moves past ``last_offset``.
 
         All or nothing, as :meth:`LogSegment.append`: on an error the segment
         is as it was and the LEO has not moved.
         """
         self.segments[-1].append(chunks, entries, size)
         self.log_end_offset = last_offset + 1
+        self.unflushed_messages += record_count
 
     def should_roll(self, size: int, max_timestamp: int, last_offset: int, now: int) -> bool:
         """Whether an append of ``size`` bytes must go to a new segment (Kafka's rules)."""
@@ -207,9 +216,20 @@ class LocalLog:
         if sync_dir or any(s.base_offset >= start for s in flushed):
             self.env.fsync_dir(self.directory)
 
-    def mark_flushed(self, offset: int) -> None:
-        """Move the recovery point up to ``offset`` (never down)."""
+    def mark_flushed(self, offset: int, now_ms: int) -> None:
+        """Record a flush that ended at ``now_ms``: the recovery point moves up to
+        ``offset`` (never down)."""
         self.recovery_point = max(self.recovery_point, offset)
+        if self.recovery_point >= self.log_end_offset:
+            self.unflushed_messages = 0
+        self.last_flush_ms = now_ms
+
+    def flush_due(self, now_ms: int) -> bool:
+        """Whether ``flush.ms`` has passed since the last flush with bytes unflushed."""
+        flush_ms = self.config.flush_ms
+        if flush_ms == LONG_MAX or self.recovery_point >= self.log_end_offset:
+            return False
+        return now_ms - self.last_flush_ms >= flush_ms
 
     def write_back_unflushed(self) -> None:
         """Write the unflushed bytes again and fsync them (at close of an offline log).
@@ -493,4 +513,46 @@ def _position_limit(
     return None if found is None else found.position
 
 
-__all__ = ["DeleteScheduler", "LocalLog", "delete_now", "read_from"]
+def first_at_or_after(
+    segments: tuple[LogSegment, ...], timestamp: int, start_offset: int
+) -> TimestampAndOffset | None:
+    """The first record of a snapshot of the segment list with a timestamp of at
+    least ``timestamp`` and an offset of at least ``start_offset``, or None."""
+    for segment in segments:
+        # A segment with a record timestamp at all (its largest timestamp is
+        # then the largest record timestamp) reaching the target.
+        largest = segment.max_timestamp_so_far
+        if largest >= timestamp and largest >= 0:
+            found = segment.find_offset_by_timestamp(timestamp, start_offset)
+            if found is not None:
+                return found
+    return None
+
+
+def max_timestamp_record(segments: tuple[LogSegment, ...]) -> TimestampAndOffset | None:
+    """The record carrying the largest timestamp of a snapshot of the segment list
+    (the first of them), or None when no segment has a timestamp."""
+    best: LogSegment | None = None
+    for segment in segments:
+        if segment.max_timestamp_so_far != batch.NO_TIMESTAMP and (
+            best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far
+        ):
+            best = segment
+    if best is None:
+        return None
+    # Kafka answers with the batch holding the max timestamp: that batch's
+    # record carrying it, found by decoding just that batch.
+    found = best.find_offset_by_timestamp(best.max_timestamp_so_far, best.base_offset)
+    if found is not None:
+        return found
+    return TimestampAndOffset(best.max_timestamp_so_far, best.offset_of_max_timestamp_so_far)
+
+
+__all__ = [
+    "DeleteScheduler",
+    "LocalLog",
+    "delete_now",
+    "first_at_or_after",
+    "max_timestamp_record",
+    "read_from",
+]

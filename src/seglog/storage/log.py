@@ -45,21 +45,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from seglog.config import LONG_MAX, LogConfig
-from seglog.errors import (
-    OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
-    StorageError,
-)
+from seglog.config import LogConfig
+from seglog.errors import OffsetOutOfRangeError, RecordBatchTooLargeError, StorageError
 from seglog.records import batch, control
 from seglog.records.log_entries import EntryInfo
-from seglog.storage import filenames, io, recovery, txn_index
-from seglog.storage.local_log import DeleteScheduler, LocalLog, delete_now, read_from
-from seglog.storage.offline import OfflineState
-from seglog.storage.producer_state import (
-    ProducerEntry,
-    ProducerStateManager,
+from seglog.storage import io, recovery, txn_index
+from seglog.storage.local_log import (
+    DeleteScheduler,
+    LocalLog,
+    delete_now,
+    first_at_or_after,
+    max_timestamp_record,
+    read_from,
 )
+from seglog.storage.offline import OfflineState
+from seglog.storage.producer_state import ProducerEntry, ProducerStateManager
 from seglog.storage.segment import MAX_SEGMENT_BYTES, LogSegment, SegmentRead, TimestampAndOffset
 from seglog.storage.validator import fast_rules, validate_and_assign, validate_single_batch
 
@@ -148,13 +148,12 @@ class Log:
             config,
             segments,
             recovery_point=recovery_point,
+            now_ms=_now_ms(clock),
             env=self._env,
             delete_scheduler=delete_scheduler,
         )
         self._log_start_offset = max(log_start_offset, local.segments[0].base_offset)
         self._high_watermark = local.log_end_offset
-        self._unflushed_messages = 0
-        self._last_flush_ms = _now_ms(clock)
         self._closed = False
         self._offline = OfflineState(directory.name, self._lock)
         self._producer_state = ProducerStateManager(
@@ -184,12 +183,7 @@ class Log:
         goes through ``env``, the default environment when None.
         """
         env = io.env_or_default(env)
-        parsed = filenames.parse_partition_dir(directory.name)
-        if parsed is None:
-            raise StorageError(f"{directory} is not named <topic>-<partition>")
-        topic, partition = parsed
-        env.mkdir(directory)
-        segments, clean_recovery_point = recovery.load_segments(
+        loaded = recovery.load_partition(
             directory,
             config,
             recovery_point=recovery_point,
@@ -197,20 +191,19 @@ class Log:
             had_clean_shutdown=had_clean_shutdown,
             env=env,
         )
-        log = cls(
+        return cls(
             directory,
-            topic,
-            partition,
+            loaded.topic,
+            loaded.partition,
             config,
-            segments,
+            loaded.segments,
             log_start_offset=log_start_offset,
-            recovery_point=clean_recovery_point,
+            recovery_point=loaded.recovery_point,
             clock=clock,
             delete_scheduler=delete_scheduler,
             producer_id_expiration_ms=producer_id_expiration_ms,
             env=env,
         )
-        return log
 
     # ------------------------------------------------------------ properties
 
@@ -273,7 +266,7 @@ class Log:
     @property
     def unflushed_messages(self) -> int:
         """Records appended since the last flush."""
-        return self._unflushed_messages
+        return self._local.unflushed_messages
 
     # ---------------------------------------------------------------- append
 
@@ -349,14 +342,13 @@ class Log:
                 self._maybe_roll(size, max_timestamp, first_offset, last_offset, now)
                 # All or nothing: a failed append leaves the segment as it was
                 # (LogSegment.append undoes its writes), and nothing below runs.
-                local.append(chunks, entries, size, last_offset)
+                local.append(chunks, entries, size, last_offset, record_count)
             except StorageError as exc:
                 self._on_write_error(exc, "append to", undone=True)
                 raise
             if producer_batches:
                 self._producer_state.update(producer_batches)
-            self._unflushed_messages += record_count
-            needs_flush = self._unflushed_messages >= config.flush_messages
+            needs_flush = local.unflushed_messages >= config.flush_messages
             if not needs_flush:
                 self._high_watermark = local.log_end_offset
             # else consumers see the batch once the flush (here, or the caller's
@@ -412,9 +404,8 @@ class Log:
                 base_offset=offset,
             )
             segment = self._maybe_roll(len(data), now, offset, offset, now)
-            local.append(
-                [data], [EntryInfo(0, len(data), 2, offset, offset, now, 1)], len(data), offset
-            )
+            entry = EntryInfo(0, len(data), 2, offset, offset, now, 1)
+            local.append([data], [entry], len(data), offset, 1)
             completed = state.complete_txn(
                 producer_id,
                 producer_epoch,
@@ -425,7 +416,6 @@ class Log:
             )
             if completed is not None and completed.is_aborted:
                 local.index_aborted(segment, completed, state.last_stable_offset_after(completed))
-            self._unflushed_messages += 1
             if self._high_watermark == offset:
                 # Else earlier appends wait for their flush to be seen (defer_flush),
                 # and the marker with them: the flush moves the HW past both.
@@ -523,20 +513,13 @@ class Log:
                 self._on_write_error(exc, "flush")
                 raise
             with self._lock:
-                local.mark_flushed(min(end, target))
+                local.mark_flushed(min(end, target), _now_ms(self._clock))
                 self._high_watermark = max(self._high_watermark, local.recovery_point)
-                if local.recovery_point >= local.log_end_offset:
-                    self._unflushed_messages = 0
-                self._last_flush_ms = _now_ms(self._clock)
 
     def flush_if_due(self, now_ms: int | None = None) -> bool:
         """Flush when ``flush.ms`` has passed since the last flush; True if it flushed."""
         now = _now_ms(self._clock) if now_ms is None else now_ms
-        local = self._local
-        flush_ms = local.config.flush_ms
-        if flush_ms == LONG_MAX or local.recovery_point >= local.log_end_offset:
-            return False
-        if now - self._last_flush_ms >= flush_ms:
+        if self._local.flush_due(now):
             self.flush()
             return True
         return False
@@ -557,7 +540,6 @@ class Log:
         :class:`OffsetOutOfRangeError` outside [log start, LEO].
         """
         local = self._local
-        # The segment list first: it holds every offset below the LEO read after it.
         segments, bases = local.segments, local.bases
         end_offset = local.log_end_offset
         hw = self._high_watermark
@@ -592,37 +574,11 @@ class Log:
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(batch.NO_TIMESTAMP, self._high_watermark)
         if timestamp == MAX_TIMESTAMP:
-            best: LogSegment | None = None
-            for segment in segments:
-                if segment.max_timestamp_so_far != batch.NO_TIMESTAMP and (
-                    best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far
-                ):
-                    best = segment
-            if best is None:
-                return None
-            return self._max_timestamp_record(best)
-        for segment in segments:
-            # A segment with a record timestamp at all (its largest timestamp is
-            # then the largest record timestamp) reaching the target.
-            largest = segment.max_timestamp_so_far
-            if largest >= timestamp and largest >= 0:
-                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
-                if found is not None:
-                    if found.offset >= self._high_watermark:
-                        return None
-                    return found
-        return None
-
-    @staticmethod
-    def _max_timestamp_record(segment: LogSegment) -> TimestampAndOffset:
-        # Kafka answers -3 with the batch holding the max timestamp: that batch's
-        # record carrying it, found by decoding just that batch.
-        found = segment.find_offset_by_timestamp(segment.max_timestamp_so_far, segment.base_offset)
-        if found is not None:
-            return found
-        return TimestampAndOffset(
-            segment.max_timestamp_so_far, segment.offset_of_max_timestamp_so_far
-        )
+            return max_timestamp_record(segments)
+        found = first_at_or_after(segments, timestamp, self._log_start_offset)
+        if found is not None and found.offset >= self._high_watermark:
+            return None
+        return found
 
     # ------------------------------------------------- truncation and removal
 

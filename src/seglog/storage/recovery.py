@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import NamedTuple
 
 from seglog.config import LogConfig
-from seglog.errors import CorruptIndexError, CorruptRecordError
+from seglog.errors import CorruptIndexError, CorruptRecordError, StorageError
 from seglog.records import batch, control
 from seglog.storage import filenames, io, reader
 from seglog.storage.local_log import LocalLog
@@ -173,6 +174,42 @@ def _open_segment(
         segment.close()
         raise
     return segment
+
+
+class LoadedPartition(NamedTuple):
+    """A partition directory loaded by :func:`load_partition`."""
+
+    topic: str
+    partition: int
+    #: Every segment, oldest first; never empty.
+    segments: list[LogSegment]
+    recovery_point: int
+
+
+def load_partition(
+    directory: Path,
+    config: LogConfig,
+    *,
+    recovery_point: int,
+    log_start_offset: int,
+    had_clean_shutdown: bool,
+    env: io.Env,
+) -> LoadedPartition:
+    """Load (or create) the partition directory ``directory``: its name, then its
+    segments (:func:`load_segments`)."""
+    parsed = filenames.parse_partition_dir(directory.name)
+    if parsed is None:
+        raise StorageError(f"{directory} is not named <topic>-<partition>")
+    env.mkdir(directory)
+    segments, clean_recovery_point = load_segments(
+        directory,
+        config,
+        recovery_point=recovery_point,
+        log_start_offset=log_start_offset,
+        had_clean_shutdown=had_clean_shutdown,
+        env=env,
+    )
+    return LoadedPartition(*parsed, segments, clean_recovery_point)
 
 
 def load_segments(
