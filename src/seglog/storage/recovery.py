@@ -137,6 +137,40 @@ def _index_problem(directory: Path, base: int, env: io.Env) -> str | None:
     return None
 
 
+def _tail_problem(segment: LogSegment) -> str | None:
+    """Why the end of ``segment`` does not match its indexes, or None when it does.
+
+    After a clean shutdown Kafka trusts the active segment's indexes and finds
+    the log end by scanning from the last offset-index entry; a file cut short
+    meanwhile (a copy, a repair) would then leave the indexes pointing past
+    the end, and the next append behind a partial batch. So the same scan
+    checks, with CRCs, that whole valid batches run from the last indexed
+    one to the end of the file and that both indexes stay below their end.
+    Its cost is bounded by ``index.interval.bytes`` plus a batch.
+    """
+    indexed: int | None = None
+    start = 0
+    size = segment.size
+    entries = segment.offset_index.entries
+    if entries:
+        indexed, start = segment.offset_index.entry(entries - 1)
+    if start > size:
+        return (
+            f"its offset index points at position {start}, past the end of the log ({size} bytes)"
+        )
+    valid_end, next_offset = segment.valid_end(start)
+    if valid_end != size:
+        return f"{size - valid_end} bytes at position {valid_end} are not a whole batch"
+    if indexed is not None and (next_offset is None or next_offset <= indexed):
+        return f"its offset index names offset {indexed}, which the log does not hold"
+    if segment.time_index.entries:
+        _, time_offset = segment.time_index.last_entry
+        end = segment.base_offset if next_offset is None else next_offset
+        if time_offset >= end:
+            return f"its time index names offset {time_offset}, which the log does not hold"
+    return None
+
+
 def _open_segment(
     directory: Path, base: int, config: LogConfig, env: io.Env, *, active: bool, clean: bool
 ) -> LogSegment:
@@ -164,7 +198,7 @@ def _open_segment(
             if problem is None and clean:
                 # After an unclean shutdown the active segment is recovered
                 # anyway; after a clean one its tail must still match.
-                problem = segment.check_tail()
+                problem = _tail_problem(segment)
         if problem is not None:
             logger.warning("rebuilding the indexes of %s: %s", segment.log_path, problem)
             truncated = segment.recover()

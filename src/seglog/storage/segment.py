@@ -579,38 +579,10 @@ class LogSegment:
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
 
-    def check_tail(self) -> str | None:
-        """Why the end of the segment does not match its indexes, or None when it does.
-
-        After a clean shutdown Kafka trusts the active segment's indexes and finds
-        the log end by scanning from the last offset-index entry; a file cut short
-        meanwhile (a copy, a repair) would then leave the indexes pointing past
-        the end, and the next append behind a partial batch. So the same scan
-        checks, with CRCs, that whole valid batches run from the last indexed
-        one to the end of the file and that both indexes stay below their end.
-        Its cost is bounded by ``index.interval.bytes`` plus a batch.
-        """
-        indexed: int | None = None
-        start = 0
-        entries = self.offset_index.entries
-        if entries:
-            indexed, start = self.offset_index.entry(entries - 1)
-        if start > self._size:
-            return (
-                f"its offset index points at position {start}, past the end of the log "
-                f"({self._size} bytes)"
-            )
-        valid_end, next_offset = self._walk.valid_end(start, self._size)
-        if valid_end != self._size:
-            return f"{self._size - valid_end} bytes at position {valid_end} are not a whole batch"
-        if indexed is not None and (next_offset is None or next_offset <= indexed):
-            return f"its offset index names offset {indexed}, which the log does not hold"
-        if self.time_index.entries:
-            _, time_offset = self.time_index.last_entry
-            end = self.base_offset if next_offset is None else next_offset
-            if time_offset >= end:
-                return f"its time index names offset {time_offset}, which the log does not hold"
-        return None
+    def valid_end(self, start: int) -> tuple[int, int | None]:
+        """Where the whole, CRC-checked entries from ``start`` (an entry boundary) end,
+        and the offset after the last of them (None if there is none)."""
+        return self._walk.valid_end(start, self._size)
 
     def recover(self) -> int:
         """Rebuild both indexes from the log, cutting it at the first bad entry.
