@@ -41,9 +41,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from seglog.config import LogConfig
 from seglog.errors import OffsetOutOfRangeError, RecordBatchTooLargeError, StorageError
@@ -60,53 +58,25 @@ from seglog.storage.local_log import (
 )
 from seglog.storage.offline import OfflineState
 from seglog.storage.producer_state import ProducerEntry, ProducerStateManager
-from seglog.storage.segment import MAX_SEGMENT_BYTES, LogSegment, SegmentRead, TimestampAndOffset
+from seglog.storage.results import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    AppendInfo,
+    LogReadResult,
+    TimestampAndOffset,
+)
+from seglog.storage.segment import MAX_SEGMENT_BYTES, LogSegment
 from seglog.storage.validator import fast_rules, validate_and_assign, validate_single_batch
 
 logger = logging.getLogger(__name__)
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
 
 Clock = Callable[[], float]
 
 
 def _now_ms(clock: Clock) -> int:
     return int(clock() * 1000)
-
-
-class AppendInfo(NamedTuple):
-    """What an append wrote: offsets, timestamps and counts.
-
-    A named tuple: one is built per append, and a frozen dataclass's
-    ``__init__`` costs several times as much.
-    """
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int
-    log_start_offset: int
-    record_count: int
-    size: int
-    #: True if the append repeated an idempotent producer's batch already in
-    #: the log: nothing was written and the offsets are the original ones.
-    duplicate: bool = False
-    #: True if the append reached ``flush.messages`` and was asked to leave the
-    #: fsync to its caller (``defer_flush``), which must ``flush(last_offset + 1)``.
-    flush_needed: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class LogReadResult:
-    """A read: the bytes (None if there were none) and the log's offsets at that moment."""
-
-    data: SegmentRead | None
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
 
 
 class Log:

@@ -142,7 +142,7 @@ class LogFile:
 
     # ------------------------------------------------------------- lifecycle
 
-    def rename(self, new_path: Path) -> None:
+    def move_to(self, new_path: Path) -> None:
         """Rename the file (the descriptor stays open)."""
         self._env.rename(self.path, new_path)
         self.path = new_path

@@ -36,7 +36,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from seglog.errors import SeglogError, StorageError
@@ -47,7 +46,7 @@ from seglog.storage._recovery_scan import ChunkIndexer, index_chunks
 from seglog.storage.log_file import LogFile
 from seglog.storage.offset_index import OffsetIndex
 from seglog.storage.reader import BatchWalk, scan_tail
-from seglog.storage.region import FileRegion
+from seglog.storage.results import OffsetPosition, SegmentRead, TimestampAndOffset
 from seglog.storage.time_index import TimeIndex
 
 logger = logging.getLogger(__name__)
@@ -56,31 +55,6 @@ _MAX_RELATIVE_OFFSET = 2**31 - 1
 #: The most bytes a segment's ``.log`` may hold, whatever ``segment.bytes`` says:
 #: index entries store positions as int32 (Kafka's FileRecords has the same limit).
 MAX_SEGMENT_BYTES = 2**31 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetPosition:
-    """An entry found in a segment: its first offset, file position and size."""
-
-    offset: int
-    position: int
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentRead:
-    """A read from one segment: the bytes to send and the offset of the first entry."""
-
-    region: FileRegion
-    first_entry_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class TimestampAndOffset:
-    """A record's timestamp and offset, the answer of a lookup by time."""
-
-    timestamp: int
-    offset: int
 
 
 class LogSegment:
@@ -677,7 +651,7 @@ class LogSegment:
     def change_suffix(self, new_suffix: str) -> None:
         """Rename all files of the segment, e.g. to ``.deleted`` or from ``.swap``."""
         old_txn = self.txn_index_path
-        self._log.rename(
+        self._log.move_to(
             self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, new_suffix)
         )
         if old_txn.exists():
@@ -736,3 +710,12 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size}{self.suffix!r})"
+
+
+__all__ = [
+    "MAX_SEGMENT_BYTES",
+    "LogSegment",
+    "OffsetPosition",
+    "SegmentRead",
+    "TimestampAndOffset",
+]
