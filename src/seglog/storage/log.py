@@ -1,4 +1,4 @@
-"""One partition's log: an ordered list of segments with one active at the end.
+"""One partition's log as its readers and writers see it (Kafka's UnifiedLog).
 
 Theory of operation
 -------------------
@@ -70,7 +70,6 @@ from seglog.storage.segment import MAX_SEGMENT_BYTES, LogSegment
 from seglog.storage.validator import fast_rules, validate_and_assign, validate_single_batch
 
 logger = logging.getLogger(__name__)
-
 
 Clock = Callable[[], float]
 
@@ -309,7 +308,9 @@ class Log:
                     f"({segment_limit} bytes)"
                 )
             try:
-                self._maybe_roll(size, max_timestamp, first_offset, last_offset, now)
+                # What _maybe_roll does, inline on the hot path.
+                if local.should_roll(size, max_timestamp, last_offset, now):
+                    self._roll(max(first_offset, local.log_end_offset))
                 # All or nothing: a failed append leaves the segment as it was
                 # (LogSegment.append undoes its writes), and nothing below runs.
                 local.append(chunks, entries, size, last_offset, record_count)
