@@ -332,6 +332,9 @@ class _OtherNodes:
     ) -> str:
         return "NONE"
 
+    def may_coordinate(self, producer_id: int) -> bool:
+        return True
+
     def flush(self, partitions: list[tuple[str, int]]) -> None:
         self.asked.append(("flush", partitions, self._state()))
         if self.flush_error is not None:
@@ -354,7 +357,7 @@ def test_a_commit_over_several_nodes_has_their_data_fsynced_before_it_is_decided
         )
         others = _OtherNodes()
         others.coordinator = coordinator
-        coordinator.remote = others
+        coordinator.peers = others
         coordinator.load()
         init = coordinator.init_producer_id("tx", 60_000)
         pid, epoch = init.producer_id, init.producer_epoch

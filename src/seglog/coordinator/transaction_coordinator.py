@@ -63,16 +63,23 @@ and a transaction left open by the fenced producer is aborted, its markers
 written at the new epoch, so that the zombie's later writes are refused by
 the partitions themselves.
 
-Every method is blocking (it appends and fsyncs): the broker calls them in a
-worker thread, one at a time.
+Every method is blocking (it appends and fsyncs), and they run one at a
+time: the broker hands each to the coordinator's own thread, whoever asks
+(a client, another node, a timer). An operation that needs other nodes
+(markers, fsyncs or checks of partitions and ids they lead) is an
+:data:`~seglog.coordinator.txn_peers.Op`: it yields those requests and is
+resumed with the answers, other operations running meanwhile; the id is
+marked busy (``in_flight``) until it ends, so that they answer
+CONCURRENT_TRANSACTIONS for it. The plain methods of the same names run an
+operation to its end in the caller's thread (:func:`txn_peers.drive`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from seglog.coordinator import txn_log
 from seglog.coordinator.offset_store import (
@@ -88,6 +95,18 @@ from seglog.coordinator.offset_store import (
     partition_for,
 )
 from seglog.coordinator.txn_log import TxnLogValue, TxnState
+from seglog.coordinator.txn_peers import (
+    ClusterOfOne,
+    FlushData,
+    Op,
+    Peers,
+    Verify,
+    WriteMarkers,
+    ask_flush,
+    ask_markers,
+    ask_verify,
+    drive,
+)
 from seglog.errors import CorruptRecordError, SeglogError
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage.log import Log
@@ -143,6 +162,9 @@ class TxnMetadata:
     pending_offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = field(default_factory=dict)
     #: The transaction version of the id's client, as Kafka stores it (value version 1).
     client_transaction_version: int = 0
+    #: An operation on the id waits for other nodes (Kafka's pending state):
+    #: others answer CONCURRENT_TRANSACTIONS until it ends.
+    in_flight: bool = False
 
     def value(self) -> TxnLogValue:
         """What is stored for this state."""
@@ -165,36 +187,6 @@ class InitResult:
     error: str
     producer_id: int = -1
     producer_epoch: int = -1
-
-
-class RemotePartitions(Protocol):
-    """The partitions and transactional ids other nodes of a cluster lead.
-
-    The broker provides it when several nodes share the log directory (it
-    knows how to reach them); the coordinator never opens a socket itself.
-    """
-
-    def write_markers(
-        self,
-        producer_id: int,
-        producer_epoch: int,
-        partitions: list[tuple[str, int]],
-        *,
-        commit: bool,
-        coordinator_epoch: int,
-    ) -> dict[tuple[str, int], str]:
-        """Have each partition's leader write and fsync the marker; an error name each."""
-        ...
-
-    def verify_partition(
-        self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
-    ) -> str:
-        """Ask the id's coordinator :meth:`TransactionCoordinator.verify_partition`."""
-        ...
-
-    def flush(self, partitions: list[tuple[str, int]]) -> None:
-        """Have each partition's leader fsync its data; raises SeglogError if one cannot."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +231,7 @@ class TransactionCoordinator:
         id_expiration_ms: int = 604_800_000,
         expiration_interval_ms: int = 3_600_000,
         transaction_version: int = 0,
+        peers: Peers | None = None,
     ) -> None:
         self.log_dir = log_dir
         #: The ``transaction.version`` feature level in use; it picks the value
@@ -246,8 +239,9 @@ class TransactionCoordinator:
         self.transaction_version = transaction_version
         self._value_version = txn_log.value_version(transaction_version)
         self.offsets = offsets
-        #: Set by the broker when other nodes lead some partitions and ids.
-        self.remote: RemotePartitions | None = None
+        #: The other nodes, asked about the partitions and ids they lead (none
+        #: for a broker alone: a cluster of one leads everything itself).
+        self.peers: Peers = peers if peers is not None else ClusterOfOne()
         #: Offsets made visible by commits :meth:`abort_timed_out` completed, for
         #: the group coordinator (the caller takes them).
         self.late_commits: list[dict[str, dict[tuple[str, int], CommittedOffset]]] = []
@@ -327,18 +321,25 @@ class TransactionCoordinator:
             raise AssertionError(f"{meta.state.kafka_name} -> {state.kafka_name} is not allowed")
         meta.state, meta.last_update_ms = state, self.now_ms()
 
-    def _flush_partitions(self, meta: TxnMetadata) -> None:
+    @contextmanager
+    def _busy(self, meta: TxnMetadata) -> Iterator[None]:
+        """Mark the id busy while an operation on it may wait for other nodes."""
+        meta.in_flight = True
+        try:
+            yield
+        finally:
+            meta.in_flight = False
+
+    def _flush_partitions(self, meta: TxnMetadata) -> Op[None]:
         """fsync the data of every partition of the transaction (before its decision is stored).
 
         Another node's partitions are fsynced by their leader, asked first: a
         failure there leaves the transaction open (EndTxn is answered with a
         retriable error) rather than deciding over data a power cut may lose.
         """
-        remote = [tp for tp in sorted(meta.partitions) if not self.log_dir.serves_partition(*tp)]
-        if remote:
-            if self.remote is None:
-                raise SeglogError(f"no way to reach the leaders of {remote}")
-            self.remote.flush(remote)
+        others = [tp for tp in sorted(meta.partitions) if not self.log_dir.serves_partition(*tp)]
+        if others:
+            yield from ask_flush(FlushData(others))
         for topic, partition in sorted(meta.partitions):
             if not self.log_dir.serves_partition(topic, partition):
                 continue
@@ -362,9 +363,15 @@ class TransactionCoordinator:
     # --------------------------------------------------------------- loading
 
     def load(self) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
+        """:meth:`load_op` run to its end in this thread."""
+        return drive(self.load_op(), self.peers)
+
+    def load_op(self) -> Op[dict[str, dict[tuple[str, int], CommittedOffset]]]:
         """Read ``__transaction_state``, then finish what a crash left half done (blocking).
 
         Returns the offsets of the commits it finished, for the group coordinator.
+        A transaction whose markers cannot all be written now (a node is down)
+        stays prepared; the periodic pass (:meth:`abort_timed_out`) completes it.
         """
         committed: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         self.txns.clear()
@@ -387,7 +394,7 @@ class TransactionCoordinator:
                         )
         self._adopt_open_transactions()
         pending = self.offsets.pending_txn_offsets
-        for meta in self.txns.values():
+        for meta in list(self.txns.values()):
             for _partition, key, value in pending.get(meta.producer_id, []):
                 self._restore_pending_offset(meta, key, value)
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
@@ -396,7 +403,14 @@ class TransactionCoordinator:
                     meta.transactional_id,
                     meta.state.kafka_name,
                 )
-                done = self._complete(meta, commit=meta.state == TxnState.PREPARE_COMMIT)
+                try:
+                    with self._busy(meta):
+                        done = yield from self._complete(
+                            meta, commit=meta.state == TxnState.PREPARE_COMMIT
+                        )
+                except SeglogError as exc:
+                    logger.warning("cannot complete %s yet: %s", meta.transactional_id, exc)
+                    continue
                 for group, offsets in done.items():
                     committed.setdefault(group, {}).update(offsets)
         self.loaded = True
@@ -447,7 +461,9 @@ class TransactionCoordinator:
             for producer_id, epoch in open_txns:
                 meta = by_producer.get(producer_id)
                 key = (topic, partition)
-                if meta is None and (self.remote is not None or self.log_dir.had_clean_shutdown):
+                if meta is None and (
+                    self.peers.may_coordinate(producer_id) or self.log_dir.had_clean_shutdown
+                ):
                     # With several nodes the producer's id may be another node's: only
                     # its coordinator can end the transaction. After a clean shutdown
                     # no record of ours was lost: the transaction is hanging (written
@@ -502,6 +518,14 @@ class TransactionCoordinator:
     def init_producer_id(
         self, transactional_id: str, timeout_ms: int, producer_id: int = -1, epoch: int = -1
     ) -> InitResult:
+        """:meth:`init_producer_id_op` run to its end in this thread."""
+        return drive(
+            self.init_producer_id_op(transactional_id, timeout_ms, producer_id, epoch), self.peers
+        )
+
+    def init_producer_id_op(
+        self, transactional_id: str, timeout_ms: int, producer_id: int = -1, epoch: int = -1
+    ) -> Op[InitResult]:
         """InitProducerId with a transactional id: a new epoch, fencing earlier producers."""
         if not transactional_id:
             return InitResult("INVALID_REQUEST")
@@ -519,18 +543,26 @@ class TransactionCoordinator:
                 return InitResult(NONE, meta.producer_id, meta.producer_epoch)
             # A producer bumping its epoch must name the current one.
             return InitResult("PRODUCER_FENCED")
+        if meta.in_flight or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            return InitResult("CONCURRENT_TRANSACTIONS")
+        with self._busy(meta):
+            result = yield from self._init_producer_id(meta, timeout_ms, producer_id)
+        return result
+
+    def _init_producer_id(
+        self, meta: TxnMetadata, timeout_ms: int, producer_id: int
+    ) -> Op[InitResult]:
+        transactional_id = meta.transactional_id
         if meta.state == TxnState.ONGOING:
             # A new producer takes over an open transaction: fence the old one
             # by aborting at a bumped epoch (Kafka's PrepareEpochFence).
             self._bump_epoch(meta)
             try:
                 self._store(meta, TxnState.PREPARE_ABORT)
-                self._complete(meta, commit=False)
+                yield from self._complete(meta, commit=False)
             except SeglogError as exc:
                 logger.error("cannot abort the transaction of %s: %s", transactional_id, exc)
                 return InitResult("COORDINATOR_NOT_AVAILABLE")
-        elif meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            return InitResult("CONCURRENT_TRANSACTIONS")
         bumped_from = (meta.producer_id, meta.producer_epoch)
         self._bump_epoch(meta)
         meta.bumped_from = bumped_from if producer_id >= 0 else None
@@ -562,7 +594,7 @@ class TransactionCoordinator:
             return "INVALID_PRODUCER_ID_MAPPING"
         if epoch != meta.producer_epoch:
             return "PRODUCER_FENCED"
-        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+        if meta.in_flight or meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return "CONCURRENT_TRANSACTIONS"
         return NONE
 
@@ -656,15 +688,34 @@ class TransactionCoordinator:
         *,
         group_error: str = NONE,
     ) -> dict[tuple[str, int], str]:
+        """:meth:`commit_offsets_op` run to its end in this thread."""
+        return drive(
+            self.commit_offsets_op(
+                transactional_id, group_id, producer_id, epoch, offsets, group_error=group_error
+            ),
+            self.peers,
+        )
+
+    def commit_offsets_op(
+        self,
+        transactional_id: str,
+        group_id: str,
+        producer_id: int,
+        epoch: int,
+        offsets: dict[tuple[str, int], CommittedOffset],
+        *,
+        group_error: str = NONE,
+    ) -> Op[dict[tuple[str, int], str]]:
         """TxnOffsetCommit: store the offsets in the transaction, visible at its commit.
 
         ``group_error``: the group coordinator's verdict on the committing
         member, answered after the producer's own checks, as Kafka orders them.
         """
-        if self.remote is not None and not self.serves(transactional_id):
-            return self._commit_offsets_for_remote(
+        if not self.serves(transactional_id):
+            held = yield from self._commit_offsets_for_peer(
                 transactional_id, group_id, producer_id, epoch, offsets
             )
+            return held
         error = self._check_producer(transactional_id, producer_id, epoch)
         meta = self.txns.get(transactional_id)
         if error == NONE and meta is not None:
@@ -699,24 +750,23 @@ class TransactionCoordinator:
         meta.pending_offsets.setdefault(group_id, {}).update(accepted)
         return errors
 
-    def _commit_offsets_for_remote(
+    def _commit_offsets_for_peer(
         self,
         transactional_id: str,
         group_id: str,
         producer_id: int,
         epoch: int,
         offsets: dict[tuple[str, int], CommittedOffset],
-    ) -> dict[tuple[str, int], str]:
+    ) -> Op[dict[tuple[str, int], str]]:
         """TxnOffsetCommit of a group coordinated here in a transaction another node coordinates.
 
         That node checks the group's partition joined the transaction; the
         offsets are then held here, by producer, as those of a transaction
         found open at load are, until its marker settles them.
         """
-        assert self.remote is not None
         partition = self.offsets.partition_for(group_id)
-        error = self.remote.verify_partition(
-            transactional_id, producer_id, epoch, OFFSETS_TOPIC, partition
+        error = yield from ask_verify(
+            Verify(transactional_id, producer_id, epoch, OFFSETS_TOPIC, partition)
         )
         if error != NONE:
             return dict.fromkeys(offsets, error)
@@ -746,6 +796,15 @@ class TransactionCoordinator:
     def verify_partition(
         self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
     ) -> str:
+        """:meth:`verify_partition_op` run to its end in this thread."""
+        return drive(
+            self.verify_partition_op(transactional_id, producer_id, epoch, topic, partition),
+            self.peers,
+        )
+
+    def verify_partition_op(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
+    ) -> Op[str]:
         """May the producer write transactional data to the partition? (KIP-890's check.)
 
         Only a partition added to the producer's open transaction may take
@@ -753,10 +812,20 @@ class TransactionCoordinator:
         would hold the partition's LSO for good (a "hanging" transaction).
         An id another node coordinates is checked there.
         """
-        if self.remote is not None and not self.serves(transactional_id):
-            return self.remote.verify_partition(
-                transactional_id, producer_id, epoch, topic, partition
+        if not self.serves(transactional_id):
+            error = yield from ask_verify(
+                Verify(transactional_id, producer_id, epoch, topic, partition)
             )
+            return error
+        return self.check_partition(transactional_id, producer_id, epoch, topic, partition)
+
+    def check_partition(
+        self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
+    ) -> str:
+        """The check of :meth:`verify_partition_op` for an id coordinated here (NOT_COORDINATOR
+        for another node's)."""
+        if not self.serves(transactional_id):
+            return "NOT_COORDINATOR"
         meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return "INVALID_PRODUCER_ID_MAPPING"
@@ -783,6 +852,12 @@ class TransactionCoordinator:
     def end_txn(
         self, transactional_id: str, producer_id: int, epoch: int, commit: bool
     ) -> EndResult:
+        """:meth:`end_txn_op` run to its end in this thread."""
+        return drive(self.end_txn_op(transactional_id, producer_id, epoch, commit), self.peers)
+
+    def end_txn_op(
+        self, transactional_id: str, producer_id: int, epoch: int, commit: bool
+    ) -> Op[EndResult]:
         """EndTxn: commit or abort the open transaction, markers written before the answer."""
         if not self.serves(transactional_id):
             return EndResult("NOT_COORDINATOR")
@@ -791,17 +866,27 @@ class TransactionCoordinator:
             return EndResult("INVALID_PRODUCER_ID_MAPPING")
         if epoch != meta.producer_epoch:
             return EndResult("PRODUCER_FENCED")
+        if meta.in_flight:
+            return EndResult("CONCURRENT_TRANSACTIONS")
+        with self._busy(meta):
+            result = yield from self._end_txn(meta, commit)
+        return result
+
+    def _end_txn(self, meta: TxnMetadata, commit: bool) -> Op[EndResult]:
+        transactional_id = meta.transactional_id
         state = meta.state
         if state == TxnState.ONGOING:
             try:
                 if commit and len(meta.partitions) == 1 and not meta.pending_offsets:
                     # One partition: its marker is the decision (see the module docstring).
                     self._move(meta, TxnState.PREPARE_COMMIT)
-                    return EndResult(NONE, self._complete(meta, commit=True, prepared=False))
+                    committed = yield from self._complete(meta, commit=True, prepared=False)
+                    return EndResult(NONE, committed)
                 if commit:
-                    self._flush_partitions(meta)
+                    yield from self._flush_partitions(meta)
                 self._store(meta, TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
-                return EndResult(NONE, self._complete(meta, commit=commit))
+                committed = yield from self._complete(meta, commit=commit)
+                return EndResult(NONE, committed)
             except SeglogError as exc:
                 logger.error("cannot end the transaction of %s: %s", transactional_id, exc)
                 return EndResult("COORDINATOR_NOT_AVAILABLE")
@@ -810,10 +895,11 @@ class TransactionCoordinator:
         ):
             return EndResult(NONE)  # a retry of an EndTxn that was done
         if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            if self.remote is not None and (state == TxnState.PREPARE_COMMIT) == commit:
-                # The markers failed on a node that was down: the retry tries again.
+            if (state == TxnState.PREPARE_COMMIT) == commit:
+                # Its markers failed (a node was down): the retry tries again.
                 try:
-                    return EndResult(NONE, self._complete(meta, commit=commit))
+                    committed = yield from self._complete(meta, commit=commit)
+                    return EndResult(NONE, committed)
                 except SeglogError as exc:
                     logger.error("cannot end the transaction of %s: %s", transactional_id, exc)
                     return EndResult("COORDINATOR_NOT_AVAILABLE")
@@ -870,22 +956,28 @@ class TransactionCoordinator:
     # ------------------------------------------------------------ expiration
 
     def abort_timed_out(self) -> list[str]:
+        """:meth:`abort_timed_out_op` run to its end in this thread."""
+        return drive(self.abort_timed_out_op(), self.peers)
+
+    def abort_timed_out_op(self) -> Op[list[str]]:
         """Abort every transaction open longer than its timeout; returns their ids.
 
         As Kafka's coordinator does, the producer is fenced first: the epoch
         is bumped and the markers are written at the new epoch, so the
-        stalled producer's later requests are refused.
+        stalled producer's later requests are refused. A transaction left
+        prepared (its markers failed: a node was down) is completed again.
         """
         now = self.now_ms()
         aborted = []
         for meta in list(self.txns.values()):
-            if self.remote is not None and meta.state in (
-                TxnState.PREPARE_COMMIT,
-                TxnState.PREPARE_ABORT,
-            ):
-                # Its markers failed on a node that was down: try again now.
+            if meta.in_flight:
+                continue  # an operation in progress ends it
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 try:
-                    committed = self._complete(meta, commit=meta.state == TxnState.PREPARE_COMMIT)
+                    with self._busy(meta):
+                        committed = yield from self._complete(
+                            meta, commit=meta.state == TxnState.PREPARE_COMMIT
+                        )
                     if committed:
                         self.late_commits.append(committed)
                 except SeglogError as exc:
@@ -900,10 +992,11 @@ class TransactionCoordinator:
                 meta.transactional_id,
                 meta.timeout_ms,
             )
-            self._bump_epoch(meta)
             try:
-                self._store(meta, TxnState.PREPARE_ABORT)
-                self._complete(meta, commit=False)
+                with self._busy(meta):
+                    self._bump_epoch(meta)
+                    self._store(meta, TxnState.PREPARE_ABORT)
+                    yield from self._complete(meta, commit=False)
             except SeglogError as exc:
                 logger.error("cannot abort the transaction of %s: %s", meta.transactional_id, exc)
                 continue
@@ -916,7 +1009,9 @@ class TransactionCoordinator:
         idle_states = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
         expired = []
         for meta in list(self.txns.values()):
-            if meta.state in idle_states and now - meta.last_update_ms >= self.id_expiration_ms:
+            if meta.in_flight or meta.state not in idle_states:
+                continue
+            if now - meta.last_update_ms >= self.id_expiration_ms:
                 try:
                     self._store_tombstone(meta.transactional_id)
                 except SeglogError as exc:
@@ -928,7 +1023,7 @@ class TransactionCoordinator:
 
     def _complete(
         self, meta: TxnMetadata, *, commit: bool, prepared: bool = True
-    ) -> dict[str, dict[tuple[str, int], CommittedOffset]]:
+    ) -> Op[dict[str, dict[tuple[str, int], CommittedOffset]]]:
         """Write the markers of a Prepare state, then store the Complete state.
 
         ``prepared``: the Prepare state is stored. Its Complete record is then
@@ -941,29 +1036,23 @@ class TransactionCoordinator:
         ended).
         """
         ordered = sorted(meta.partitions)
-        remote = [tp for tp in ordered if not self.log_dir.serves_partition(*tp)]
+        others = [tp for tp in ordered if not self.log_dir.serves_partition(*tp)]
         errors, committed = self.write_markers(
             meta.producer_id,
             meta.producer_epoch,
-            [tp for tp in ordered if tp not in remote],
+            [tp for tp in ordered if tp not in others],
             commit=commit,
             coordinator_epoch=COORDINATOR_EPOCH,
             sync=prepared,
         )
-        if remote:
+        if others:
             # Partitions other nodes lead: their leaders write the markers.
-            if self.remote is None:
-                errors.update(dict.fromkeys(remote, "NOT_LEADER_OR_FOLLOWER"))
-            else:
-                errors.update(
-                    self.remote.write_markers(
-                        meta.producer_id,
-                        meta.producer_epoch,
-                        remote,
-                        commit=commit,
-                        coordinator_epoch=COORDINATOR_EPOCH,
-                    )
+            answered = yield from ask_markers(
+                WriteMarkers(
+                    meta.producer_id, meta.producer_epoch, others, commit, COORDINATOR_EPOCH
                 )
+            )
+            errors.update(answered)
         failed = {tp: error for tp, error in errors.items() if error not in _MARKER_SETTLED}
         if failed:
             raise SeglogError(

@@ -9,6 +9,13 @@ answers. A node that leads a partition, or the ``__consumer_offsets``
 partition of a group, asks the id's coordinator whether the partition joined
 the producer's open transaction before taking its transactional data.
 
+Both kinds of request from other nodes run on this node's coordinator in its
+turn (``state.transactions_runtime``), like its clients' requests: the
+coordinator's operations never overlap. The requests this node's coordinator
+makes of the others (:class:`NodeTransactions`, its peers) are made between
+the steps of its operations, never while it holds its turn, so that two
+coordinators never wait for each other.
+
 Control requests served here (see :mod:`.channel`):
 
     markers  producer_id, producer_epoch, commit, coordinator_epoch, partitions
@@ -34,7 +41,7 @@ VERIFY_TIMEOUT = 5.0
 
 
 class NodeTransactions:
-    """The coordinator's view of partitions and ids that other nodes lead."""
+    """The coordinator's peers: the partitions and ids that other nodes lead (blocking)."""
 
     def __init__(self, cluster: Cluster, log_dir: NodeLogDir) -> None:
         self.cluster = cluster
@@ -124,24 +131,31 @@ class NodeTransactions:
             logger.warning("cannot verify a partition with node %d: %s", coordinator, exc)
             return "COORDINATOR_NOT_AVAILABLE"
 
+    def may_coordinate(self, producer_id: int) -> bool:
+        """Any node may coordinate a producer id found in a partition (its id says not which)."""
+        return True
+
 
 def install(state: BrokerState, log_dir: NodeLogDir, loop: asyncio.AbstractEventLoop) -> None:
     """Wire the transaction coordinator of a node to the other nodes, both ways."""
     assert state.cluster is not None
     coordinator = state.transactions
-    coordinator.remote = NodeTransactions(state.cluster, log_dir)
+    runtime = state.transactions_runtime
+    coordinator.peers = NodeTransactions(state.cluster, log_dir)
 
     def markers(request: dict[str, Any]) -> dict[str, Any]:
         partitions = [(str(t), int(p)) for t, p in request["partitions"]]
         if not coordinator.loaded:
             errors = dict.fromkeys(partitions, "NOT_LEADER_OR_FOLLOWER")
         else:
-            errors, committed = coordinator.write_markers(
-                int(request["producer_id"]),
-                int(request["producer_epoch"]),
-                partitions,
-                commit=bool(request["commit"]),
-                coordinator_epoch=int(request["coordinator_epoch"]),
+            errors, committed = runtime.call(
+                lambda: coordinator.write_markers(
+                    int(request["producer_id"]),
+                    int(request["producer_epoch"]),
+                    partitions,
+                    commit=bool(request["commit"]),
+                    coordinator_epoch=int(request["coordinator_epoch"]),
+                )
             )
             if committed:
                 loop.call_soon_threadsafe(state.coordinator.apply_txn_offsets, committed)
@@ -152,12 +166,15 @@ def install(state: BrokerState, log_dir: NodeLogDir, loop: asyncio.AbstractEvent
     def verify(request: dict[str, Any]) -> dict[str, Any]:
         if not coordinator.loaded:
             return {"ok": True, "result": "COORDINATOR_LOAD_IN_PROGRESS"}
-        error = coordinator.verify_partition(
-            str(request["transactional_id"]),
-            int(request["producer_id"]),
-            int(request["producer_epoch"]),
-            str(request["topic"]),
-            int(request["partition"]),
+        # Answered for the ids coordinated here only: never passed on to another node.
+        error = runtime.call(
+            lambda: coordinator.check_partition(
+                str(request["transactional_id"]),
+                int(request["producer_id"]),
+                int(request["producer_epoch"]),
+                str(request["topic"]),
+                int(request["partition"]),
+            )
         )
         return {"ok": True, "result": error}
 
