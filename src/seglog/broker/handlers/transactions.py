@@ -314,7 +314,7 @@ async def write_txn_markers(
         outcome = await _call(
             state,
             functools.partial(
-                coordinator.write_markers,
+                coordinator.markers.write_markers,
                 marker["producer_id"],
                 marker["producer_epoch"],
                 list(dict.fromkeys(wanted)),

@@ -149,7 +149,7 @@ def install(state: BrokerState, log_dir: NodeLogDir, loop: asyncio.AbstractEvent
             errors = dict.fromkeys(partitions, "NOT_LEADER_OR_FOLLOWER")
         else:
             errors, committed = runtime.call(
-                lambda: coordinator.write_markers(
+                lambda: coordinator.markers.write_markers(
                     int(request["producer_id"]),
                     int(request["producer_epoch"]),
                     partitions,
