@@ -59,6 +59,7 @@ from seglog.coordinator.txn_state import (
     InitResult,
     TxnEvent,
     TxnMetadata,
+    matching,
     transition,
 )
 from seglog.coordinator.txn_store import TxnCompletion, TxnStateLog, open_transactions
@@ -515,25 +516,9 @@ class TransactionCoordinator:
         Empty filters match everything; a duration filter of 0 or more keeps
         the transactions running for longer than that.
         """
-        names = {state.kafka_name: state for state in TxnState}
-        wanted_states = set(states)
-        unknown = sorted(name for name in wanted_states if name not in names)
-        wanted_pids = set(producer_ids)
-        now = self.now_ms()
-        found = []
-        for meta in list(self.txns.values()):
-            if wanted_states and meta.state.kafka_name not in wanted_states:
-                continue
-            if wanted_pids and meta.producer_id not in wanted_pids:
-                continue
-            if min_duration_ms >= 0 and (
-                meta.start_ms < 0
-                or meta.state != TxnState.ONGOING
-                or now - meta.start_ms <= min_duration_ms
-            ):
-                continue
-            found.append(meta)
-        return found, unknown
+        return matching(
+            list(self.txns.values()), states, producer_ids, min_duration_ms, self.now_ms()
+        )
 
     # ------------------------------------------------------------ expiration
 

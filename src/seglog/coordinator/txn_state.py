@@ -35,6 +35,7 @@ before which answer is the coordinator's business (see
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from seglog.coordinator.offset_store import CommittedOffset
@@ -202,6 +203,38 @@ class EndResult:
     )
 
 
+def matching(
+    txns: Iterable[TxnMetadata],
+    states: Iterable[str],
+    producer_ids: Iterable[int],
+    min_duration_ms: int,
+    now_ms: int,
+) -> tuple[list[TxnMetadata], list[str]]:
+    """ListTransactions' filter: (matching ids, the state filters that name no state).
+
+    Empty filters match everything; a duration filter of 0 or more keeps
+    the transactions running for longer than that.
+    """
+    names = {state.kafka_name for state in TxnState}
+    wanted_states = set(states)
+    unknown = sorted(name for name in wanted_states if name not in names)
+    wanted_pids = set(producer_ids)
+    found = []
+    for meta in txns:
+        if wanted_states and meta.state.kafka_name not in wanted_states:
+            continue
+        if wanted_pids and meta.producer_id not in wanted_pids:
+            continue
+        if min_duration_ms >= 0 and (
+            meta.start_ms < 0
+            or meta.state != TxnState.ONGOING
+            or now_ms - meta.start_ms <= min_duration_ms
+        ):
+            continue
+        found.append(meta)
+    return found, unknown
+
+
 __all__ = [
     "MAX_EPOCH",
     "NONE",
@@ -213,5 +246,6 @@ __all__ = [
     "TxnEvent",
     "TxnMetadata",
     "check_move",
+    "matching",
     "transition",
 ]

@@ -1,10 +1,11 @@
 """A node's transaction coordinator runs one operation at a time, whoever asks.
 
-Markers another node sends over the control channel and the requests of this
-node's clients reach the same coordinator; its contract is that its
-operations never overlap. In-process, with one node's real log directory,
-control channel and handlers: a client's EndTxn is held inside its fsync
-while a peer's markers for the same producer arrive, and the coordinator's
+Markers another node sends and the requests of this node's clients reach the
+same coordinator; its contract is that its operations never overlap.
+In-process, with one node's real log directory, control channel, Kafka
+listener for the other nodes and handlers: a client's EndTxn is held inside
+its fsync while markers for the same producer arrive from a peer (sent as
+every node sends them, by its ``NodeTransactions``), and the coordinator's
 state must not change until the EndTxn is over.
 """
 
@@ -15,12 +16,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from seglog.broker.dispatch import NODES_LISTENER, handle_frame
 from seglog.broker.handlers import transactions
 from seglog.broker.handlers.groups import load_groups
 from seglog.broker.nodes import transactions as node_transactions
-from seglog.broker.nodes.channel import call
 from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.nodes.node_log_dir import NodeLogDir
+from seglog.broker.nodes.peers import PeerServer
+from seglog.broker.security.session import Session
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
 from seglog.coordinator.offset_store import TOPIC as OFFSETS_TOPIC
@@ -76,12 +79,20 @@ def test_peer_markers_wait_for_the_coordinators_operation_in_progress(tmp_path: 
     async def main() -> None:
         state = BrokerState(BrokerSettings(log_dir=tmp_path / "data"), log_dir, cluster)
         node_transactions.install(state, log_dir, asyncio.get_running_loop())
+        session = Session(NODES_LISTENER, between_nodes=True)
+
+        async def handle(frame: memoryview) -> list[Any] | None:
+            return await handle_frame(state, frame, session)
+
+        listener = PeerServer(cluster.peer_address(1), handle)
+        await listener.start()
         try:
             await load_groups(state)
             await exercise(state)
         finally:
             env.release.set()
             await transactions.stop_transaction_timers(state)
+            await listener.stop()
 
     async def exercise(state: BrokerState) -> None:
         log_dir.create_topic("t", 1)
@@ -150,19 +161,20 @@ def test_peer_markers_wait_for_the_coordinators_operation_in_progress(tmp_path: 
         assert await asyncio.to_thread(env.holding.wait, 60)
 
         # Meanwhile a peer sends the markers of the same producer.
-        answer: dict[str, Any] = {}
+        answer: dict[Any, str] = {}
         answered = threading.Event()
+        sent_by = node_transactions.NodeTransactions(cluster, log_dir)
 
         def peer() -> None:
-            request = {
-                "op": "markers",
-                "producer_id": pid,
-                "producer_epoch": epoch,
-                "commit": True,
-                "coordinator_epoch": 0,
-                "partitions": [[OFFSETS_TOPIC, offsets_partition]],
-            }
-            answer.update(call(cluster.channel_address(1), request, 120))
+            answer.update(
+                sent_by.write_markers(
+                    pid,
+                    epoch,
+                    [(OFFSETS_TOPIC, offsets_partition)],
+                    commit=True,
+                    coordinator_epoch=0,
+                )
+            )
             answered.set()
 
         sender = threading.Thread(target=peer, daemon=True)
@@ -179,7 +191,7 @@ def test_peer_markers_wait_for_the_coordinators_operation_in_progress(tmp_path: 
         sender.join()
         assert not answered_during_end, "the peer's markers ran during the client's EndTxn"
         assert set(pending_during_end) == {"g"}, "the EndTxn's offsets changed under it"
-        assert answer["errors"] == [[OFFSETS_TOPIC, offsets_partition, "NONE"]]
+        assert answer == {(OFFSETS_TOPIC, offsets_partition): "NONE"}
         assert coordinator.txns["x"].state.kafka_name == "CompleteCommit"
         assert coordinator.txns["x"].pending_offsets == {}
 
