@@ -41,7 +41,9 @@ from seglog.protocol.api_keys import ApiKey
 logger = logging.getLogger(__name__)
 
 MARKER_TIMEOUT = 15.0
-VERIFY_TIMEOUT = 5.0
+#: Kafka's request.timeout.ms: the verification is awaited, so a hung coordinator
+#: holds only the producer's own request (and connection), never the node.
+VERIFY_TIMEOUT = 30.0
 
 
 #: Verification errors as the leader answers them to the producer.
