@@ -3,11 +3,9 @@
 Kafka 4 runs every operation of a coordinator shard as an event, one after
 the other (its ``CoordinatorRuntime``). The transaction coordinator has the
 same contract (its methods never overlap), and requests for it come from
-three places: clients (handlers on the event loop), other nodes (the control
-channel's threads) and its timers. All of them go through one
-:class:`CoordinatorRuntime`: a single thread that takes the operations in the
-order they arrive. :meth:`~CoordinatorRuntime.run` is for the event loop,
-:meth:`~CoordinatorRuntime.call` for any other thread.
+three places: clients and other nodes (Kafka requests, handled on the event
+loop) and its timers. All of them go through one :class:`CoordinatorRuntime`:
+a single thread that takes the operations in the order they arrive.
 
 Operations that need other nodes (:data:`~seglog.coordinator.txn_peers.Op`)
 are run step by step by :meth:`~CoordinatorRuntime.run_op`: each step on the
@@ -19,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, cast
@@ -33,25 +30,13 @@ class CoordinatorRuntime:
     """The single thread a coordinator's operations run on, in arrival order."""
 
     def __init__(self, name: str) -> None:
-        self._name = name
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self._thread: int | None = None
         #: Operations driven by :meth:`run_op` (their callers may give up; they may not).
         self._ops: set[asyncio.Task[Any]] = set()
 
     async def run(self, fn: Callable[[], R]) -> R:
         """``fn()`` on the coordinator's thread when its turn comes, awaited (event loop)."""
-        return await asyncio.wrap_future(self._executor.submit(self._owned, fn))
-
-    def call(self, fn: Callable[[], R]) -> R:
-        """``fn()`` on the coordinator's thread when its turn comes (any thread but that one)."""
-        if threading.get_ident() == self._thread:
-            raise RuntimeError(f"{self._name}: an operation may not wait for its own coordinator")
-        return self._executor.submit(self._owned, fn).result()
-
-    def _owned(self, fn: Callable[[], R]) -> R:
-        self._thread = threading.get_ident()
-        return fn()
+        return await asyncio.wrap_future(self._executor.submit(fn))
 
     async def run_op(self, op: Op[R], peers: Peers) -> R:
         """Run ``op`` to its end: its steps in turn, its peer requests off the coordinator.

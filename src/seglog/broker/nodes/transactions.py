@@ -185,7 +185,11 @@ class NodeTransactions:
 
 
 def install(state: BrokerState, log_dir: NodeLogDir, loop: asyncio.AbstractEventLoop) -> None:
-    """Wire the transaction coordinator of a node to the other nodes, both ways."""
+    """Wire the transaction coordinator of a node to the other nodes, both ways.
+
+    (``loop`` is not needed any more: what other nodes ask of the coordinator
+    arrives as Kafka requests, on the loop already.)
+    """
     assert state.cluster is not None
     coordinator = state.transactions
     coordinator.peers = NodeTransactions(state.cluster, log_dir)
