@@ -351,7 +351,7 @@ def test_a_commit_over_several_nodes_has_their_data_fsynced_before_it_is_decided
     tmp_path: Path,
 ) -> None:
     """A power cut after PrepareCommit must not lose the data another node leads."""
-    log_dir = LogDir.open(tmp_path / "data", serves=lambda info, p: (info.name, p) != ("t", 1))
+    log_dir = LogDir.open(tmp_path / "data", owns=lambda info, p: (info.name, p) != ("t", 1))
     try:
         log_dir.create_topic("t", 2)
         coordinator = TransactionCoordinator(

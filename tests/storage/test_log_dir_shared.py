@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from seglog.errors import LogDirLockedError, NotLeaderOrFollowerError
+from seglog.errors import LogDirLockedError, NotLeaderOrFollowerError, StorageError
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage import checkpoints
+from seglog.storage.dir_checkpoints import MergedCheckpoints
 from seglog.storage.log_dir import LogDir, TopicInfo, read_topic_list, write_topic_list
 
 
@@ -27,9 +28,9 @@ def _alternate(first: int, count: int) -> list[list[int]]:
 def _open(path: Path, node: int, *, writes: bool) -> LogDir:
     return LogDir.open(
         path,
-        serves=_leader(node),
+        owns=_leader(node),
         lock_file=f".lock-node-{node}",
-        clean_shutdown=False,
+        checkpoint_policy=MergedCheckpoints(False),
         writes_topics=writes,
     )
 
@@ -102,3 +103,30 @@ def test_topic_list_adopts_directories_and_round_trips_replicas(tmp_path: Path) 
     # A single process ignores the assignment and serves everything.
     with LogDir.open(tmp_path) as log_dir:
         assert sorted(log_dir.logs()) == [("a", 0), ("a", 1), ("copied", 0)]
+
+
+def test_a_process_that_does_not_write_the_topic_list_refuses_topic_administration(
+    tmp_path: Path,
+) -> None:
+    one = _open(tmp_path, 1, writes=True)
+    two = _open(tmp_path, 2, writes=False)
+    try:
+        one.create_topic("t", 2, replicas=_alternate)
+        two.refresh()
+        refusals = [
+            lambda: two.create_topic("u", 1),
+            lambda: two.create_partitions("t", 3),
+            lambda: two.alter_topic_config("t", {"retention.ms": "1000"}),
+            lambda: two.delete_topic("t"),
+        ]
+        for refused in refusals:
+            with pytest.raises(StorageError, match="written by another process"):
+                refused()
+        # Nothing changed: the list and the partitions are the writer's.
+        assert read_topic_list(tmp_path).keys() == {"t"}
+        assert one.topic("t").partitions == 2  # type: ignore[union-attr]
+        assert one.topic("t").overrides == {}  # type: ignore[union-attr]
+        assert sorted(two.logs()) == [("t", 1)]
+    finally:
+        one.close()
+        two.close()

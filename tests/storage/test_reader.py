@@ -18,7 +18,7 @@ from seglog.records import log_entries
 from seglog.records import record as record_codec
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.records.compression import Codec
-from seglog.storage import checkpoints, filenames, reader
+from seglog.storage import _index_views, checkpoints, filenames
 from seglog.storage.log import Log
 from seglog.storage.reader import (
     OffsetIndexView,
@@ -264,7 +264,7 @@ def test_a_sparse_file_is_read_without_its_trailing_hole(
             f.seek(offset)
             f.write(data)
     whole = path.read_bytes()
-    read = reader._read_whole(path)
+    read = _index_views.read_whole(path)
     assert whole.startswith(read)
     assert not whole[len(read) :].strip(b"\0")  # only zeros were left unread
     assert read.rstrip(b"\0") == whole.rstrip(b"\0")

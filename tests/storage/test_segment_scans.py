@@ -16,7 +16,7 @@ from seglog.errors import IndexFullError
 from seglog.records import log_entries
 from seglog.records import record as record_codec
 from seglog.records.log_entries import read_entry
-from seglog.storage import reader as reader_module
+from seglog.storage import _batch_walk
 from seglog.storage.segment import LogSegment
 from tests.storage.conftest import BASE_TS, make_batch
 
@@ -93,7 +93,7 @@ def test_recovery_in_chunks_matches_one_whole_read(
         path.write_bytes(data)
         reopened = LogSegment.open(directory, 100, index_interval_bytes=150, writable=True)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(reader_module, "_VALID_CHUNK", chunk_size)
+            patch.setattr(_batch_walk, "_VALID_CHUNK", chunk_size)
             results.append(_recover_state(reopened))
         reopened.close()
     assert results[0] == results[1]

@@ -10,6 +10,7 @@ import pytest
 from seglog.config import LogConfig
 from seglog.errors import StorageError
 from seglog.records.builder import build_batch
+from seglog.storage.dir_checkpoints import MergedCheckpoints
 from seglog.storage.log_dir import LogDir, read_topic_list
 from seglog.storage.topic_list import TOPICS_FILE, committed, decode, encode
 
@@ -68,7 +69,12 @@ def test_the_preparer_of_a_shared_directory_finishes_them_too(tmp_path: Path) ->
 
 def test_readers_that_do_not_write_the_list_see_only_what_is_committed(tmp_path: Path) -> None:
     path = _cut_short(tmp_path)
-    reader = LogDir.open(path, lock_file=".lock-reader", writes_topics=False, clean_shutdown=True)
+    reader = LogDir.open(
+        path,
+        lock_file=".lock-reader",
+        writes_topics=False,
+        checkpoint_policy=MergedCheckpoints(True),
+    )
     try:
         topics = reader.topics()
         assert sorted(topics) == ["grown", "kept"]

@@ -29,7 +29,7 @@ from seglog.broker.limits import Connections
 from seglog.broker.metrics import MetricsServer, start_metrics_server
 from seglog.broker.nodes import transactions as node_transactions
 from seglog.broker.nodes.cluster import Cluster
-from seglog.broker.nodes.node_log_dir import NodeLogDir, open_node_log_dir
+from seglog.broker.nodes.control import NodeControl, open_node
 from seglog.broker.nodes.peers import PeerServer
 from seglog.broker.security.authorizer import Authorizer
 from seglog.broker.security.failures import AuthenticationFailures
@@ -42,6 +42,7 @@ from seglog.config_names import check_names, differing_from_defaults
 from seglog.errors import InvalidConfigError
 from seglog.storage import descriptors
 from seglog.storage.log_dir import LogDir
+from seglog.storage.topic_admin import TopicAdministration
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,7 @@ class Broker:
         settings = self.settings
         self._clean_shutdown = clean_shutdown
         self.log_dir: LogDir | None = None
+        self._node: NodeControl | None = None
         self.state: BrokerState | None = None
         self._servers: list[asyncio.Server] = []
         self._stopped = asyncio.Event()
@@ -181,22 +183,26 @@ class Broker:
                 defaults=settings.log_defaults,
                 settings=settings.log_dir_settings,
             )
+            topic_admin: TopicAdministration = self.log_dir
         else:
-            node_log_dir = open_node_log_dir(
+            self._node = open_node(
                 self.cluster,
                 settings.log_defaults,
                 settings.log_dir_settings,
                 clean_shutdown=self._clean_shutdown,
             )
-            self.log_dir = node_log_dir
-            node_log_dir.start_channel()
+            self.log_dir = self._node.log_dir
+            topic_admin = self._node.topics
+            self._node.start()
         self.log_dir.start_background()
-        self.state = BrokerState(settings, self.log_dir, self.cluster, dynamic)
+        self.state = BrokerState(
+            settings, self.log_dir, self.cluster, dynamic, topic_admin=topic_admin
+        )
         self.state.authentication_failures = failures
         self.state.authorizer = authorizer
         dynamic.on_change(self._apply_dynamic)
-        if isinstance(self.log_dir, NodeLogDir):
-            node_transactions.install(self.state, self.log_dir, asyncio.get_running_loop())
+        if self._node is not None:
+            node_transactions.install(self.state, self._node, asyncio.get_running_loop())
             state = self.state
 
             def reload(request: dict[str, Any]) -> dict[str, Any]:
@@ -208,7 +214,7 @@ class Broker:
                 state.group_configs.reload()
                 return {"ok": True}
 
-            self.log_dir.handlers["reload"] = reload
+            self._node.handlers["reload"] = reload
         if self.cluster.shares_log_dir:
             await self._start_peer_listener(self.state)
         self._group_load = asyncio.create_task(load_groups(self.state))
@@ -363,8 +369,8 @@ class Broker:
         if self._peers is not None:
             await self._peers.stop()
             self._peers = None
-        if isinstance(self.log_dir, NodeLogDir):
-            self.log_dir.stop_channel()
+        if self._node is not None:
+            self._node.stop()
         if self.log_dir is not None:
             self.log_dir.close()
         logger.info("stopped cleanly")

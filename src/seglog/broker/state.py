@@ -29,6 +29,7 @@ from seglog.broker.storage_errors import StorageErrorLog
 from seglog.coordinator.group_coordinator import create_coordinator
 from seglog.coordinator.transaction_coordinator import create_transaction_coordinator
 from seglog.storage.log_dir import LogDir
+from seglog.storage.topic_admin import TopicAdministration
 
 CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="unknown")
 """The address of the client whose request is being handled, as Kafka shows it ("/10.0.0.7").
@@ -162,10 +163,14 @@ class BrokerState:
         log_dir: LogDir,
         cluster: Cluster | None = None,
         dynamic: DynamicConfigs | None = None,
+        topic_admin: TopicAdministration | None = None,
     ) -> None:
         #: The settings in effect; replaced whole when a dynamic config changes.
         self.settings = settings
         self.log_dir = log_dir
+        #: Where topics are created, grown, altered and deleted: the log directory
+        #: itself unless given (one node of several forwards to the controller).
+        self.topic_admin: TopicAdministration = log_dir if topic_admin is None else topic_admin
         #: The nodes sharing the log directory: a cluster of one for a broker alone.
         self.cluster = cluster or Cluster.alone(settings)
         #: The broker configs changed at run time (KIP-226); in memory only if not given.
@@ -195,6 +200,7 @@ class BrokerState:
         self.coordinator = create_coordinator(
             log_dir,
             settings.properties,
+            topic_admin=self.topic_admin,
             clock=time.time,
             call_later=lambda delay, callback: asyncio.get_running_loop().call_later(
                 delay, callback
@@ -215,6 +221,7 @@ class BrokerState:
             dict(settings.properties),
             new_producer_id=self.next_producer_id,
             clock=time.time,
+            topic_admin=self.topic_admin,
         )
         self.transactions_runtime = CoordinatorRuntime("seglog-transactions")
         self.transactions_stop = asyncio.Event()

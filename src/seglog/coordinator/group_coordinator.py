@@ -109,6 +109,7 @@ from seglog.coordinator.requests import (
 from seglog.coordinator.runtime import CoordinatorRuntime, logger
 from seglog.errors import NotLeaderOrFollowerError, SeglogError
 from seglog.storage.log_dir import LogDir
+from seglog.storage.topic_admin import TopicAdministration
 
 # ------------------------------------------------------------ the coordinator
 
@@ -444,13 +445,18 @@ def create_coordinator(
     *,
     clock: Callable[[], float],
     call_later: CallLater,
+    topic_admin: TopicAdministration | None = None,
 ) -> GroupCoordinator:
-    """A coordinator over ``log_dir``'s ``__consumer_offsets``, configured by broker properties."""
+    """A coordinator over ``log_dir``'s ``__consumer_offsets``, configured by broker properties.
+
+    ``topic_admin`` creates the topic (the log directory itself unless given).
+    """
     config = CoordinatorConfig.from_properties(properties)
     store = OffsetStore(
         log_dir,
         partitions=config.offsets_topic_num_partitions,
         segment_bytes=config.offsets_topic_segment_bytes,
+        topic_admin=topic_admin,
     )
 
     def topic_partitions(topic: str) -> int:

@@ -68,6 +68,7 @@ from seglog.records.builder import SimpleRecord, build_batch
 from seglog.records.record import decode_entry, decode_records
 from seglog.storage.log import Log
 from seglog.storage.log_dir import LogDir
+from seglog.storage.topic_admin import TopicAdministration
 
 logger = logging.getLogger(__name__)
 
@@ -346,9 +347,16 @@ class OffsetStore:
     """
 
     def __init__(
-        self, log_dir: LogDir, *, partitions: int = 50, segment_bytes: int = 104_857_600
+        self,
+        log_dir: LogDir,
+        *,
+        partitions: int = 50,
+        segment_bytes: int = 104_857_600,
+        topic_admin: TopicAdministration | None = None,
     ) -> None:
         self.log_dir = log_dir
+        # Where the topic is created: the log directory itself, alone.
+        self._topic_admin: TopicAdministration = log_dir if topic_admin is None else topic_admin
         self._wanted_partitions = partitions
         self._segment_bytes = segment_bytes
         info = log_dir.topics().get(TOPIC)
@@ -375,7 +383,7 @@ class OffsetStore:
         if self.exists:
             return
         try:
-            self.log_dir.create_topic(
+            self._topic_admin.create_topic(
                 TOPIC,
                 self._wanted_partitions,
                 {"cleanup.policy": "compact", self._segment_key: str(self._segment_bytes)},

@@ -65,6 +65,7 @@ from seglog.coordinator.txn_state import (
 from seglog.coordinator.txn_store import TxnCompletion, TxnStateLog, open_transactions
 from seglog.errors import SeglogError
 from seglog.storage.log_dir import LogDir
+from seglog.storage.topic_admin import TopicAdministration
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +82,7 @@ class TransactionCoordinator:
         *,
         new_producer_id: Callable[[], int],
         clock: Callable[[], float],
+        topic_admin: TopicAdministration | None = None,
         max_timeout_ms: int = 900_000,
         partitions: int = 50,
         segment_bytes: int = 104_857_600,
@@ -112,6 +114,8 @@ class TransactionCoordinator:
         self.loaded = False
         self.state_log = TxnStateLog(
             log_dir,
+            # Where __transaction_state is created: the log directory itself, alone.
+            log_dir if topic_admin is None else topic_admin,
             now_ms=self.now_ms,
             partitions=partitions,
             segment_bytes=segment_bytes,
@@ -590,8 +594,12 @@ def create_transaction_coordinator(
     *,
     new_producer_id: Callable[[], int],
     clock: Callable[[], float],
+    topic_admin: TopicAdministration | None = None,
 ) -> TransactionCoordinator:
-    """A transaction coordinator configured by broker properties (Kafka's names)."""
+    """A transaction coordinator configured by broker properties (Kafka's names).
+
+    ``topic_admin`` creates ``__transaction_state`` (the log directory itself unless given).
+    """
     from seglog.config import BrokerConfig
 
     config = BrokerConfig(properties)
@@ -600,6 +608,7 @@ def create_transaction_coordinator(
         offsets,
         new_producer_id=new_producer_id,
         clock=clock,
+        topic_admin=topic_admin,
         max_timeout_ms=int(config["transaction.max.timeout.ms"]),
         partitions=int(config["transaction.state.log.num.partitions"]),
         segment_bytes=int(config["transaction.state.log.segment.bytes"]),

@@ -24,6 +24,7 @@ from seglog.coordinator.txn_state import TxnEvent, TxnMetadata, check_move, tran
 from seglog.errors import CorruptRecordError, SeglogError
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage.log_dir import LogDir
+from seglog.storage.topic_admin import TopicAdministration
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ class TxnStateLog:
     def __init__(
         self,
         log_dir: LogDir,
+        topic_admin: TopicAdministration,
         *,
         now_ms: Callable[[], int],
         partitions: int,
@@ -41,6 +43,7 @@ class TxnStateLog:
         value_version: int,
     ) -> None:
         self.log_dir = log_dir
+        self._topic_admin = topic_admin
         self._now_ms = now_ms
         self._wanted_partitions = partitions
         self._segment_bytes = segment_bytes
@@ -55,7 +58,7 @@ class TxnStateLog:
             return
         key = "segment.bytes" if self._segment_bytes >= 1024 * 1024 else "internal.segment.bytes"
         try:
-            self.log_dir.create_topic(
+            self._topic_admin.create_topic(
                 txn_log.TOPIC,
                 self._wanted_partitions,
                 {"cleanup.policy": "compact", key: str(self._segment_bytes)},

@@ -21,8 +21,9 @@ from seglog.broker.handlers import transactions
 from seglog.broker.handlers.groups import load_groups
 from seglog.broker.nodes import transactions as node_transactions
 from seglog.broker.nodes.cluster import Cluster
-from seglog.broker.nodes.node_log_dir import NodeLogDir
+from seglog.broker.nodes.control import NodeControl
 from seglog.broker.nodes.peers import PeerServer
+from seglog.broker.nodes.topic_admin import node_topic_admin
 from seglog.broker.security.session import Session
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
@@ -30,7 +31,8 @@ from seglog.coordinator.offset_store import TOPIC as OFFSETS_TOPIC
 from seglog.protocol import ApiKey
 from seglog.protocol.headers import RequestHeader
 from seglog.storage import io
-from seglog.storage.log_dir import LogDirSettings
+from seglog.storage.dir_checkpoints import MergedCheckpoints
+from seglog.storage.log_dir import LogDir, LogDirSettings
 
 
 class HeldFsync(io.Env):
@@ -55,30 +57,32 @@ def _header(api: ApiKey, version: int) -> RequestHeader:
     return RequestHeader(api, version, 1, "test")
 
 
-def _open_node(path: Path, env: io.Env) -> tuple[Cluster, NodeLogDir]:
+def _open_node(path: Path, env: io.Env) -> NodeControl:
+    """Node 1 of a cluster of one sharing ``path``, as ``seglog serve --nodes`` opens it."""
     cluster = Cluster(base_id=1, count=1, index=0, log_dir=path)
-    log_dir = NodeLogDir.open(
+    log_dir = LogDir.open(
         path,
         settings=LogDirSettings(log_cleaner_enable=False),
         env=env,
-        serves=cluster.serves,
+        owns=cluster.serves,
+        checkpoint_policy=MergedCheckpoints(True),
         lock_file=cluster.lock_file,
-        clean_shutdown=True,
         writes_topics=True,
     )
-    log_dir.cluster = cluster
-    log_dir.handlers = {}
-    return cluster, log_dir
+    return NodeControl(cluster, log_dir, node_topic_admin(log_dir, cluster))
 
 
 def test_peer_markers_wait_for_the_coordinators_operation_in_progress(tmp_path: Path) -> None:
     env = HeldFsync()
-    cluster, log_dir = _open_node(tmp_path / "data", env)
-    log_dir.start_channel()
+    node = _open_node(tmp_path / "data", env)
+    cluster, log_dir = node.cluster, node.log_dir
+    node.start()
 
     async def main() -> None:
-        state = BrokerState(BrokerSettings(log_dir=tmp_path / "data"), log_dir, cluster)
-        node_transactions.install(state, log_dir, asyncio.get_running_loop())
+        state = BrokerState(
+            BrokerSettings(log_dir=tmp_path / "data"), log_dir, cluster, topic_admin=node.topics
+        )
+        node_transactions.install(state, node, asyncio.get_running_loop())
         session = Session(NODES_LISTENER, between_nodes=True)
 
         async def handle(frame: memoryview) -> list[Any] | None:
@@ -95,7 +99,7 @@ def test_peer_markers_wait_for_the_coordinators_operation_in_progress(tmp_path: 
             await listener.stop()
 
     async def exercise(state: BrokerState) -> None:
-        log_dir.create_topic("t", 1)
+        node.topics.create_topic("t", 1)
         init = await transactions.init_producer_id(
             state,
             _header(ApiKey.INIT_PRODUCER_ID, 4),
@@ -198,5 +202,5 @@ def test_peer_markers_wait_for_the_coordinators_operation_in_progress(tmp_path: 
     try:
         asyncio.run(main())
     finally:
-        log_dir.stop_channel()
+        node.stop()
         log_dir.close()

@@ -265,7 +265,7 @@ async def create_topics(
             else:
                 info = await controller.run(
                     functools.partial(
-                        state.log_dir.create_topic,
+                        state.topic_admin.create_topic,
                         name,
                         count,
                         configs,
@@ -302,7 +302,7 @@ async def delete_topics(
     for name in names:
         entry: dict[str, Any] = {"name": name, "error_code": 0, "error_message": None}
         try:
-            await controller.run(functools.partial(state.log_dir.delete_topic, name))
+            await controller.run(functools.partial(state.topic_admin.delete_topic, name))
         except SeglogError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
         responses.append(entry)
@@ -354,7 +354,7 @@ async def create_partitions(
             if not body.get("validate_only"):
                 await controller.run(
                     functools.partial(
-                        state.log_dir.create_partitions,
+                        state.topic_admin.create_partitions,
                         topic["name"],
                         topic["count"],
                         replicas=_explicit_replicas(state, topic.get("assignments")),
@@ -484,7 +484,7 @@ async def _alter_topic(
         LogConfig.from_properties({**overrides, **to_set}, state.log_dir.defaults)
     else:
         await controller.run(
-            functools.partial(state.log_dir.alter_topic_config, name, to_set, to_delete)
+            functools.partial(state.topic_admin.alter_topic_config, name, to_set, to_delete)
         )
 
 

@@ -142,7 +142,7 @@ def maybe_auto_create(state: BrokerState, name: str) -> int:
         # Internal topics are created by their coordinator only, with its settings.
         return error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
     try:
-        state.log_dir.create_topic(name, state.settings.num_partitions)
+        state.topic_admin.create_topic(name, state.settings.num_partitions)
     except SeglogError as exc:
         if exc.kafka_error == "TOPIC_ALREADY_EXISTS":
             return 0

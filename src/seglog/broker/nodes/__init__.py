@@ -6,5 +6,5 @@ id and listener ports (:mod:`.cluster`), leads the partitions assigned to it
 (:mod:`.assignment`) and opens only those. The node with the lowest id is the
 controller: it alone writes topic metadata, and tells the others over a local
 channel (:mod:`.channel`); the others forward topic administration to it
-(:mod:`.node_log_dir`).
+(:mod:`.topic_admin`).
 """

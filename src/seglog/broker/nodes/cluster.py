@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import logging
 import os
 import platform
 import tempfile
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from seglog.broker.nodes import peers
 from seglog.broker.nodes.channel import (
     ControllerTimeoutError,
     ControllerUnavailableError,
+    call,
     reachable,
 )
 from seglog.broker.settings import MAX_NODES, BrokerSettings, Listener
@@ -36,7 +39,11 @@ from seglog.errors import InvalidConfigError
 from seglog.storage import io
 from seglog.storage.log_dir import TopicInfo
 
+logger = logging.getLogger(__name__)
+
 _ALIVE_CACHE_SECONDS = 0.2
+REFRESH_TIMEOUT = 15.0
+"""How long :meth:`Cluster.broadcast` waits for one node (to open a new topic's partitions, say)."""
 
 
 def _shifted(listener: Listener, offset: int) -> Listener:
@@ -248,6 +255,35 @@ class Cluster:
         if platform.system() == "Linux":
             return "\0" + name
         return os.path.join(tempfile.gettempdir(), name + ".sock")
+
+    def control(self, node_id: int, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send a control-channel ``request`` to node ``node_id`` (ControllerUnavailableError if
+        it is down)."""
+        if not self.alive(node_id):
+            raise ControllerUnavailableError(f"node {node_id} is down")
+        try:
+            return call(self.channel_address(node_id), request, timeout)
+        except ControllerUnavailableError:
+            self.forget_liveness()
+            raise
+
+    def broadcast(self, request: dict[str, Any]) -> None:
+        """Send ``request`` to every other live node, all at once, and wait for each (bounded)."""
+        others = [n for n in self.node_ids() if n != self.node_id and self.alive(n)]
+
+        def send(node_id: int) -> None:
+            try:
+                call(self.channel_address(node_id), request, REFRESH_TIMEOUT)
+            except Exception as exc:
+                # It re-reads the topic list when it starts again, or at the next change.
+                logger.warning("node %d did not take %s: %s", node_id, request["op"], exc)
+
+        if len(others) <= 1:
+            for node_id in others:
+                send(node_id)
+            return
+        with ThreadPoolExecutor(max_workers=min(len(others), 32)) as pool:
+            list(pool.map(send, others))
 
 
 def lock_held(path: Path) -> bool:

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from seglog.broker.nodes.node_log_dir import NodeLogDir
 from seglog.broker.state import BrokerState
+from seglog.storage.log_dir import LogDir
 
 T = TypeVar("T")
 
@@ -23,7 +23,7 @@ ADMIN_LOCK_FILE = ".admin.lock"
 
 
 @contextlib.contextmanager
-def _admin_lock(log_dir: NodeLogDir) -> Iterator[None]:
+def _admin_lock(log_dir: LogDir) -> Iterator[None]:
     env = log_dir.env
     fd = env.open(log_dir.path / ADMIN_LOCK_FILE, os.O_RDWR | os.O_CREAT)
     try:
@@ -39,11 +39,8 @@ def _admin_lock(log_dir: NodeLogDir) -> Iterator[None]:
 
 def change_shared(state: BrokerState, reload: Callable[[], None], change: Callable[[], T]) -> T:
     """Run ``change`` (blocking) on a setting kept in the log directory; see the module."""
-    log_dir = state.log_dir
-    if not isinstance(log_dir, NodeLogDir):
-        return change()
-    with _admin_lock(log_dir):
+    with _admin_lock(state.log_dir):
         reload()
         result = change()
-    log_dir.broadcast({"op": "reload"})
+    state.cluster.broadcast({"op": "reload"})
     return result

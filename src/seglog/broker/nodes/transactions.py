@@ -32,11 +32,14 @@ from typing import Any
 
 from seglog.broker.nodes.channel import ControllerUnavailableError
 from seglog.broker.nodes.cluster import Cluster
-from seglog.broker.nodes.node_log_dir import NodeLogDir
+from seglog.broker.nodes.control import NodeControl
 from seglog.broker.state import BrokerState
+from seglog.coordinator import txn_log
+from seglog.coordinator.offset_store import partition_for
 from seglog.errors import SeglogError
 from seglog.protocol import error_codes
 from seglog.protocol.api_keys import ApiKey
+from seglog.storage.log_dir import LogDir
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +59,16 @@ _VERIFY_ANSWERS = {
 class NodeTransactions:
     """The coordinator's peers: the partitions and ids that other nodes lead (blocking)."""
 
-    def __init__(self, cluster: Cluster, log_dir: NodeLogDir) -> None:
+    def __init__(self, cluster: Cluster, log_dir: LogDir) -> None:
         self.cluster = cluster
         self.log_dir = log_dir
+
+    def coordinator_of(self, transactional_id: str) -> int | None:
+        """The node coordinating ``transactional_id``, or None before its topic exists."""
+        info = self.log_dir.topic(txn_log.TOPIC)
+        if info is None:
+            return None
+        return self.cluster.leader(info, partition_for(transactional_id, info.partitions))
 
     def _call(
         self, node_id: int, api: ApiKey, version: int, body: Mapping[str, Any], timeout: float
@@ -134,7 +144,7 @@ class NodeTransactions:
         by_leader, _deleted = self._by_leader(partitions)  # a deleted topic keeps nothing
         for leader, owned in by_leader.items():
             request = {"op": "flush", "partitions": [list(tp) for tp in owned]}
-            answer = self.log_dir.call_node(leader, request, MARKER_TIMEOUT)
+            answer = self.cluster.control(leader, request, MARKER_TIMEOUT)
             # A partition deleted since it joined has nothing left to keep.
             failed = [
                 f"{t}-{p}: {e}"
@@ -148,7 +158,7 @@ class NodeTransactions:
         self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int
     ) -> str:
         """Ask the id's coordinator whether the partition is in the open transaction."""
-        coordinator = self.log_dir.coordinator_of(transactional_id)
+        coordinator = self.coordinator_of(transactional_id)
         if coordinator is None:
             return "COORDINATOR_NOT_AVAILABLE"
         request = {
@@ -184,15 +194,14 @@ class NodeTransactions:
         return True
 
 
-def install(state: BrokerState, log_dir: NodeLogDir, loop: asyncio.AbstractEventLoop) -> None:
+def install(state: BrokerState, node: NodeControl, loop: asyncio.AbstractEventLoop) -> None:
     """Wire the transaction coordinator of a node to the other nodes, both ways.
 
     (``loop`` is not needed any more: what other nodes ask of the coordinator
     arrives as Kafka requests, on the loop already.)
     """
-    assert state.cluster is not None
-    coordinator = state.transactions
-    coordinator.peers = NodeTransactions(state.cluster, log_dir)
+    log_dir = node.log_dir
+    state.transactions.peers = NodeTransactions(node.cluster, log_dir)
 
     def flush(request: dict[str, Any]) -> dict[str, Any]:
         errors = []
@@ -207,4 +216,4 @@ def install(state: BrokerState, log_dir: NodeLogDir, loop: asyncio.AbstractEvent
             errors.append([topic, partition, error])
         return {"ok": True, "errors": errors}
 
-    log_dir.handlers["flush"] = flush
+    node.handlers["flush"] = flush

@@ -1,0 +1,156 @@
+"""A log directory's background work: retention, delayed deletion, flush.ms, checkpoints.
+
+Kafka's ``LogManager`` schedules the same duties, each at its own interval:
+retention (``log.retention.check.interval.ms``), the flush of partitions
+whose ``flush.ms`` has passed, the unlinking of ``.deleted`` segments once
+``file.delete.delay.ms`` has passed, the expiration of idle producer ids
+(``producer.id.expiration.check.interval.ms``) and the offset checkpoints
+(``log.flush.offset.checkpoint.interval.ms``).
+
+:meth:`Maintenance.run` is one pass of whichever are due; a caller may run it
+on its own schedule (tests do, with their own clock), or :meth:`Maintenance.start`
+runs it on a thread, with the compaction cleaner on another.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from seglog.errors import StorageError
+from seglog.storage import retention
+from seglog.storage._dir_state import DirState
+from seglog.storage.segment import LogSegment
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(order=True)
+class _PendingDeletion:
+    due_ms: int
+    sequence: int
+    segments: Sequence[LogSegment] = field(compare=False)
+
+
+class PendingDeletions:
+    """Segments renamed ``.deleted`` that wait for ``file.delete.delay.ms`` to be unlinked.
+
+    Readers that were handed one of their regions may still be sending it: the
+    delay lets them finish, as Kafka's does.
+    """
+
+    def __init__(self, clock: Any) -> None:
+        self._clock = clock
+        self._pending: list[_PendingDeletion] = []
+        self._lock = threading.Lock()
+        self._sequence = itertools.count()
+
+    def schedule(self, segments: Sequence[LogSegment], delay_ms: int) -> None:
+        """Unlink ``segments`` once ``delay_ms`` has passed (at once when it is not positive)."""
+        due = int(self._clock() * 1000) + delay_ms
+        with self._lock:
+            heapq.heappush(self._pending, _PendingDeletion(due, next(self._sequence), segments))
+        if delay_ms <= 0:
+            self.run()
+
+    def run(self, now_ms: int | None = None) -> int:
+        """Unlink ``.deleted`` segments whose delay has passed; returns how many."""
+        now = int(self._clock() * 1000) if now_ms is None else now_ms
+        due: list[_PendingDeletion] = []
+        with self._lock:
+            while self._pending and self._pending[0].due_ms <= now:
+                due.append(heapq.heappop(self._pending))
+        count = 0
+        for item in due:
+            for segment in item.segments:
+                try:
+                    segment.delete()
+                    count += 1
+                except StorageError as exc:
+                    logger.error("cannot delete %s: %s", segment.log_path, exc)
+        return count
+
+
+class Maintenance:
+    """The background duties of one log directory (see the module docstring)."""
+
+    def __init__(
+        self, state: DirState, deletions: PendingDeletions, checkpoint: Callable[[], None]
+    ) -> None:
+        self._state = state
+        self._deletions = deletions
+        self._checkpoint = checkpoint
+        self._last_run: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def _now(self, now_ms: int | None) -> int:
+        return int(self._state.clock() * 1000) if now_ms is None else now_ms
+
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """Apply every partition's retention rules; returns segments removed."""
+        now = self._now(now_ms)
+        removed = 0
+        for log in list(self._state.logs.values()):
+            if not log.closed and log.offline_reason is None:
+                removed += retention.delete_old_segments(log, now)
+        return removed
+
+    def run(self, now_ms: int | None = None) -> None:
+        """One pass of every background duty whose interval has passed."""
+        now = self._now(now_ms)
+        settings = self._state.settings
+        if self._due("retention", now, settings.log_retention_check_interval_ms):
+            self.run_retention(now)
+        for log in list(self._state.logs.values()):
+            if not log.closed and log.offline_reason is None:
+                log.flush_if_due(now)
+        self._deletions.run(now)
+        if self._due("producer-expiration", now, settings.producer_id_expiration_check_interval_ms):
+            for log in list(self._state.logs.values()):
+                if not log.closed:
+                    log.remove_expired_producers(now)
+        if self._due("checkpoint", now, settings.log_flush_offset_checkpoint_interval_ms):
+            self._checkpoint()
+
+    def _due(self, task: str, now: int, interval: int) -> bool:
+        last = self._last_run.get(task)
+        if last is None:
+            self._last_run[task] = now
+            return False
+        if now - last >= interval:
+            self._last_run[task] = now
+            return True
+        return False
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` has run."""
+        return bool(self._threads)
+
+    def start(self, tick_seconds: float, cleaner: Any = None) -> None:
+        """Run :meth:`run` on a thread every ``tick_seconds``, and ``cleaner`` on its own."""
+
+        def loop() -> None:
+            while not self._stop.wait(tick_seconds):
+                try:
+                    self.run()
+                except Exception:
+                    logger.exception("log maintenance failed")
+
+        thread = threading.Thread(target=loop, name="seglog-maintenance", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+        if cleaner is not None:
+            self._threads.append(cleaner.start(self._stop))
+
+    def stop(self) -> None:
+        """Stop the threads and wait for them (each for at most 30 s)."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=30)
