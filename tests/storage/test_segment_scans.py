@@ -16,7 +16,7 @@ from seglog.errors import IndexFullError
 from seglog.records import log_entries
 from seglog.records import record as record_codec
 from seglog.records.log_entries import read_entry
-from seglog.storage import _batch_walk
+from seglog.storage import _batch_walk, _recovery_scan
 from seglog.storage.segment import LogSegment
 from tests.storage.conftest import BASE_TS, make_batch
 
@@ -179,7 +179,7 @@ def test_recovery_stores_index_entries_as_one_by_one_would(
         )
         with pytest.MonkeyPatch.context() as patch:
             if not at_once:
-                patch.setattr(LogSegment, "_store_index_entries", lambda *_: False)
+                patch.setattr(_recovery_scan, "_store_index_entries", lambda *_: False)
             try:
                 outcome: object = segment.recover()
             except IndexFullError as exc:

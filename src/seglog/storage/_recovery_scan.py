@@ -1,4 +1,4 @@
-"""Recovery's scan of one chunk of a ``.log``: every entry checked and indexed in one pass.
+"""Recovery's scan of a ``.log``, chunk by chunk: every entry checked and indexed in one pass.
 
 :meth:`LogSegment.recover <seglog.storage.segment.LogSegment.recover>` reads
 the file a chunk at a time (:meth:`~seglog.storage.reader.BatchWalk.valid_chunks`)
@@ -8,7 +8,8 @@ bookkeeping, with no object made for the batch. Recovery costs the copy from
 the page cache and the CRCs; this keeps the Python around them to a few
 operations a batch. Anything else (a legacy entry, a batch that fails a check)
 goes through :func:`~seglog.records.log_entries.read_entry`, which accepts it
-or names what is wrong.
+or names what is wrong. :func:`index_chunks` stores the index entries of
+each chunk in the segment's indexes, all at once where they take them.
 
 The rules are those of a whole-file scan: the walk stops at the first entry
 that is not whole and valid, and also (``stopped``) at a valid entry whose
@@ -19,11 +20,14 @@ segment's base: garbage that happens to carry a good CRC.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 
 from seglog.errors import CorruptRecordError
 from seglog.records import batch
 from seglog.records.crc32c import crc32c_raw
 from seglog.records.log_entries import ScanResult, read_entry
+from seglog.storage.offset_index import OffsetIndex
+from seglog.storage.time_index import TimeIndex
 
 # Base offset, batch length, magic, CRC, last offset delta, max timestamp, record count.
 _FIELDS = struct.Struct(">qi4xbI2xi8xq14xi")
@@ -142,3 +146,52 @@ class ChunkIndexer:
                 f"entry at position {chunk_start + position} is out of order"
             )
         return ScanResult([], position, error)
+
+
+def index_chunks(
+    scan: ChunkIndexer,
+    chunks: Iterable[object],
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+) -> None:
+    """Store the index entries ``scan`` calls for, chunk by chunk, into both indexes.
+
+    ``chunks`` is the walk that feeds ``scan`` (one item per chunk checked);
+    it ends at the first entry that is not whole and valid, or where ``scan``
+    stopped. If an index refuses an entry, its error propagates with ``scan``
+    holding the state of that entry, as if the entries had been stored one by one.
+    """
+    for _ in chunks:
+        # The index entries of a chunk are stored together once its
+        # entries are checked.
+        offsets, times = scan.offsets, scan.times
+        if offsets and not _store_index_entries(offset_index, time_index, offsets, times):
+            # One by one, as the entries were checked: the error of the
+            # entry an index refuses propagates with the state of then.
+            end_state = scan.max_timestamp, scan.offset_of_max_timestamp, scan.since_index
+            for i, (last, position) in enumerate(offsets):
+                max_ts, offset_of_max = times[i]
+                scan.max_timestamp, scan.offset_of_max_timestamp = max_ts, offset_of_max
+                scan.since_index = scan.befores[i]
+                offset_index.append(last, position)
+                time_index.maybe_append(max_ts, offset_of_max)
+            scan.max_timestamp, scan.offset_of_max_timestamp, scan.since_index = end_state
+        scan.offsets, scan.times, scan.befores = [], [], []
+        if scan.stopped:
+            break
+
+
+def _store_index_entries(
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    offsets: list[tuple[int, int]],
+    times: list[tuple[int, int]],
+) -> bool:
+    """Store a chunk's index entries at once, if both indexes take all of them;
+    False, with nothing stored, if either would refuse one."""
+    if offset_index.append_all(offsets):
+        if time_index.maybe_append_all(times):
+            return True
+        # Every offset stored is above those already there: this removes just them.
+        offset_index.truncate_to(offsets[0][0])
+    return False

@@ -1,4 +1,4 @@
-"""One partition's log: an ordered list of segments with one active at the end.
+"""One partition's log as its readers and writers see it (Kafka's UnifiedLog).
 
 Theory of operation
 -------------------
@@ -7,12 +7,17 @@ Offsets: the *log start offset* is the first offset a reader may fetch, the
 of what consumers see (on a single broker it follows the LEO), and the
 *recovery point* the offset below which everything is known to be on disk.
 
+Structure: as Kafka's UnifiedLog over its LocalLog, a :class:`Log` is the
+partition's public face (offsets, high watermark, last stable offset, producer
+state, the rules of appends, reads, truncation and deletion) over a
+:class:`~seglog.storage.local_log.LocalLog`, which owns the segment files
+(the segment list, the log end offset and recovery point they define,
+rolling, removing and swapping segments, fsyncs).
+
 Concurrency: one lock serialises the writers (append, roll, truncate, segment
-deletion and replacement). Readers take no lock. The segment list is a tuple
-that writers replace, never mutate, so a reader keeps a consistent snapshot for
-as long as it needs; a segment taken out of the list is renamed to
-``.deleted`` and closed only after ``file.delete.delay.ms``, so a region a
-reader already holds stays readable.
+deletion and replacement); the local log is changed only under it. Readers
+take no lock: they read a snapshot of the segment list (see
+:mod:`seglog.storage.local_log`).
 
 Durability: appends go to the page cache. When ``flush.messages`` appends are
 unflushed, or :meth:`Log.flush_if_due` finds ``flush.ms`` has passed, the log
@@ -20,125 +25,57 @@ fsyncs. The fsync runs outside the writer lock and a flush that finds the
 recovery point already past its target returns at once: callers waiting
 behind one fsync are all covered by it (group commit).
 
-Failure: the first I/O error on a write path (an append's write, a roll, an
-index or snapshot write, any fsync) takes the partition offline, as Kafka takes
-its log directory offline (``LogDirFailureChannel``): Linux may drop the pages
-of a failed fsync for good ("fsyncgate"), so a later fsync that succeeds proves
-nothing and no later append may be acknowledged. An offline log refuses every
-write with KAFKA_STORAGE_ERROR, keeps serving reads up to its high watermark,
-never advances its recovery point again, and is recovered by the next start.
-Its close writes its unflushed bytes again and fsyncs them: the failed pages
-may still be cached, clean, and the next start's recovery would read them back
-as if they were on disk. (A crash leaves no such chance: a start after a crash
-trusts what it reads past the recovery point, as Kafka's does.)
-One exception: an append or roll refused for want of space (ENOSPC, EDQUOT)
-whose bytes were all cut away again leaves nothing in doubt, so the partition
-takes appends again once there is room.
+Failure: the first I/O error on a write path takes the partition offline
+(:mod:`seglog.storage.offline` has the rule and its reasons): it refuses
+every write, keeps serving reads, and is recovered by the next start.
 
-Loading (:meth:`Log.open`) follows Kafka's LogLoader: leftover ``.deleted``
-and ``.cleaned`` files go, an interrupted ``.swap`` is completed, indexes that
-are missing or fail their sanity check are rebuilt, and after an unclean
-shutdown every segment from the recovery point on is re-read and cut at the
-first bad byte, with all later segments removed.
+Loading (:meth:`Log.open`) is :mod:`seglog.storage.recovery`, Kafka's
+LogLoader: the segments are loaded and repaired, then the producer state is
+rebuilt from the newest snapshot and the batches after it.
 """
 
 from __future__ import annotations
 
-import bisect
 import copy
-import errno
 import logging
-import random
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
-from seglog.config import LONG_MAX, LogConfig
-from seglog.errors import (
-    CorruptRecordError,
-    OffsetOutOfRangeError,
-    RecordBatchTooLargeError,
-    StorageError,
-)
+from seglog.config import LogConfig
+from seglog.errors import OffsetOutOfRangeError, RecordBatchTooLargeError, StorageError
 from seglog.records import batch, control
 from seglog.records.log_entries import EntryInfo
-from seglog.storage import filenames, io, txn_index
-from seglog.storage.producer_state import (
-    CompletedTxn,
-    ProducerBatch,
-    ProducerEntry,
-    ProducerStateManager,
+from seglog.storage import io, recovery, txn_index
+from seglog.storage.local_log import (
+    DeleteScheduler,
+    LocalLog,
+    delete_now,
+    first_at_or_after,
+    max_timestamp_record,
+    read_from,
 )
-from seglog.storage.segment import MAX_SEGMENT_BYTES, LogSegment, SegmentRead, TimestampAndOffset
+from seglog.storage.offline import OfflineState
+from seglog.storage.producer_state import ProducerEntry, ProducerStateManager
+from seglog.storage.results import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    AppendInfo,
+    LogReadResult,
+    TimestampAndOffset,
+)
+from seglog.storage.segment import MAX_SEGMENT_BYTES, LogSegment
 from seglog.storage.validator import fast_rules, validate_and_assign, validate_single_batch
 
 logger = logging.getLogger(__name__)
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-
 Clock = Callable[[], float]
-DeleteScheduler = Callable[[Sequence[LogSegment], int], None]
 
 
 def _now_ms(clock: Clock) -> int:
     return int(clock() * 1000)
-
-
-class AppendInfo(NamedTuple):
-    """What an append wrote: offsets, timestamps and counts.
-
-    A named tuple: one is built per append, and a frozen dataclass's
-    ``__init__`` costs several times as much.
-    """
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int
-    log_start_offset: int
-    record_count: int
-    size: int
-    #: True if the append repeated an idempotent producer's batch already in
-    #: the log: nothing was written and the offsets are the original ones.
-    duplicate: bool = False
-    #: True if the append reached ``flush.messages`` and was asked to leave the
-    #: fsync to its caller (``defer_flush``), which must ``flush(last_offset + 1)``.
-    flush_needed: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class LogReadResult:
-    """A read: the bytes (None if there were none) and the log's offsets at that moment."""
-
-    data: SegmentRead | None
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
-
-
-_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
-_WRITE_BACK_CHUNK = 1 << 20
-
-
-def _os_error(exc: BaseException) -> OSError | None:
-    """The operating-system error behind ``exc``, if there is one."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, OSError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
-
-
-def _delete_now(segments: Sequence[LogSegment], delay_ms: int) -> None:
-    for segment in segments:
-        segment.delete()
 
 
 class Log:
@@ -158,7 +95,7 @@ class Log:
         log_start_offset: int,
         recovery_point: int,
         clock: Clock = time.time,
-        delete_scheduler: DeleteScheduler = _delete_now,
+        delete_scheduler: DeleteScheduler = delete_now,
         producer_id_expiration_ms: int = 86_400_000,
         env: io.Env | None = None,
     ) -> None:
@@ -171,35 +108,25 @@ class Log:
         self._name = directory.name
         self.topic = topic
         self.partition = partition
-        self._config = config
         self._fast_rules = fast_rules(config)
         self._clock = clock
-        self._delete_scheduler = delete_scheduler
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
-        self._segments: tuple[LogSegment, ...] = tuple(segments)
-        self._bases: tuple[int, ...] = tuple(s.base_offset for s in segments)
-        self._log_end_offset = self._segments[-1].read_next_offset()
-        self._log_start_offset = max(log_start_offset, self._segments[0].base_offset)
-        self._recovery_point = min(recovery_point, self._log_end_offset)
-        self._high_watermark = self._log_end_offset
-        self._unflushed_messages = 0
-        self._last_flush_ms = _now_ms(clock)
+        self._local = local = LocalLog(
+            directory,
+            config,
+            segments,
+            recovery_point=recovery_point,
+            now_ms=_now_ms(clock),
+            env=self._env,
+            delete_scheduler=delete_scheduler,
+        )
+        self._log_start_offset = max(log_start_offset, local.segments[0].base_offset)
+        self._high_watermark = local.log_end_offset
         self._closed = False
-        # Why the log refuses writes after an I/O error (None while it is online).
-        self._offline_reason: str | None = None
-        # The active segment's roll jitter, drawn once per segment (see _roll_jitter).
-        self._jitter_segment: LogSegment | None = None
-        self._jitter_ms = 0
+        self._offline = OfflineState(directory.name, self._lock)
         self._producer_state = ProducerStateManager(
             directory, expiration_ms=producer_id_expiration_ms, env=self._env
-        )
-        # Transaction indexes written since the last flush, synced by the next.
-        self._unsynced_txn_indexes: set[Path] = set()
-        # Whether any segment may have a .txnindex: read_committed fetches of
-        # logs that never saw an abort then read no file.
-        self._has_txn_index = any(
-            name.endswith(filenames.TXN_INDEX_SUFFIX) for name in self._env.listdir(directory)
         )
         self._rebuild_producer_state()
 
@@ -215,7 +142,7 @@ class Log:
         log_start_offset: int = 0,
         had_clean_shutdown: bool = False,
         clock: Clock = time.time,
-        delete_scheduler: DeleteScheduler = _delete_now,
+        delete_scheduler: DeleteScheduler = delete_now,
         producer_id_expiration_ms: int = 86_400_000,
         env: io.Env | None = None,
     ) -> Log:
@@ -225,14 +152,7 @@ class Log:
         goes through ``env``, the default environment when None.
         """
         env = io.env_or_default(env)
-        parsed = filenames.parse_partition_dir(directory.name)
-        if parsed is None:
-            raise StorageError(f"{directory} is not named <topic>-<partition>")
-        topic, partition = parsed
-        env.mkdir(directory)
-        from seglog.storage import recovery
-
-        segments, clean_recovery_point = recovery.load_segments(
+        loaded = recovery.load_partition(
             directory,
             config,
             recovery_point=recovery_point,
@@ -240,20 +160,19 @@ class Log:
             had_clean_shutdown=had_clean_shutdown,
             env=env,
         )
-        log = cls(
+        return cls(
             directory,
-            topic,
-            partition,
+            loaded.topic,
+            loaded.partition,
             config,
-            segments,
+            loaded.segments,
             log_start_offset=log_start_offset,
-            recovery_point=clean_recovery_point,
+            recovery_point=loaded.recovery_point,
             clock=clock,
             delete_scheduler=delete_scheduler,
             producer_id_expiration_ms=producer_id_expiration_ms,
             env=env,
         )
-        return log
 
     # ------------------------------------------------------------ properties
 
@@ -265,28 +184,28 @@ class Log:
     @property
     def config(self) -> LogConfig:
         """The topic's current log config."""
-        return self._config
+        return self._local.config
 
     def update_config(self, config: LogConfig) -> None:
         """Apply a changed topic config; it takes effect for the next append or roll."""
         with self._lock:
-            self._config = config
+            self._local.config = config
             self._fast_rules = fast_rules(config)
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
         """A snapshot of the segment list, oldest first; the last one is active."""
-        return self._segments
+        return self._local.segments
 
     @property
     def active_segment(self) -> LogSegment:
         """The segment appends go to."""
-        return self._segments[-1]
+        return self._local.segments[-1]
 
     @property
     def log_end_offset(self) -> int:
         """The next offset to be written (LEO)."""
-        return self._log_end_offset
+        return self._local.log_end_offset
 
     @property
     def log_start_offset(self) -> int:
@@ -301,12 +220,12 @@ class Log:
     @property
     def recovery_point(self) -> int:
         """Offsets below this are flushed to disk."""
-        return self._recovery_point
+        return self._local.recovery_point
 
     @property
     def size(self) -> int:
         """Total bytes of all segments' ``.log`` files."""
-        return sum(s.size for s in self._segments)
+        return self._local.size
 
     def active_producers(self) -> list[ProducerEntry]:
         """The producers the log remembers (DescribeProducers), as copies."""
@@ -316,7 +235,7 @@ class Log:
     @property
     def unflushed_messages(self) -> int:
         """Records appended since the last flush."""
-        return self._unflushed_messages
+        return self._local.unflushed_messages
 
     # ---------------------------------------------------------------- append
 
@@ -340,18 +259,19 @@ class Log:
         """
         now = _now_ms(self._clock) if now_ms is None else now_ms
         with self._lock:
-            if self._closed or self._offline_reason is not None:
+            if self._closed or self._offline.reason is not None:
                 self._check_open()
-            config = self._config
+            local = self._local
+            config = local.config
             rules = self._fast_rules
             validated = (
                 None
                 if rules is None
-                else validate_single_batch(records, rules, self._log_end_offset, now)
+                else validate_single_batch(records, rules, local.log_end_offset, now)
             )
             if validated is None:
                 validated = validate_and_assign(
-                    records, config, self._log_end_offset, now, self._name
+                    records, config, local.log_end_offset, now, self._name
                 )
             (
                 chunks,
@@ -388,20 +308,20 @@ class Log:
                     f"({segment_limit} bytes)"
                 )
             try:
-                segment = self._maybe_roll(size, max_timestamp, first_offset, last_offset, now)
+                # What _maybe_roll does, inline on the hot path.
+                if local.should_roll(size, max_timestamp, last_offset, now):
+                    self._roll(max(first_offset, local.log_end_offset))
                 # All or nothing: a failed append leaves the segment as it was
                 # (LogSegment.append undoes its writes), and nothing below runs.
-                segment.append(chunks, entries, size)
+                local.append(chunks, entries, size, last_offset, record_count)
             except StorageError as exc:
                 self._on_write_error(exc, "append to", undone=True)
                 raise
-            self._log_end_offset = last_offset + 1
             if producer_batches:
                 self._producer_state.update(producer_batches)
-            self._unflushed_messages += record_count
-            needs_flush = self._unflushed_messages >= config.flush_messages
+            needs_flush = local.unflushed_messages >= config.flush_messages
             if not needs_flush:
-                self._high_watermark = self._log_end_offset
+                self._high_watermark = local.log_end_offset
             # else consumers see the batch once the flush (here, or the caller's
             # with defer_flush) has made it durable: a failed flush leaves it
             # unseen (Kafka advances the high watermark after the append returns).
@@ -442,9 +362,10 @@ class Log:
         now = _now_ms(self._clock) if now_ms is None else now_ms
         with self._lock:
             self._check_open()
+            local = self._local
             state = self._producer_state
             state.check_marker(producer_id, producer_epoch, coordinator_epoch)
-            offset = self._log_end_offset
+            offset = local.log_end_offset
             data = control.build_marker(
                 producer_id,
                 producer_epoch,
@@ -454,8 +375,8 @@ class Log:
                 base_offset=offset,
             )
             segment = self._maybe_roll(len(data), now, offset, offset, now)
-            segment.append([data], [EntryInfo(0, len(data), 2, offset, offset, now, 1)], len(data))
-            self._log_end_offset = offset + 1
+            entry = EntryInfo(0, len(data), 2, offset, offset, now, 1)
+            local.append([data], [entry], len(data), offset, 1)
             completed = state.complete_txn(
                 producer_id,
                 producer_epoch,
@@ -465,12 +386,11 @@ class Log:
                 coordinator_epoch=coordinator_epoch,
             )
             if completed is not None and completed.is_aborted:
-                self._index_aborted(segment, completed)
-            self._unflushed_messages += 1
+                local.index_aborted(segment, completed, state.last_stable_offset_after(completed))
             if self._high_watermark == offset:
                 # Else earlier appends wait for their flush to be seen (defer_flush),
                 # and the marker with them: the flush moves the HW past both.
-                self._high_watermark = self._log_end_offset
+                self._high_watermark = local.log_end_offset
             return AppendInfo(
                 first_offset=offset,
                 last_offset=offset,
@@ -481,19 +401,6 @@ class Log:
                 record_count=1,
                 size=len(data),
             )
-
-    def _index_aborted(self, segment: LogSegment, completed: CompletedTxn) -> None:
-        """Add an aborted transaction to ``segment``'s ``.txnindex`` (marker order)."""
-        entry = txn_index.AbortedTxn(
-            completed.producer_id,
-            completed.first_offset,
-            completed.last_offset,
-            self._producer_state.last_stable_offset_after(completed),
-        )
-        path = segment.txn_index_path
-        txn_index.append(path, [entry], env=self._env)
-        self._has_txn_index = True
-        self._unsynced_txn_indexes.add(path)
 
     @property
     def last_stable_offset(self) -> int:
@@ -515,84 +422,32 @@ class Log:
         Read from the ``.txnindex`` of the segment holding ``fetch_offset`` and
         every later one (a transaction's marker follows its data).
         """
-        if not self._has_txn_index:
-            return []
-        segments, bases = self._segments, self._bases
-        index = max(bisect.bisect_right(bases, fetch_offset) - 1, 0)
-        found: list[txn_index.AbortedTxn] = []
-        for segment in segments[index:]:
-            try:
-                entries = txn_index.read(segment.txn_index_path, env=self._env)
-            except StorageError as exc:
-                logger.warning("cannot read %s: %s", segment.txn_index_path, exc)
-                continue
-            found.extend(txn_index.collect_aborted(entries, fetch_offset, upper_bound))
-        found.sort(key=lambda entry: entry.first_offset)
-        return found
+        return self._local.aborted_transactions(fetch_offset, upper_bound)
 
     def _maybe_roll(
         self, size: int, max_timestamp: int, first_offset: int, last_offset: int, now: int
     ) -> LogSegment:
-        segment = self._segments[-1]
-        config = self._config
-        jitter = (
-            self._jitter_ms
-            if self._jitter_segment is segment
-            else self._roll_jitter(segment, config)
-        )
-        if segment.should_roll(
-            size, max_timestamp, last_offset, now, config.segment_bytes, config.segment_ms, jitter
-        ):
-            return self._roll(max(first_offset, self._log_end_offset))
-        return segment
-
-    def _roll_jitter(self, segment: LogSegment, config: LogConfig) -> int:
-        """The roll jitter of the active ``segment``: one random draw per segment.
-
-        Kafka draws each segment's jitter uniformly in [0, min(segment.jitter.ms,
-        segment.ms)) so that partitions created together do not all roll at the
-        same instant; the draw is kept for the segment's life.
-        """
-        if self._jitter_segment is not segment:
-            self._jitter_segment = segment
-            bound = min(config.segment_jitter_ms, config.segment_ms)
-            self._jitter_ms = random.randrange(bound) if bound > 0 else 0
-        return self._jitter_ms
+        local = self._local
+        if local.should_roll(size, max_timestamp, last_offset, now):
+            return self._roll(max(first_offset, local.log_end_offset))
+        return local.segments[-1]
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
         with self._lock:
             self._check_open()
             try:
-                return self._roll(self._log_end_offset)
+                return self._roll(self._local.log_end_offset)
             except StorageError as exc:
                 self._on_write_error(exc, "roll", undone=True)
                 raise
 
     def _roll(self, new_base: int) -> LogSegment:
-        active = self._segments[-1]
-        if active.is_empty and active.base_offset == new_base:
+        local = self._local
+        active = local.segments[-1]
+        new_segment = local.roll(new_base)
+        if new_segment is active:
             return active
-        config = self._config
-        if new_base in self._bases:
-            # Only an empty active segment may sit at the new base (handled above).
-            raise StorageError(
-                f"cannot roll {self.directory.name} to {new_base}: a segment exists there"
-            )
-        active.on_become_inactive()
-        new_segment = LogSegment.create(
-            self.directory,
-            new_base,
-            index_interval_bytes=config.index_interval_bytes,
-            max_index_size=config.segment_index_bytes,
-            env=self._env,
-        )
-        segments = self._segments
-        if active.is_empty:
-            # The empty active segment is replaced rather than kept behind the new one.
-            segments = segments[:-1]
-            self._delete_scheduler([active], 0)
-        self._set_segments((*segments, new_segment))
         # Kafka's rule: a producer snapshot named after the new segment, so that
         # a restart replays at most the active segment. Written here, fsynced by
         # the next flush that reaches it (as Kafka does, off the append path): a
@@ -601,11 +456,6 @@ class Log:
         logger.debug("rolled %s to a new segment at offset %d", self.directory.name, new_base)
         return new_segment
 
-    def _set_segments(self, segments: Iterable[LogSegment]) -> None:
-        ordered = tuple(sorted(segments, key=lambda s: s.base_offset))
-        self._segments = ordered
-        self._bases = tuple(s.base_offset for s in ordered)
-
     # ----------------------------------------------------------------- flush
 
     def flush(self, offset: int | None = None) -> None:
@@ -613,60 +463,37 @@ class Log:
 
         Advances the recovery point. Concurrent callers share one fsync.
         """
-        target = self._log_end_offset if offset is None else offset
+        local = self._local
+        target = local.log_end_offset if offset is None else offset
         with self._flush_lock:
             # After a failed fsync a successful one proves nothing (the kernel
             # may have dropped the failed pages): the recovery point stays put.
-            self._check_writable()
+            self._offline.check()
             try:
                 # Producer snapshots taken at roll, even when the data is flushed already.
                 synced_snapshots = self._producer_state.sync_snapshots(target)
-                for path in list(self._unsynced_txn_indexes):
-                    self._unsynced_txn_indexes.discard(path)
-                    txn_index.sync(path, env=self._env)
-                if target <= self._recovery_point:
+                local.sync_txn_indexes()
+                if target <= local.recovery_point:
                     if synced_snapshots:
                         self._env.fsync_dir(self.directory)
                     return
-                end = self._log_end_offset
-                flushed = self._segments_overlapping(self._recovery_point, target)
-                for segment in flushed:
-                    segment.flush()
-                # Kafka's rule: the directory is synced only when a segment created
-                # since the last flush is among them (its name must be durable too),
-                # or a snapshot written since.
-                if synced_snapshots or any(s.base_offset >= self._recovery_point for s in flushed):
-                    self._env.fsync_dir(self.directory)
+                end = local.log_end_offset
+                # A snapshot written since the last flush needs its name durable too.
+                local.flush(target, sync_dir=bool(synced_snapshots))
             except StorageError as exc:
                 self._on_write_error(exc, "flush")
                 raise
             with self._lock:
-                self._recovery_point = max(self._recovery_point, min(end, target))
-                self._high_watermark = max(self._high_watermark, self._recovery_point)
-                if self._recovery_point >= self._log_end_offset:
-                    self._unflushed_messages = 0
-                self._last_flush_ms = _now_ms(self._clock)
+                local.mark_flushed(min(end, target), _now_ms(self._clock))
+                self._high_watermark = max(self._high_watermark, local.recovery_point)
 
     def flush_if_due(self, now_ms: int | None = None) -> bool:
         """Flush when ``flush.ms`` has passed since the last flush; True if it flushed."""
         now = _now_ms(self._clock) if now_ms is None else now_ms
-        flush_ms = self._config.flush_ms
-        if flush_ms == LONG_MAX or self._recovery_point >= self._log_end_offset:
-            return False
-        if now - self._last_flush_ms >= flush_ms:
+        if self._local.flush_due(now):
             self.flush()
             return True
         return False
-
-    def _segments_overlapping(self, start: int, end: int) -> list[LogSegment]:
-        """Segments holding any offset in [start, end): segment i spans [base_i, base_i+1)."""
-        segments = self._segments
-        result = []
-        for i, segment in enumerate(segments):
-            upper = segments[i + 1].base_offset if i + 1 < len(segments) else None
-            if (upper is None or upper > start) and segment.base_offset < end:
-                result.append(segment)
-        return result
 
     # ------------------------------------------------------------------ read
 
@@ -683,8 +510,9 @@ class Log:
         Reads stop at the high watermark (or ``max_offset`` when given). Raises
         :class:`OffsetOutOfRangeError` outside [log start, LEO].
         """
-        segments, bases = self._segments, self._bases
-        end_offset = self._log_end_offset
+        local = self._local
+        segments, bases = local.segments, local.bases
+        end_offset = local.log_end_offset
         hw = self._high_watermark
         log_start = self._log_start_offset
         limit_offset = hw if max_offset is None else min(max_offset, end_offset)
@@ -695,31 +523,15 @@ class Log:
             )
         if start_offset >= limit_offset:
             return LogReadResult(None, hw, log_start, end_offset)
-        index = bisect.bisect_right(bases, start_offset) - 1
-        index = max(index, 0)
-        while index < len(segments):
-            segment = segments[index]
-            max_position = (
-                None
-                if limit_offset >= end_offset
-                else self._position_limit(segment, segments, index, limit_offset)
-            )
-            data = segment.read(start_offset, max_bytes, max_position, min_one_message)
-            if data is not None:
-                return LogReadResult(data, hw, log_start, end_offset)
-            index += 1
-        return LogReadResult(None, hw, log_start, end_offset)
-
-    @staticmethod
-    def _position_limit(
-        segment: LogSegment, segments: tuple[LogSegment, ...], index: int, limit_offset: int
-    ) -> int | None:
-        # Only the segment that holds the read limit needs a position bound.
-        next_base = segments[index + 1].base_offset if index + 1 < len(segments) else None
-        if next_base is not None and next_base <= limit_offset:
-            return None
-        found = segment.translate_offset(limit_offset)
-        return None if found is None else found.position
+        data = read_from(
+            segments,
+            bases,
+            start_offset,
+            max_bytes,
+            None if limit_offset >= end_offset else limit_offset,
+            min_one_message,
+        )
+        return LogReadResult(data, hw, log_start, end_offset)
 
     def find_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's ListOffsets lookup: -2 earliest, -1 latest, -3 max timestamp, else by time.
@@ -727,43 +539,17 @@ class Log:
         By time, the answer is the first record whose timestamp is at least
         ``timestamp``; None when there is none below the high watermark.
         """
-        segments = self._segments
+        segments = self._local.segments
         if timestamp == EARLIEST_TIMESTAMP:
             return TimestampAndOffset(batch.NO_TIMESTAMP, self._log_start_offset)
         if timestamp == LATEST_TIMESTAMP:
             return TimestampAndOffset(batch.NO_TIMESTAMP, self._high_watermark)
         if timestamp == MAX_TIMESTAMP:
-            best: LogSegment | None = None
-            for segment in segments:
-                if segment.max_timestamp_so_far != batch.NO_TIMESTAMP and (
-                    best is None or segment.max_timestamp_so_far > best.max_timestamp_so_far
-                ):
-                    best = segment
-            if best is None:
-                return None
-            return self._max_timestamp_record(best)
-        for segment in segments:
-            # A segment with a record timestamp at all (its largest timestamp is
-            # then the largest record timestamp) reaching the target.
-            largest = segment.max_timestamp_so_far
-            if largest >= timestamp and largest >= 0:
-                found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
-                if found is not None:
-                    if found.offset >= self._high_watermark:
-                        return None
-                    return found
-        return None
-
-    @staticmethod
-    def _max_timestamp_record(segment: LogSegment) -> TimestampAndOffset:
-        # Kafka answers -3 with the batch holding the max timestamp: that batch's
-        # record carrying it, found by decoding just that batch.
-        found = segment.find_offset_by_timestamp(segment.max_timestamp_so_far, segment.base_offset)
-        if found is not None:
-            return found
-        return TimestampAndOffset(
-            segment.max_timestamp_so_far, segment.offset_of_max_timestamp_so_far
-        )
+            return max_timestamp_record(segments)
+        found = first_at_or_after(segments, timestamp, self._log_start_offset)
+        if found is not None and found.offset >= self._high_watermark:
+            return None
+        return found
 
     # ------------------------------------------------- truncation and removal
 
@@ -773,27 +559,16 @@ class Log:
             self._check_open()
             if offset < 0:
                 raise ValueError(f"cannot truncate to negative offset {offset}")
-            if offset >= self._log_end_offset:
+            local = self._local
+            if offset >= local.log_end_offset:
                 return False
-            if offset < self._segments[0].base_offset:
+            if offset < local.segments[0].base_offset:
                 self._truncate_fully(offset)
                 return True
-            doomed = [s for s in self._segments if s.base_offset > offset]
-            keep = [s for s in self._segments if s.base_offset <= offset]
-            if not keep:
-                self._truncate_fully(offset)
-                return True
-            for segment in doomed:
-                segment.change_suffix(filenames.DELETED_SUFFIX)
-            self._delete_scheduler(doomed, self._config.file_delete_delay_ms)
-            keep[-1].truncate_to(offset)
-            keep[-1].resize_indexes(self._config.segment_index_bytes)
-            txn_index.truncate_to(keep[-1].txn_index_path, offset, env=self._env)
-            self._set_segments(keep)
-            self._log_end_offset = keep[-1].read_next_offset()
-            self._high_watermark = min(self._high_watermark, self._log_end_offset)
-            self._recovery_point = min(self._recovery_point, self._log_end_offset)
-            self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+            local.truncate_to(offset)
+            end = local.log_end_offset
+            self._high_watermark = min(self._high_watermark, end)
+            self._log_start_offset = min(self._log_start_offset, end)
             self._rebuild_producer_state()
             return True
 
@@ -804,23 +579,9 @@ class Log:
             self._truncate_fully(offset)
 
     def _truncate_fully(self, offset: int) -> None:
-        doomed = list(self._segments)
-        for segment in doomed:
-            segment.change_suffix(filenames.DELETED_SUFFIX)
-        self._delete_scheduler(doomed, self._config.file_delete_delay_ms)
-        config = self._config
-        fresh = LogSegment.create(
-            self.directory,
-            offset,
-            index_interval_bytes=config.index_interval_bytes,
-            max_index_size=config.segment_index_bytes,
-            env=self._env,
-        )
-        self._set_segments([fresh])
-        self._log_end_offset = offset
+        self._local.truncate_fully(offset)
         self._high_watermark = offset
         self._log_start_offset = offset
-        self._recovery_point = offset
         # Nothing of the old log is left for a snapshot to describe.
         self._producer_state.delete_snapshots_outside(offset + 1, offset)
         self._producer_state.clear()
@@ -852,32 +613,27 @@ class Log:
             self._check_open()
             if count <= 0:
                 return 0
-            if count >= len(self._segments):
-                if self._segments[-1].is_empty:
-                    count = len(self._segments) - 1
+            local = self._local
+            if count >= len(local.segments):
+                if local.segments[-1].is_empty:
+                    count = len(local.segments) - 1
                 else:
-                    self._roll(self._log_end_offset)
-            doomed = list(self._segments[:count])
-            if not doomed:
+                    self._roll(local.log_end_offset)
+            if count <= 0:
                 return 0
-            remaining = self._segments[count:]
-            self._log_start_offset = max(self._log_start_offset, remaining[0].base_offset)
-            for segment in doomed:
-                segment.change_suffix(filenames.DELETED_SUFFIX)
-            self._set_segments(remaining)
-            self._delete_scheduler(doomed, self._config.file_delete_delay_ms)
+            first_kept = local.segments[count].base_offset
+            self._log_start_offset = max(self._log_start_offset, first_kept)
+            removed = len(local.delete_oldest(count))
             # Snapshots go with the segments they were taken for.
-            self._producer_state.delete_snapshots_outside(
-                remaining[0].base_offset, self._log_end_offset
-            )
+            self._producer_state.delete_snapshots_outside(first_kept, local.log_end_offset)
             logger.info(
                 "deleted %d segment(s) of %s (%s); log start offset is now %d",
-                len(doomed),
+                removed,
                 self.directory.name,
                 reason,
                 self._log_start_offset,
             )
-            return len(doomed)
+            return removed
 
     def replace_segments(
         self,
@@ -888,119 +644,20 @@ class Log:
     ) -> None:
         """Swap cleaned segments (suffix ``.cleaned``) in for ``old_segments``, crash-safely.
 
-        The order is Kafka's: ``.cleaned`` → ``.swap`` (descending base),
-        originals → ``.deleted``, ``.swap`` → final names, fsync the directory.
-        A crash at any step leaves files that :func:`recovery.load_segments`
-        completes or rolls back. ``removed_markers`` are the offsets of the
-        transaction markers the cleaning dropped: their aborted transactions
-        leave the ``.txnindex``.
+        See :meth:`LocalLog.replace_segments <seglog.storage.local_log.LocalLog.replace_segments>`
+        for the order of renames; ``removed_markers`` are the offsets of the
+        transaction markers the cleaning dropped.
         """
         with self._lock:
             self._check_open()
-            current = set(map(id, self._segments))
-            if any(id(s) not in current for s in old_segments):
-                raise StorageError(f"segments of {self.directory.name} changed while being cleaned")
-            self._carry_txn_indexes(new_segments, old_segments, set(removed_markers))
-            for segment in sorted(new_segments, key=lambda s: -s.base_offset):
-                segment.flush()
-                segment.change_suffix(filenames.SWAP_SUFFIX)
-            self._env.fsync_dir(self.directory)
-            old_ids = set(map(id, old_segments))
-            for segment in old_segments:
-                segment.change_suffix(filenames.DELETED_SUFFIX)
-            for segment in new_segments:
-                segment.change_suffix("")
-            self._env.fsync_dir(self.directory)
-            kept = [s for s in self._segments if id(s) not in old_ids]
-            self._set_segments([*kept, *new_segments])
-            self._delete_scheduler(list(old_segments), self._config.file_delete_delay_ms)
-
-    def _carry_txn_indexes(
-        self,
-        new_segments: Sequence[LogSegment],
-        old_segments: Sequence[LogSegment],
-        removed_markers: set[int],
-    ) -> None:
-        """Give cleaned segments the aborted transactions of the ones they replace.
-
-        Each entry goes to the new segment that holds its marker's offset, but
-        for those whose marker the cleaning removed (their data went before
-        the marker could).
-        """
-        env = self._env
-        entries = [
-            e
-            for old in old_segments
-            for e in txn_index.read(old.txn_index_path, env=env)
-            if e.last_offset not in removed_markers
-        ]
-        if not entries or not new_segments:
-            return
-        ordered = sorted(new_segments, key=lambda s: s.base_offset)
-        bases = [s.base_offset for s in ordered]
-        by_segment: dict[int, list[txn_index.AbortedTxn]] = {}
-        for entry in sorted(entries, key=lambda e: e.last_offset):
-            index = max(bisect.bisect_right(bases, entry.last_offset) - 1, 0)
-            by_segment.setdefault(index, []).append(entry)
-        for index, found in by_segment.items():
-            path = ordered[index].txn_index_path
-            txn_index.append(path, found, env=env)
-            txn_index.sync(path, env=env)
+            self._local.replace_segments(new_segments, old_segments, removed_markers)
 
     # -------------------------------------------------------- producer state
 
     def _rebuild_producer_state(self) -> None:
-        """Load the newest producer snapshot and replay the batch headers after it."""
-        state = self._producer_state
-        end = self._log_end_offset
-        start = state.load_latest_snapshot(self._log_start_offset, end, _now_ms(self._clock))
-        if start < end:
-            for segment in self._segments_overlapping(start, end):
-                # The aborted transactions of the replayed part are indexed
-                # again as their markers are replayed (Kafka's recovery
-                # rebuilds the .txnindex the same way).
-                if self._has_txn_index:
-                    txn_index.truncate_to(segment.txn_index_path, start, env=self._env)
-                for header in segment.batch_headers(start):
-                    if header.producer_id < 0 or header.last_offset < start:
-                        continue
-                    if header.is_control:
-                        self._replay_marker(segment, header)
-                    else:
-                        state.update(
-                            [
-                                ProducerBatch.from_header(
-                                    header,
-                                    header.base_offset,
-                                    header.last_offset,
-                                    header.max_timestamp,
-                                )
-                            ]
-                        )
-
-    def _replay_marker(self, segment: LogSegment, header: batch.BatchHeader) -> None:
-        """Apply a control batch met while rebuilding the producer state."""
-        found = segment.translate_offset(header.base_offset)
-        if found is None:
-            return
-        data = segment.read_bytes(found.position, header.batch_length + batch.LOG_OVERHEAD)
-        try:
-            marker = control.read_marker(data)
-        except CorruptRecordError as exc:  # skipped, as Kafka skips unknown control records
-            logger.warning("skipping an unreadable control batch in %s: %s", segment, exc)
-            return
-        if marker is None:
-            return
-        completed = self._producer_state.complete_txn(
-            header.producer_id,
-            header.producer_epoch,
-            header.base_offset,
-            header.max_timestamp,
-            commit=marker.is_commit,
-            coordinator_epoch=marker.coordinator_epoch,
+        recovery.rebuild_producer_state(
+            self._producer_state, self._local, self._log_start_offset, _now_ms(self._clock)
         )
-        if completed is not None and completed.is_aborted:
-            self._index_aborted(segment, completed)
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -1018,97 +675,22 @@ class Log:
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError(f"the log {self.directory.name} is closed")
-        self._check_writable()
-
-    def _check_writable(self) -> None:
-        reason = self._offline_reason
-        if reason is not None:
-            raise StorageError(
-                f"partition {self.directory.name} is offline after an I/O error, until the "
-                f"broker is restarted: {reason}"
-            )
+        self._offline.check()
 
     @property
     def offline_reason(self) -> str | None:
         """Why the log refuses writes after an I/O error; None while it takes them."""
-        return self._offline_reason
+        return self._offline.reason
 
     def take_offline(self, reason: str) -> None:
         """Refuse every write from now on (reads go on) until a restart recovers the log."""
-        with self._lock:
-            if self._offline_reason is None:
-                self._offline_reason = reason
-                logger.error(
-                    "partition %s is offline until the broker is restarted: %s",
-                    self.directory.name,
-                    reason,
-                )
+        self._offline.take_offline(reason)
 
     def _on_write_error(self, exc: StorageError, action: str, *, undone: bool = False) -> None:
-        """Take the log offline if ``exc`` is an I/O error that may have left data in doubt.
-
-        ``undone``: the operation cuts away what it wrote when it fails (an
-        append, a roll), so a lack of space, with the file back at its size,
-        leaves nothing in doubt. A failed fsync always does, whatever its errno.
-        """
-        cause = _os_error(exc)
-        if cause is None:
-            return  # refused before any I/O (an offset or size rule), not a failure
-        if undone and cause.errno in _NO_SPACE and self._segment_is_whole():
-            return
-        self.take_offline(f"cannot {action} {self.directory.name}: {exc}")
-
-    def _write_back_unflushed(self) -> None:
-        """Write the offline log's unflushed bytes again and fsync them (at close).
-
-        After a failed fsync the kernel may keep the failed pages in its cache
-        marked clean: they read back fine, so the next start's recovery would
-        keep them, yet they are not on disk and no later fsync writes them.
-        Writing them again makes them dirty, so this fsync (if the disk now
-        takes it) makes them durable. A failure here is logged and the bytes
-        stay in doubt, as they were: nothing depends on them.
-        """
-        start = self._recovery_point
-        try:
-            written_back = self._segments_overlapping(start, self._log_end_offset)
-            for segment in written_back:
-                position = 0
-                if segment.base_offset < start:
-                    found = segment.translate_offset(start)
-                    position = segment.size if found is None else found.position
-                while position < segment.size:
-                    length = min(_WRITE_BACK_CHUNK, segment.size - position)
-                    data = self._env.pread(segment.fd, length, position, name=segment.log_path)
-                    if not data:
-                        break
-                    view = memoryview(data)
-                    while view:
-                        written = self._env.pwritev(
-                            segment.fd, [view], position, name=segment.log_path
-                        )
-                        if written <= 0:
-                            raise StorageError(f"{segment.log_path} accepted no bytes")
-                        view = view[written:]
-                        position += written
-                self._env.fsync(segment.fd, name=segment.log_path)
-            # As flush does: a segment created since the last flush has a name that
-            # is durable only once the directory is synced (the failed flush did not).
-            if any(segment.base_offset >= start for segment in written_back):
-                self._env.fsync_dir(self.directory)
-        except StorageError as exc:
-            logger.error(
-                "cannot write back the unflushed bytes of offline partition %s: %s",
-                self.directory.name,
-                exc,
-            )
-
-    def _segment_is_whole(self) -> bool:
-        """The active ``.log`` holds exactly what the segment says (a failed write was cut)."""
-        segment = self._segments[-1]
-        try:
-            return self._env.file_size(segment.fd) == segment.size
-        except (StorageError, OSError):
-            return False
+        """Take the log offline if ``exc`` may have left data in doubt (see
+        :meth:`seglog.storage.offline.OfflineState.on_write_error`)."""
+        whole = self._local.active_is_whole
+        self._offline.on_write_error(exc, action, undone=undone, is_whole=whole)
 
     def close(self) -> None:
         """Flush and close every segment (a clean shutdown of this partition).
@@ -1120,23 +702,18 @@ class Log:
             if self._closed:
                 return
             failure: BaseException | None = None
-            if self._offline_reason is None:
+            if self._offline.reason is None:
                 try:
                     self.flush()
-                    self._producer_state.take_snapshot(self._log_end_offset, sync=True)
+                    self._producer_state.take_snapshot(self._local.log_end_offset, sync=True)
                 except StorageError as exc:
                     self._on_write_error(exc, "close")
                     failure = exc
             else:
-                self._write_back_unflushed()
+                self._local.write_back_unflushed()
             self._closed = True
-            # Every segment is closed even if one fails (a full disk refusing
-            # a final time-index entry): its descriptor must not outlive the log.
-            for segment in self._segments:
-                try:
-                    segment.close()
-                except StorageError as exc:
-                    failure = failure or exc
+            closing = self._local.close()
+            failure = failure or closing
             if failure is not None:
                 raise failure
 
@@ -1149,15 +726,12 @@ class Log:
         """Close the log and remove its files (the directory is left to the caller)."""
         with self._lock:
             self._closed = True
-            for segment in self._segments:
-                segment.delete()
-            self._segments = ()
-            self._bases = ()
+            self._local.delete()
 
     def __repr__(self) -> str:
         return (
             f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, "
-            f"end={self._log_end_offset}, segments={len(self._segments)})"
+            f"end={self._local.log_end_offset}, segments={len(self._local.segments)})"
         )
 
 

@@ -22,17 +22,25 @@ The steps are Kafka's LogLoader, in order:
 6. The recovery point becomes the log end after a clean shutdown, otherwise
    the smaller of the checkpoint and the log end. The active segment's indexes
    are made writable again.
+7. Once the log holds its segments (:func:`rebuild_producer_state`), the
+   producer state is loaded from the newest snapshot and the batch headers
+   after it are replayed, re-indexing the aborted transactions of their
+   markers. A truncation replays the same way.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import NamedTuple
 
 from seglog.config import LogConfig
-from seglog.errors import CorruptIndexError, CorruptRecordError
+from seglog.errors import CorruptIndexError, CorruptRecordError, StorageError
+from seglog.records import batch, control
 from seglog.storage import filenames, io, reader
+from seglog.storage.local_log import LocalLog
 from seglog.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
+from seglog.storage.producer_state import ProducerBatch, ProducerStateManager
 from seglog.storage.segment import LogSegment
 from seglog.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 
@@ -129,6 +137,40 @@ def _index_problem(directory: Path, base: int, env: io.Env) -> str | None:
     return None
 
 
+def _tail_problem(segment: LogSegment) -> str | None:
+    """Why the end of ``segment`` does not match its indexes, or None when it does.
+
+    After a clean shutdown Kafka trusts the active segment's indexes and finds
+    the log end by scanning from the last offset-index entry; a file cut short
+    meanwhile (a copy, a repair) would then leave the indexes pointing past
+    the end, and the next append behind a partial batch. So the same scan
+    checks, with CRCs, that whole valid batches run from the last indexed
+    one to the end of the file and that both indexes stay below their end.
+    Its cost is bounded by ``index.interval.bytes`` plus a batch.
+    """
+    indexed: int | None = None
+    start = 0
+    size = segment.size
+    entries = segment.offset_index.entries
+    if entries:
+        indexed, start = segment.offset_index.entry(entries - 1)
+    if start > size:
+        return (
+            f"its offset index points at position {start}, past the end of the log ({size} bytes)"
+        )
+    valid_end, next_offset = segment.valid_end(start)
+    if valid_end != size:
+        return f"{size - valid_end} bytes at position {valid_end} are not a whole batch"
+    if indexed is not None and (next_offset is None or next_offset <= indexed):
+        return f"its offset index names offset {indexed}, which the log does not hold"
+    if segment.time_index.entries:
+        _, time_offset = segment.time_index.last_entry
+        end = segment.base_offset if next_offset is None else next_offset
+        if time_offset >= end:
+            return f"its time index names offset {time_offset}, which the log does not hold"
+    return None
+
+
 def _open_segment(
     directory: Path, base: int, config: LogConfig, env: io.Env, *, active: bool, clean: bool
 ) -> LogSegment:
@@ -156,7 +198,7 @@ def _open_segment(
             if problem is None and clean:
                 # After an unclean shutdown the active segment is recovered
                 # anyway; after a clean one its tail must still match.
-                problem = segment.check_tail()
+                problem = _tail_problem(segment)
         if problem is not None:
             logger.warning("rebuilding the indexes of %s: %s", segment.log_path, problem)
             truncated = segment.recover()
@@ -166,6 +208,42 @@ def _open_segment(
         segment.close()
         raise
     return segment
+
+
+class LoadedPartition(NamedTuple):
+    """A partition directory loaded by :func:`load_partition`."""
+
+    topic: str
+    partition: int
+    #: Every segment, oldest first; never empty.
+    segments: list[LogSegment]
+    recovery_point: int
+
+
+def load_partition(
+    directory: Path,
+    config: LogConfig,
+    *,
+    recovery_point: int,
+    log_start_offset: int,
+    had_clean_shutdown: bool,
+    env: io.Env,
+) -> LoadedPartition:
+    """Load (or create) the partition directory ``directory``: its name, then its
+    segments (:func:`load_segments`)."""
+    parsed = filenames.parse_partition_dir(directory.name)
+    if parsed is None:
+        raise StorageError(f"{directory} is not named <topic>-<partition>")
+    env.mkdir(directory)
+    segments, clean_recovery_point = load_segments(
+        directory,
+        config,
+        recovery_point=recovery_point,
+        log_start_offset=log_start_offset,
+        had_clean_shutdown=had_clean_shutdown,
+        env=env,
+    )
+    return LoadedPartition(*parsed, segments, clean_recovery_point)
 
 
 def load_segments(
@@ -264,3 +342,60 @@ def _recover_unflushed(
                 later.delete()
             return segments[: i + 1]
     return segments
+
+
+def rebuild_producer_state(
+    state: ProducerStateManager, local: LocalLog, log_start_offset: int, now_ms: int
+) -> None:
+    """Load the newest producer snapshot and replay the batch headers after it."""
+    end = local.log_end_offset
+    start = state.load_latest_snapshot(log_start_offset, end, now_ms)
+    if start < end:
+        for segment in local.segments_overlapping(start, end):
+            # The aborted transactions of the replayed part are indexed
+            # again as their markers are replayed (Kafka's recovery
+            # rebuilds the .txnindex the same way).
+            local.truncate_txn_index(segment, start)
+            for header in segment.batch_headers(start):
+                if header.producer_id < 0 or header.last_offset < start:
+                    continue
+                if header.is_control:
+                    _replay_marker(state, local, segment, header)
+                else:
+                    state.update(
+                        [
+                            ProducerBatch.from_header(
+                                header,
+                                header.base_offset,
+                                header.last_offset,
+                                header.max_timestamp,
+                            )
+                        ]
+                    )
+
+
+def _replay_marker(
+    state: ProducerStateManager, local: LocalLog, segment: LogSegment, header: batch.BatchHeader
+) -> None:
+    """Apply a control batch met while rebuilding the producer state."""
+    found = segment.translate_offset(header.base_offset)
+    if found is None:
+        return
+    data = segment.read_bytes(found.position, header.batch_length + batch.LOG_OVERHEAD)
+    try:
+        marker = control.read_marker(data)
+    except CorruptRecordError as exc:  # skipped, as Kafka skips unknown control records
+        logger.warning("skipping an unreadable control batch in %s: %s", segment, exc)
+        return
+    if marker is None:
+        return
+    completed = state.complete_txn(
+        header.producer_id,
+        header.producer_epoch,
+        header.base_offset,
+        header.max_timestamp,
+        commit=marker.is_commit,
+        coordinator_epoch=marker.coordinator_epoch,
+    )
+    if completed is not None and completed.is_aborted:
+        local.index_aborted(segment, completed, state.last_stable_offset_after(completed))

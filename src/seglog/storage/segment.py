@@ -34,20 +34,19 @@ relative to the base.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from seglog.errors import SeglogError, StorageError
 from seglog.records import batch
 from seglog.records.log_entries import EntryInfo
 from seglog.storage import filenames, io
-from seglog.storage._recovery_scan import ChunkIndexer
+from seglog.storage._recovery_scan import ChunkIndexer, index_chunks
+from seglog.storage.log_file import LogFile
 from seglog.storage.offset_index import OffsetIndex
 from seglog.storage.reader import BatchWalk, scan_tail
-from seglog.storage.region import FileRegion, SharedFile
+from seglog.storage.results import OffsetPosition, SegmentRead, TimestampAndOffset
 from seglog.storage.time_index import TimeIndex
 
 logger = logging.getLogger(__name__)
@@ -56,31 +55,6 @@ _MAX_RELATIVE_OFFSET = 2**31 - 1
 #: The most bytes a segment's ``.log`` may hold, whatever ``segment.bytes`` says:
 #: index entries store positions as int32 (Kafka's FileRecords has the same limit).
 MAX_SEGMENT_BYTES = 2**31 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetPosition:
-    """An entry found in a segment: its first offset, file position and size."""
-
-    offset: int
-    position: int
-    size: int
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentRead:
-    """A read from one segment: the bytes to send and the offset of the first entry."""
-
-    region: FileRegion
-    first_entry_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class TimestampAndOffset:
-    """A record's timestamp and offset, the answer of a lookup by time."""
-
-    timestamp: int
-    offset: int
 
 
 class LogSegment:
@@ -99,7 +73,7 @@ class LogSegment:
         *,
         index_interval_bytes: int,
         max_index_size: int,
-        fd: int,
+        log_file: LogFile,
         size: int,
         offset_index: OffsetIndex,
         time_index: TimeIndex,
@@ -113,16 +87,9 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self._suffix = suffix
-        # Kept with the suffix (see the setter): reads name it with every call.
-        self._log_path = self._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
+        self._log = log_file
         self.offset_index = offset_index
         self.time_index = time_index
-        self._fd = fd
-        # Regions handed to sends share the descriptor: closing the segment
-        # only drops its reference (see seglog.storage.region).
-        self._file = SharedFile(
-            fd, self._path(directory, base_offset, filenames.LOG_SUFFIX, suffix), self._env.close
-        )
         self._size = size
         self._bytes_since_last_index_entry = 0
         self._max_timestamp = batch.NO_TIMESTAMP
@@ -132,7 +99,7 @@ class LogSegment:
         self._created_ms = created_ms if created_ms is not None else int(time.time() * 1000)
         self._closed = False
         # Kafka's format is walked by the reader's code, over this segment's reads.
-        self._walk = BatchWalk(self._read_at, self._read_into)
+        self._walk = BatchWalk(log_file.read_at, log_file.read_into)
 
     # ----------------------------------------------------------------- opening
 
@@ -158,13 +125,12 @@ class LogSegment:
         txn = cls._path(directory, base_offset, filenames.TXN_INDEX_SUFFIX, suffix)
         for stale in (log, index, tindex, txn):
             env.unlink(stale)
-        fd = _open_fd(env, log)
         segment = cls(
             directory,
             base_offset,
             index_interval_bytes=index_interval_bytes,
             max_index_size=max_index_size,
-            fd=fd,
+            log_file=LogFile.open(env, log),
             size=0,
             offset_index=OffsetIndex(index, base_offset, max_index_size, env=env),
             time_index=TimeIndex(tindex, base_offset, max_index_size, env=env),
@@ -205,13 +171,10 @@ class LogSegment:
         to make room for appends.
         """
         env = io.env_or_default(env)
-        log = cls._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
-        fd = _open_fd(env, log)
-        try:
-            stat = env.fstat(fd, name=log)
-        except StorageError:
-            env.close(fd)
-            raise
+        log_file = LogFile.open(
+            env, cls._path(directory, base_offset, filenames.LOG_SUFFIX, suffix)
+        )
+        stat = log_file.stat()
         index = cls._path(directory, base_offset, filenames.INDEX_SUFFIX, suffix)
         tindex = cls._path(directory, base_offset, filenames.TIME_INDEX_SUFFIX, suffix)
         return cls(
@@ -219,7 +182,7 @@ class LogSegment:
             base_offset,
             index_interval_bytes=index_interval_bytes,
             max_index_size=max_index_size,
-            fd=fd,
+            log_file=log_file,
             size=stat.st_size,
             offset_index=OffsetIndex(
                 index, base_offset, max_index_size, writable=writable, env=env
@@ -239,11 +202,6 @@ class LogSegment:
         """The transient suffix of the segment's files (``.deleted``, ``.swap``...), or ""."""
         return self._suffix
 
-    @suffix.setter
-    def suffix(self, value: str) -> None:
-        self._suffix = value
-        self._log_path = self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, value)
-
     @property
     def txn_index_path(self) -> Path:
         """Path of the ``.txnindex`` (aborted transactions; present only once there is one)."""
@@ -252,9 +210,7 @@ class LogSegment:
     @property
     def log_path(self) -> Path:
         """Path of the ``.log`` file (with any transient suffix)."""
-        # Built when the suffix changes: reads hand it out with every region and
-        # name it with every pread, and building a Path is slow.
-        return self._log_path
+        return self._log.path
 
     @property
     def env(self) -> io.Env:
@@ -264,7 +220,7 @@ class LogSegment:
     @property
     def fd(self) -> int:
         """The descriptor of the ``.log`` file, for zero-copy sends."""
-        return self._fd
+        return self._log.fd
 
     @property
     def size(self) -> int:
@@ -331,7 +287,7 @@ class LogSegment:
         if ts != batch.NO_TIMESTAMP:
             return ts
         try:
-            return int(self._env.fstat(self._fd).st_mtime * 1000)
+            return self._log.modified_ms()
         except StorageError:
             return self._created_ms
 
@@ -434,14 +390,7 @@ class LogSegment:
         # The indexes' entry counts before the first entry this append adds.
         marks: tuple[int, int] | None = None
         try:
-            # The common case: one call writes everything.
-            written = (
-                self._env.pwritev(self._fd, chunks, position, name=self._log_path)
-                if len(chunks) <= _IOV_MAX
-                else 0
-            )
-            if written != total:
-                _pwritev_rest(self._env, self._fd, chunks, total, position, self._log_path, written)
+            self._log.write(chunks, total, position)
             if position == 0:
                 self._rolling_based_timestamp = entries[0].max_timestamp
             interval = self.index_interval_bytes
@@ -488,7 +437,7 @@ class LogSegment:
             if marks is not None:
                 self.offset_index.truncate_to_entries(marks[0])
                 self.time_index.truncate_to_entries(marks[1])
-            self._env.truncate(self._fd, position)
+            self._log.cut(position)
         except StorageError as exc:
             logger.error(
                 "cannot undo a failed append to %s (%s) after: %s", self.log_path, exc, cause
@@ -496,7 +445,7 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the ``.log`` and write back both indexes."""
-        self._env.fsync(self._fd, name=self.log_path)
+        self._log.fsync()
         self.offset_index.flush()
         self.time_index.flush()
 
@@ -516,9 +465,6 @@ class LogSegment:
         self.time_index.resize(size)
 
     # ------------------------------------------------------------------- read
-
-    def _read_at(self, position: int, length: int) -> bytes:
-        return self._env.pread(self._fd, length, position, name=self._log_path)
 
     def _entries(self, start: int = 0, end: int | None = None) -> Iterator[EntryInfo]:
         """Entries from ``start`` (a batch boundary) to ``end``, positions absolute.
@@ -578,11 +524,11 @@ class LogSegment:
             return None
         adjusted = max(max_size, size) if min_one_message else max_size
         length = min(limit - position, adjusted)
-        return SegmentRead(FileRegion(self._file, position, length, self.log_path), first_offset)
+        return SegmentRead(self._log.region(position, length), first_offset)
 
     def read_bytes(self, position: int, length: int) -> bytes:
         """A copy of ``length`` bytes at ``position`` (tools and tests; not the fetch path)."""
-        return self._read_at(position, length)
+        return self._log.read_at(position, length)
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int
@@ -607,38 +553,10 @@ class LogSegment:
         self.offset_index.sanity_check()
         self.time_index.sanity_check()
 
-    def check_tail(self) -> str | None:
-        """Why the end of the segment does not match its indexes, or None when it does.
-
-        After a clean shutdown Kafka trusts the active segment's indexes and finds
-        the log end by scanning from the last offset-index entry; a file cut short
-        meanwhile (a copy, a repair) would then leave the indexes pointing past
-        the end, and the next append behind a partial batch. So the same scan
-        checks, with CRCs, that whole valid batches run from the last indexed
-        one to the end of the file and that both indexes stay below their end.
-        Its cost is bounded by ``index.interval.bytes`` plus a batch.
-        """
-        indexed: int | None = None
-        start = 0
-        entries = self.offset_index.entries
-        if entries:
-            indexed, start = self.offset_index.entry(entries - 1)
-        if start > self._size:
-            return (
-                f"its offset index points at position {start}, past the end of the log "
-                f"({self._size} bytes)"
-            )
-        valid_end, next_offset = self._walk.valid_end(start, self._size)
-        if valid_end != self._size:
-            return f"{self._size - valid_end} bytes at position {valid_end} are not a whole batch"
-        if indexed is not None and (next_offset is None or next_offset <= indexed):
-            return f"its offset index names offset {indexed}, which the log does not hold"
-        if self.time_index.entries:
-            _, time_offset = self.time_index.last_entry
-            end = self.base_offset if next_offset is None else next_offset
-            if time_offset >= end:
-                return f"its time index names offset {time_offset}, which the log does not hold"
-        return None
+    def valid_end(self, start: int) -> tuple[int, int | None]:
+        """Where the whole, CRC-checked entries from ``start`` (an entry boundary) end,
+        and the offset after the last of them (None if there is none)."""
+        return self._walk.valid_end(start, self._size)
 
     def recover(self) -> int:
         """Rebuild both indexes from the log, cutting it at the first bad entry.
@@ -659,7 +577,7 @@ class LogSegment:
             valid_end, next_offset = self._recover_entries()
         truncated = self._size - valid_end
         if truncated > 0:
-            self._env.truncate(self._fd, valid_end)
+            self._log.cut(valid_end)
             self._size = valid_end
         self._next_offset = next_offset
         if self._max_timestamp != batch.NO_TIMESTAMP:
@@ -689,54 +607,17 @@ class LogSegment:
             self._bytes_since_last_index_entry,
         )
         try:
-            for _ in self._walk.valid_chunks(0, self._size, scan):
-                # The index entries of a chunk are stored together once its
-                # entries are checked.
-                offsets, times = scan.offsets, scan.times
-                if offsets and not self._store_index_entries(offsets, times):
-                    # One by one, as the entries were checked: the error of the
-                    # entry an index refuses propagates with the state of then.
-                    end_state = scan.max_timestamp, scan.offset_of_max_timestamp, scan.since_index
-                    for i, (last, position) in enumerate(offsets):
-                        max_ts, offset_of_max = times[i]
-                        scan.max_timestamp, scan.offset_of_max_timestamp = max_ts, offset_of_max
-                        scan.since_index = scan.befores[i]
-                        self._max_timestamp = max_ts
-                        self._offset_of_max_timestamp = offset_of_max
-                        self.offset_index.append(last, position)
-                        self.time_index.maybe_append(max_ts, offset_of_max)
-                    scan.max_timestamp, scan.offset_of_max_timestamp, scan.since_index = end_state
-                scan.offsets, scan.times, scan.befores = [], [], []
-                if scan.stopped:
-                    break
+            index_chunks(
+                scan,
+                self._walk.valid_chunks(0, self._size, scan),
+                self.offset_index,
+                self.time_index,
+            )
         finally:
             self._max_timestamp = scan.max_timestamp
             self._offset_of_max_timestamp = scan.offset_of_max_timestamp
             self._bytes_since_last_index_entry = scan.since_index
         return scan.valid_end, scan.next_offset
-
-    def _store_index_entries(
-        self, offsets: list[tuple[int, int]], times: list[tuple[int, int]]
-    ) -> bool:
-        """Store recovery's index entries of a chunk at once, if both indexes take all of
-        them; False, with nothing stored, if either would refuse one."""
-        if self.offset_index.append_all(offsets):
-            if self.time_index.maybe_append_all(times):
-                return True
-            # Every offset stored is above those already there: this removes just them.
-            self.offset_index.truncate_to(offsets[0][0])
-        return False
-
-    def _read_into(self, view: memoryview, position: int) -> int:
-        """Fill ``view`` from ``position``; fewer bytes only at the end of the file."""
-        done = 0
-        total = len(view)
-        while done < total:
-            n = self._env.preadv(self._fd, [view[done:]], position + done, name=self.log_path)
-            if n <= 0:
-                break
-            done += n
-        return done
 
     def truncate_to(self, offset: int) -> int:
         """Remove every entry at or after ``offset``; returns the bytes removed.
@@ -752,7 +633,7 @@ class LogSegment:
         if found is None:
             return 0
         removed = self._size - found.position
-        self._env.truncate(self._fd, found.position)
+        self._log.cut(found.position)
         self._size = found.position
         self._bytes_since_last_index_entry = 0
         if self._size == 0:
@@ -769,10 +650,10 @@ class LogSegment:
 
     def change_suffix(self, new_suffix: str) -> None:
         """Rename all files of the segment, e.g. to ``.deleted`` or from ``.swap``."""
-        old_log = self.log_path
         old_txn = self.txn_index_path
-        new_log = self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, new_suffix)
-        self._env.rename(old_log, new_log)
+        self._log.move_to(
+            self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, new_suffix)
+        )
         if old_txn.exists():
             self._env.rename(
                 old_txn,
@@ -786,7 +667,7 @@ class LogSegment:
         self.time_index.rename_to(
             self._path(self.directory, self.base_offset, filenames.TIME_INDEX_SUFFIX, new_suffix)
         )
-        self.suffix = new_suffix
+        self._suffix = new_suffix
 
     def close(self) -> None:
         """Trim the indexes and close the files; the segment stays on disk.
@@ -809,7 +690,7 @@ class LogSegment:
         finally:
             self.offset_index.close()
             self.time_index.close()
-            self._file.release()
+            self._log.release()
 
     def delete(self) -> None:
         """Close the segment and unlink its files (held regions keep reading the inode)."""
@@ -823,7 +704,7 @@ class LogSegment:
             self._closed = True
             self.offset_index.close()
             self.time_index.close()
-            self._file.release()
+            self._log.release()
         for path in paths:
             self._env.unlink(path)
 
@@ -831,48 +712,10 @@ class LogSegment:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size}{self.suffix!r})"
 
 
-def _open_fd(env: io.Env, path: Path) -> int:
-    try:
-        return env.open(path, os.O_RDWR | os.O_CREAT)
-    except OSError as exc:  # its directory is gone
-        raise io.storage_error("open", path, exc) from exc
-
-
-_IOV_MAX = 1024
-
-
-def _pwritev_rest(
-    env: io.Env,
-    fd: int,
-    chunks: Sequence[bytes | bytearray | memoryview],
-    total: int,
-    position: int,
-    name: Path,
-    written: int,
-) -> None:
-    """Write what is left of ``chunks`` at ``position`` of ``name`` after the first
-    ``written`` bytes (a short write, or none yet), continuing after short writes.
-
-    Raises StorageError on a failed write or one that writes nothing; the
-    caller (:meth:`LogSegment.append`) cuts away whatever was written.
-    """
-    pending = [memoryview(c) for c in chunks]
-    first = 0
-    done = written
-    while True:
-        # Skip what went out; a short write leaves part of one buffer.
-        while first < len(pending) and done >= len(pending[first]):
-            done -= len(pending[first])
-            first += 1
-        if first < len(pending) and done:
-            pending[first] = pending[first][done:]
-        if first >= len(pending):
-            break
-        done = env.pwritev(fd, pending[first : first + _IOV_MAX], position + written, name=name)
-        if done <= 0:
-            raise StorageError(
-                f"cannot append to {name}: a write at {position + written} wrote 0 bytes"
-            )
-        written += done
-    if written != total:
-        raise StorageError(f"appended {written} bytes to {name}, expected {total}")
+__all__ = [
+    "MAX_SEGMENT_BYTES",
+    "LogSegment",
+    "OffsetPosition",
+    "SegmentRead",
+    "TimestampAndOffset",
+]
