@@ -179,7 +179,7 @@ def test_a_commit_interrupted_by_a_crash_completes_at_start(broker: Broker) -> N
     coordinator.commit_offsets("x", "g", pid, epoch, {("t", 1): offset})
     # The crash: PrepareCommit stored, no marker written yet.
     meta = coordinator.txns["x"]
-    coordinator._store(meta, TxnState.PREPARE_COMMIT)
+    coordinator.state_log.store(meta, TxnState.PREPARE_COMMIT)
     assert broker.headers("t", 0) == []
     committed = broker.restart()
     assert committed == {"g": {("t", 1): offset}}
@@ -254,7 +254,7 @@ def test_write_markers_reports_each_partitions_error(tmp_path: Path) -> None:
         # An fsync of partition 1 fails: its marker is written but not durable.
         env.fail("fsync", error=errno.EIO, in_dir="t-1")
         wanted = [("t", 0), ("t", 1), ("t", 5), ("gone", 0)]
-        errors, committed = coordinator.write_markers(
+        errors, committed = coordinator.markers.write_markers(
             77, 2, wanted, commit=True, coordinator_epoch=3
         )
         assert errors == {
@@ -264,11 +264,17 @@ def test_write_markers_reports_each_partitions_error(tmp_path: Path) -> None:
             ("gone", 0): "UNKNOWN_TOPIC_OR_PARTITION",
         }
         assert committed == {}
-        done, _ = coordinator.write_markers(77, 2, [("t", 2)], commit=True, coordinator_epoch=3)
+        done, _ = coordinator.markers.write_markers(
+            77, 2, [("t", 2)], commit=True, coordinator_epoch=3
+        )
         assert done == {("t", 2): "NONE"}
-        older, _ = coordinator.write_markers(77, 2, [("t", 2)], commit=True, coordinator_epoch=2)
+        older, _ = coordinator.markers.write_markers(
+            77, 2, [("t", 2)], commit=True, coordinator_epoch=2
+        )
         assert older == {("t", 2): "TRANSACTION_COORDINATOR_FENCED"}
-        fenced, _ = coordinator.write_markers(77, 1, [("t", 2)], commit=True, coordinator_epoch=3)
+        fenced, _ = coordinator.markers.write_markers(
+            77, 1, [("t", 2)], commit=True, coordinator_epoch=3
+        )
         assert fenced == {("t", 2): "INVALID_PRODUCER_EPOCH"}
         assert log_dir.log("t", 0).last_stable_offset == 2
     finally:
@@ -332,6 +338,9 @@ class _OtherNodes:
     ) -> str:
         return "NONE"
 
+    def may_coordinate(self, producer_id: int) -> bool:
+        return True
+
     def flush(self, partitions: list[tuple[str, int]]) -> None:
         self.asked.append(("flush", partitions, self._state()))
         if self.flush_error is not None:
@@ -354,7 +363,7 @@ def test_a_commit_over_several_nodes_has_their_data_fsynced_before_it_is_decided
         )
         others = _OtherNodes()
         others.coordinator = coordinator
-        coordinator.remote = others
+        coordinator.peers = others
         coordinator.load()
         init = coordinator.init_producer_id("tx", 60_000)
         pid, epoch = init.producer_id, init.producer_epoch

@@ -17,6 +17,7 @@ import time
 import uuid
 from collections import defaultdict
 
+from seglog.broker.coordinator_runtime import CoordinatorRuntime
 from seglog.broker.dynamic_config import DynamicConfigs
 from seglog.broker.group_config import GroupConfigs
 from seglog.broker.nodes.cluster import Cluster
@@ -212,8 +213,8 @@ class BrokerState:
         self.group_configs.on_change(self._apply_group_configs)
         self._apply_group_configs()
 
-        # Transactions: the coordinator's blocking calls run in a worker thread,
-        # one at a time (the lock), after __transaction_state is loaded.
+        # Transactions: the coordinator's blocking operations run on its own
+        # thread, one at a time, whoever asks, after __transaction_state is loaded.
         self.transactions = create_transaction_coordinator(
             log_dir,
             self.coordinator.store,
@@ -222,7 +223,7 @@ class BrokerState:
             clock=time.time,
             topic_admin=self.topic_admin,
         )
-        self.transactions_lock = asyncio.Lock()
+        self.transactions_runtime = CoordinatorRuntime("seglog-transactions")
         self.transactions_stop = asyncio.Event()
         self.transactions_timer: asyncio.Task[None] | None = None
 

@@ -57,28 +57,79 @@ def _single_batch_error(records: RequestRecords) -> str | None:
 _Appended = tuple[_Partition, Log | None]
 
 
-def _unverified_transaction(
+async def _unverified_transaction(
     state: BrokerState,
     transactional_id: str,
     topic: str,
     partition: int,
-    records: RequestRecords,
+    records: RequestRecords | None,
 ) -> str | None:
-    """Why a transactional batch may not go to this partition, or None if it may."""
+    """Why a transactional batch may not go to this partition, or None if it may.
+
+    The question goes to the id's coordinator (in its turn, or to the node
+    that coordinates it), awaited: the event loop serves other clients
+    meanwhile. As in Kafka, only a producer's first batch of a transaction in
+    a partition is verified: once its transaction is open there at this
+    epoch, the partition joined it (a marker closes it).
+    """
+    coordinator = state.transactions
     if (
-        len(records) < batch.HEADER_SIZE
+        records is None
+        or len(records) < batch.HEADER_SIZE
         or batch.peek_magic(records, 0) != batch.CURRENT_MAGIC
-        or not state.transactions.loaded
+        or not coordinator.loaded
     ):
         return None
     # The header's fields only (the append checks the batch itself).
     header = batch.BatchHeader._make(batch.HEADER.unpack_from(records, 0))
     if not header.is_transactional:
         return None
-    error = state.transactions.verify_partition(
-        transactional_id, header.producer_id, header.producer_epoch, topic, partition
+    try:
+        entry = state.log_dir.log(topic, partition).producer_state.producers.get(header.producer_id)
+    except SeglogError:
+        entry = None  # not here (yet): the coordinator is asked all the same
+    if (
+        entry is not None
+        and entry.epoch == header.producer_epoch
+        and entry.current_txn_first_offset >= 0
+    ):
+        return None
+    error = await state.transactions_runtime.run_op(
+        coordinator.verify_partition_op(
+            transactional_id, header.producer_id, header.producer_epoch, topic, partition
+        ),
+        coordinator.peers,
     )
     return None if error == "NONE" else error
+
+
+async def _verify_transaction(
+    state: BrokerState, body: ProduceRequest
+) -> dict[tuple[str, int], str]:
+    """The partitions of a transactional Produce that may not take its batch, and why.
+
+    All asked at once, before any partition is appended, so that the appends
+    themselves still run in one go on the event loop.
+    """
+    transactional_id = body.get("transactional_id")
+    if transactional_id is None:
+        return {}
+    asked = [
+        (topic_data["name"], data["index"], data["records"])
+        for topic_data in body["topic_data"]
+        for data in topic_data["partition_data"]
+    ]
+    answers = await asyncio.gather(
+        *(
+            _unverified_transaction(state, transactional_id, topic, partition, records)
+            for topic, partition, records in asked
+        )
+    )
+    return {
+        (topic, partition): error
+        for (topic, partition, _), error in zip(asked, answers, strict=True)
+        if error is not None
+    }
 
 
 def _append(
@@ -88,6 +139,7 @@ def _append(
     records: RequestRecords | None,
     version: int,
     transactional_id: str | None = None,
+    refused: str | None = None,
 ) -> _Appended:
     result = _Partition(
         index=partition,
@@ -108,14 +160,12 @@ def _append(
             result["error_code"] = error_codes.code_for("INVALID_RECORD")
             result["error_message"] = message
             return result, None
-    if transactional_id is not None:
-        refused = _unverified_transaction(state, transactional_id, topic, partition, records)
-        if refused is not None:
-            result["error_code"] = error_codes.code_for(refused)
-            result["error_message"] = (
-                f"{topic}-{partition} is not part of the open transaction of {transactional_id}"
-            )
-            return result, None
+    if transactional_id is not None and refused is not None:
+        result["error_code"] = error_codes.code_for(refused)
+        result["error_message"] = (
+            f"{topic}-{partition} is not part of the open transaction of {transactional_id}"
+        )
+        return result, None
     try:
         log = state.log_dir.log(topic, partition)
         info = log.append(records, defer_flush=True)
@@ -175,6 +225,7 @@ async def produce(
     acks = body["acks"]
     responses: list[ProduceResponseResponses] = []
     flushes = []
+    refusals = await _verify_transaction(state, body)
     for topic_data in body["topic_data"]:
         name = topic_data["name"]
         known = state.log_dir.has_topic(name)
@@ -206,6 +257,7 @@ async def produce(
                     partition_data["records"],
                     header.api_version,
                     body.get("transactional_id"),
+                    refusals.get((name, index)),
                 )
                 partitions.append(result)
                 if log is not None:

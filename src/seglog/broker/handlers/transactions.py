@@ -3,8 +3,9 @@ AddOffsetsToTxn, TxnOffsetCommit and EndTxn; and WriteTxnMarkers, a coordinator'
 request to the leader of a transaction's partitions.
 
 The coordinator's calls append to ``__transaction_state`` and data partitions
-and fsync before they return, so each runs in a worker thread, one at a time
-(``state.transactions_lock``); its answer is sent only once it is durable.
+and fsync before they return, so each runs on the coordinator's own thread,
+one at a time, as the other nodes' and the timers' do
+(``state.transactions_runtime``); its answer is sent only once it is durable.
 Offsets a commit makes visible are handed to the group coordinator on the
 event loop, which owns the groups.
 """
@@ -18,9 +19,9 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from seglog.broker.blocking import run_blocking
 from seglog.broker.state import BrokerState
 from seglog.coordinator.offset_store import CommittedOffset
+from seglog.coordinator.txn_peers import Op
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 
@@ -37,12 +38,14 @@ async def load_transactions(state: BrokerState) -> None:
     """Load ``__transaction_state`` once the groups are loaded; finish interrupted commits."""
     while state.coordinator.loading:
         await asyncio.sleep(0.02)
-    async with state.transactions_lock:
-        try:
-            committed = await run_blocking(state.log_dir.env, state.transactions.load)
-        except Exception:
-            logger.exception("cannot load __transaction_state; transactions will be refused")
-            return
+    coordinator = state.transactions
+    try:
+        committed = await state.transactions_runtime.run_op(
+            coordinator.load_op(), coordinator.peers
+        )
+    except Exception:
+        logger.exception("cannot load __transaction_state; transactions will be refused")
+        return
     state.coordinator.apply_txn_offsets(committed)
     await state.notify_data()
     state.transactions_timer = asyncio.get_running_loop().create_task(_timers(state))
@@ -51,6 +54,7 @@ async def load_transactions(state: BrokerState) -> None:
 async def _timers(state: BrokerState) -> None:
     """Abort timed-out transactions and expire idle ids, each at its interval, until stopped."""
     coordinator = state.transactions
+    runtime = state.transactions_runtime
     loop = asyncio.get_running_loop()
     next_expiry = loop.time() + coordinator.expiration_interval_ms / 1000
     stop = state.transactions_stop
@@ -62,14 +66,13 @@ async def _timers(state: BrokerState) -> None:
         expire = loop.time() >= next_expiry
         if expire:
             next_expiry = loop.time() + coordinator.expiration_interval_ms / 1000
-        async with state.transactions_lock:
-            try:
-                aborted = await run_blocking(state.log_dir.env, coordinator.abort_timed_out)
-                if expire:
-                    await run_blocking(state.log_dir.env, coordinator.expire_transactional_ids)
-            except Exception:
-                logger.exception("cannot abort timed-out transactions")
-                continue
+        try:
+            aborted = await runtime.run_op(coordinator.abort_timed_out_op(), coordinator.peers)
+            if expire:
+                await runtime.run(coordinator.expire_transactional_ids)
+        except Exception:
+            logger.exception("cannot abort timed-out transactions")
+            continue
         while coordinator.late_commits:
             state.coordinator.apply_txn_offsets(coordinator.late_commits.pop(0))
         if aborted:
@@ -77,19 +80,30 @@ async def _timers(state: BrokerState) -> None:
 
 
 async def stop_transaction_timers(state: BrokerState) -> None:
-    """Stop the timers and wait for a pass in progress (before the log directory closes)."""
+    """Stop the timers, and wait for the operations in progress (before the log directory
+    closes); the coordinator takes no more."""
     state.transactions_stop.set()
     if state.transactions_timer is not None:
         await state.transactions_timer
+    await state.transactions_runtime.close()
 
 
 async def _call(state: BrokerState, call: Callable[[], R]) -> R | None:
-    """Run ``call`` in a worker thread under the coordinator's lock; None while loading."""
+    """Run ``call`` on the coordinator's thread in its turn; None while loading."""
     if not state.transactions.loaded:
         return None
-    async with state.transactions_lock:
-        result = await run_blocking(state.log_dir.env, call)
+    result = await state.transactions_runtime.run(call)
     # Markers move last stable offsets: read_committed fetches may be waiting.
+    await state.notify_data()
+    return result
+
+
+async def _call_op(state: BrokerState, op: Callable[[], Op[R]]) -> R | None:
+    """Run the operation ``op()`` makes in the coordinator's turns; None while loading."""
+    coordinator = state.transactions
+    if not coordinator.loaded:
+        return None
+    result = await state.transactions_runtime.run_op(op(), coordinator.peers)
     await state.notify_data()
     return result
 
@@ -99,9 +113,9 @@ async def init_producer_id(
 ) -> dict[str, Any]:
     """InitProducerId for a transactional producer: its id and a new epoch."""
     coordinator = state.transactions
-    result = await _call(
+    result = await _call_op(
         state,
-        lambda: coordinator.init_producer_id(
+        lambda: coordinator.init_producer_id_op(
             body["transactional_id"],
             body["transaction_timeout_ms"],
             body.get("producer_id", -1),
@@ -222,9 +236,9 @@ async def txn_offset_commit(
         body.get("member_id", ""),
         body.get("group_instance_id"),
     )
-    errors = await _call(
+    errors = await _call_op(
         state,
-        lambda: coordinator.commit_offsets(
+        lambda: coordinator.commit_offsets_op(
             body["transactional_id"],
             body["group_id"],
             body["producer_id"],
@@ -258,9 +272,9 @@ async def end_txn(
 ) -> dict[str, Any]:
     """EndTxn: markers written and fsynced, the outcome stored, then the answer."""
     coordinator = state.transactions
-    result = await _call(
+    result = await _call_op(
         state,
-        lambda: coordinator.end_txn(
+        lambda: coordinator.end_txn_op(
             body["transactional_id"],
             body["producer_id"],
             body["producer_epoch"],
@@ -285,8 +299,8 @@ async def write_txn_markers(
     """WriteTxnMarkers: each marker appended to its partitions and fsynced, then the answer.
 
     Partitions are written by the same function as the coordinator's own
-    markers, under the same lock, so that a marker and an EndTxn of the same
-    producer never interleave; a marker in ``__consumer_offsets`` settles the
+    markers, in the coordinator's turn, so that a marker and an EndTxn of the
+    same producer never interleave; a marker in ``__consumer_offsets`` settles the
     producer's offsets held there, and a commit's are handed to the groups.
     """
     coordinator = state.transactions
@@ -300,7 +314,7 @@ async def write_txn_markers(
         outcome = await _call(
             state,
             functools.partial(
-                coordinator.write_markers,
+                coordinator.markers.write_markers,
                 marker["producer_id"],
                 marker["producer_epoch"],
                 list(dict.fromkeys(wanted)),
@@ -340,9 +354,14 @@ async def describe_transactions(
 ) -> dict[str, Any]:
     """DescribeTransactions: each id's state, producer and partitions."""
     coordinator = state.transactions
+    wanted: list[str] = body["transactional_ids"]
+    found = (
+        await state.transactions_runtime.run(lambda: [coordinator.describe(t) for t in wanted])
+        if coordinator.loaded
+        else [None] * len(wanted)
+    )
     described = []
-    for tid in body["transactional_ids"]:
-        meta = coordinator.describe(tid) if coordinator.loaded else None
+    for tid, meta in zip(wanted, found, strict=True):
         if meta is None:
             error = (
                 "TRANSACTIONAL_ID_NOT_FOUND"
@@ -392,8 +411,10 @@ async def list_transactions(
             "unknown_state_filters": [],
             "transaction_states": [],
         }
-    found, unknown = coordinator.list_transactions(
-        body["state_filters"], body["producer_id_filters"], body.get("duration_filter", -1)
+    found, unknown = await state.transactions_runtime.run(
+        lambda: coordinator.list_transactions(
+            body["state_filters"], body["producer_id_filters"], body.get("duration_filter", -1)
+        )
     )
     return {
         "throttle_time_ms": 0,

@@ -1,18 +1,25 @@
-"""Transactions whose partitions other nodes lead: markers and KIP-890 checks over the channel.
+"""Transactions whose partitions other nodes lead: markers and KIP-890 checks as Kafka requests.
 
 The coordinator of a transactional id (the node leading its
 ``__transaction_state`` partition) writes the markers of the partitions it
-leads itself and asks each other leader to write the rest, as Kafka's
-coordinator sends WriteTxnMarkers: the leader appends the marker with the
-same function the WriteTxnMarkers handler uses and fsyncs it before it
-answers. A node that leads a partition, or the ``__consumer_offsets``
-partition of a group, asks the id's coordinator whether the partition joined
-the producer's open transaction before taking its transactional data.
+leads itself and sends each other leader a WriteTxnMarkers request, as
+Kafka's coordinator does; the leader's ordinary handler appends the markers
+(the same function the coordinator uses) and fsyncs them before it answers.
+A node that leads a partition, or the ``__consumer_offsets`` partition of a
+group, asks the id's coordinator whether the partition joined the producer's
+open transaction before taking its transactional data: an
+AddPartitionsToTxn request with ``verify_only`` (KIP-890), answered by the
+coordinator's ordinary handler. Both go over the nodes' Kafka listener
+(:mod:`.peers`), and both are served, like a client's requests, in the
+coordinator's turn. The requests this node's coordinator makes of the others
+(:class:`NodeTransactions`, its peers) are made between the steps of its
+operations, never while it holds its turn, so two coordinators never wait for
+each other.
 
-Control requests served here (see :mod:`.channel`):
+One control request remains (see :mod:`.channel`), for which Kafka has no
+request:
 
-    markers  producer_id, producer_epoch, commit, coordinator_epoch, partitions
-    verify   transactional_id, producer_id, producer_epoch, topic, partition
+    flush    partitions: fsync each partition's data (before a commit is decided)
 """
 
 from __future__ import annotations
@@ -20,24 +27,37 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
+from seglog.broker.nodes.channel import ControllerUnavailableError
 from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.nodes.control import NodeControl
 from seglog.broker.state import BrokerState
 from seglog.coordinator import txn_log
 from seglog.coordinator.offset_store import partition_for
 from seglog.errors import SeglogError
+from seglog.protocol import error_codes
+from seglog.protocol.api_keys import ApiKey
 from seglog.storage.log_dir import LogDir
 
 logger = logging.getLogger(__name__)
 
 MARKER_TIMEOUT = 15.0
-VERIFY_TIMEOUT = 5.0
+#: Kafka's request.timeout.ms: the verification is awaited, so a hung coordinator
+#: holds only the producer's own request (and connection), never the node.
+VERIFY_TIMEOUT = 30.0
+
+
+#: Verification errors as the leader answers them to the producer.
+_VERIFY_ANSWERS = {
+    "PRODUCER_FENCED": "INVALID_PRODUCER_EPOCH",
+    "CONCURRENT_TRANSACTIONS": "INVALID_TXN_STATE",
+}
 
 
 class NodeTransactions:
-    """The coordinator's view of partitions and ids that other nodes lead."""
+    """The coordinator's peers: the partitions and ids that other nodes lead (blocking)."""
 
     def __init__(self, cluster: Cluster, log_dir: LogDir) -> None:
         self.cluster = cluster
@@ -49,6 +69,14 @@ class NodeTransactions:
         if info is None:
             return None
         return self.cluster.leader(info, partition_for(transactional_id, info.partitions))
+
+    def _call(
+        self, node_id: int, api: ApiKey, version: int, body: Mapping[str, Any], timeout: float
+    ) -> dict[str, Any]:
+        """One Kafka request to node ``node_id``, awaited on a loop of this (worker) thread."""
+        if not self.cluster.alive(node_id):
+            raise ControllerUnavailableError(f"node {node_id} is down")
+        return asyncio.run(self.cluster.call(node_id, api, version, body, timeout))
 
     def _leader(self, topic: str, partition: int) -> int | None:
         info = self.log_dir.topic(topic)
@@ -81,21 +109,34 @@ class NodeTransactions:
         by_leader, unknown = self._by_leader(partitions)
         errors = dict.fromkeys(unknown, "UNKNOWN_TOPIC_OR_PARTITION")
         for leader, owned in by_leader.items():
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for topic, partition in owned:
+                by_topic[topic].append(partition)
             request = {
-                "op": "markers",
-                "producer_id": producer_id,
-                "producer_epoch": producer_epoch,
-                "commit": commit,
-                "coordinator_epoch": coordinator_epoch,
-                "partitions": [list(tp) for tp in owned],
+                "markers": [
+                    {
+                        "producer_id": producer_id,
+                        "producer_epoch": producer_epoch,
+                        "transaction_result": commit,
+                        "topics": [
+                            {"name": t, "partition_indexes": p} for t, p in by_topic.items()
+                        ],
+                        "coordinator_epoch": coordinator_epoch,
+                    }
+                ]
             }
             try:
-                answer = self.cluster.control(leader, request, MARKER_TIMEOUT)
-                for topic, partition, error in answer["errors"]:
-                    errors[(topic, partition)] = error
+                answer = self._call(leader, ApiKey.WRITE_TXN_MARKERS, 1, request, MARKER_TIMEOUT)
             except SeglogError as exc:
                 logger.warning("node %d cannot take markers now: %s", leader, exc)
                 errors.update(dict.fromkeys(owned, "NOT_LEADER_OR_FOLLOWER"))
+                continue
+            for marker in answer["markers"]:
+                for topic in marker["topics"]:
+                    for result in topic["partitions"]:
+                        errors[(topic["name"], result["partition_index"])] = error_codes.name_for(
+                            result["error_code"]
+                        )
         return errors
 
     def flush(self, partitions: list[tuple[str, int]]) -> None:
@@ -121,55 +162,46 @@ class NodeTransactions:
         if coordinator is None:
             return "COORDINATOR_NOT_AVAILABLE"
         request = {
-            "op": "verify",
-            "transactional_id": transactional_id,
-            "producer_id": producer_id,
-            "producer_epoch": epoch,
-            "topic": topic,
-            "partition": partition,
+            "transactions": [
+                {
+                    "transactional_id": transactional_id,
+                    "producer_id": producer_id,
+                    "producer_epoch": epoch,
+                    "verify_only": True,
+                    "topics": [{"name": topic, "partitions": [partition]}],
+                }
+            ]
         }
         try:
-            return str(self.cluster.control(coordinator, request, VERIFY_TIMEOUT)["result"])
+            answer = self._call(
+                coordinator, ApiKey.ADD_PARTITIONS_TO_TXN, 4, request, VERIFY_TIMEOUT
+            )
         except SeglogError as exc:
             logger.warning("cannot verify a partition with node %d: %s", coordinator, exc)
             return "COORDINATOR_NOT_AVAILABLE"
+        code = answer["error_code"]
+        for result in answer["results_by_transaction"]:
+            for topic_result in result["topic_results"]:
+                for partition_result in topic_result["results_by_partition"]:
+                    code = code or partition_result["partition_error_code"]
+        error = error_codes.name_for(code)
+        # What the partition's leader answers the producer (Kafka's names for a
+        # batch the transaction does not hold).
+        return _VERIFY_ANSWERS.get(error, error)
+
+    def may_coordinate(self, producer_id: int) -> bool:
+        """Any node may coordinate a producer id found in a partition (its id says not which)."""
+        return True
 
 
 def install(state: BrokerState, node: NodeControl, loop: asyncio.AbstractEventLoop) -> None:
-    """Wire the transaction coordinator of a node to the other nodes, both ways."""
-    coordinator = state.transactions
+    """Wire the transaction coordinator of a node to the other nodes, both ways.
+
+    (``loop`` is not needed any more: what other nodes ask of the coordinator
+    arrives as Kafka requests, on the loop already.)
+    """
     log_dir = node.log_dir
-    coordinator.remote = NodeTransactions(node.cluster, log_dir)
-
-    def markers(request: dict[str, Any]) -> dict[str, Any]:
-        partitions = [(str(t), int(p)) for t, p in request["partitions"]]
-        if not coordinator.loaded:
-            errors = dict.fromkeys(partitions, "NOT_LEADER_OR_FOLLOWER")
-        else:
-            errors, committed = coordinator.write_markers(
-                int(request["producer_id"]),
-                int(request["producer_epoch"]),
-                partitions,
-                commit=bool(request["commit"]),
-                coordinator_epoch=int(request["coordinator_epoch"]),
-            )
-            if committed:
-                loop.call_soon_threadsafe(state.coordinator.apply_txn_offsets, committed)
-            # Markers move last stable offsets: read_committed fetches may be waiting.
-            asyncio.run_coroutine_threadsafe(state.notify_data(), loop)
-        return {"ok": True, "errors": [[t, p, e] for (t, p), e in errors.items()]}
-
-    def verify(request: dict[str, Any]) -> dict[str, Any]:
-        if not coordinator.loaded:
-            return {"ok": True, "result": "COORDINATOR_LOAD_IN_PROGRESS"}
-        error = coordinator.verify_partition(
-            str(request["transactional_id"]),
-            int(request["producer_id"]),
-            int(request["producer_epoch"]),
-            str(request["topic"]),
-            int(request["partition"]),
-        )
-        return {"ok": True, "result": error}
+    state.transactions.peers = NodeTransactions(node.cluster, log_dir)
 
     def flush(request: dict[str, Any]) -> dict[str, Any]:
         errors = []
@@ -184,6 +216,4 @@ def install(state: BrokerState, node: NodeControl, loop: asyncio.AbstractEventLo
             errors.append([topic, partition, error])
         return {"ok": True, "errors": errors}
 
-    node.handlers["markers"] = markers
     node.handlers["flush"] = flush
-    node.handlers["verify"] = verify
