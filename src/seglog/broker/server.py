@@ -29,8 +29,7 @@ from seglog.broker.limits import Connections
 from seglog.broker.metrics import MetricsServer, start_metrics_server
 from seglog.broker.nodes import transactions as node_transactions
 from seglog.broker.nodes.cluster import Cluster
-from seglog.broker.nodes.control import NodeControl, open_node
-from seglog.broker.nodes.peers import PeerServer
+from seglog.broker.nodes.control import NodeControl, open_member
 from seglog.broker.security.authorizer import Authorizer
 from seglog.broker.security.failures import AuthenticationFailures
 from seglog.broker.security.listener import ListenerSecurity
@@ -42,7 +41,6 @@ from seglog.config_names import check_names, differing_from_defaults
 from seglog.errors import InvalidConfigError
 from seglog.storage import descriptors
 from seglog.storage.log_dir import LogDir
-from seglog.storage.topic_admin import TopicAdministration
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +141,6 @@ class Broker:
         self._connections: set[asyncio.Task[None]] = set()
         self._group_load: asyncio.Task[None] | None = None
         self._metrics: MetricsServer | None = None
-        self._peers: PeerServer | None = None
         self.connections = Connections(
             max_connections=settings.max_connections,
             max_connections_per_ip=settings.max_connections_per_ip,
@@ -177,46 +174,39 @@ class Broker:
         # The configs changed at run time before this start apply from the first moment.
         dynamic = DynamicConfigs.load(settings.log_dir, settings.node_id, settings.properties)
         settings = self._with_dynamic(dynamic)
-        if not self.cluster.shares_log_dir:
-            self.log_dir = LogDir.open(
-                settings.log_dir,
-                defaults=settings.log_defaults,
-                settings=settings.log_dir_settings,
-            )
-            topic_admin: TopicAdministration = self.log_dir
-        else:
-            self._node = open_node(
-                self.cluster,
-                settings.log_defaults,
-                settings.log_dir_settings,
-                clean_shutdown=self._clean_shutdown,
-            )
-            self.log_dir = self._node.log_dir
-            topic_admin = self._node.topics
-            self._node.start()
-        self.log_dir.start_background()
-        self.state = BrokerState(
-            settings, self.log_dir, self.cluster, dynamic, topic_admin=topic_admin
+        node = self._node = open_member(
+            self.cluster,
+            settings.log_defaults,
+            settings.log_dir_settings,
+            clean_shutdown=self._clean_shutdown,
         )
-        self.state.authentication_failures = failures
-        self.state.authorizer = authorizer
+        self.log_dir = node.log_dir
+        node.start()
+        self.log_dir.start_background()
+        state = self.state = BrokerState(
+            settings, self.log_dir, self.cluster, dynamic, topic_admin=node.topics
+        )
+        state.authentication_failures = failures
+        state.authorizer = authorizer
         dynamic.on_change(self._apply_dynamic)
-        if self._node is not None:
-            node_transactions.install(self.state, self._node, asyncio.get_running_loop())
-            state = self.state
+        node_transactions.install(state, node, asyncio.get_running_loop())
 
-            def reload(request: dict[str, Any]) -> dict[str, Any]:
-                # ACLs or client quotas changed on another node (see nodes.shared).
-                if authorizer is not None:
-                    authorizer.reload()
-                state.quotas.reload()
-                state.dynamic.reload()
-                state.group_configs.reload()
-                return {"ok": True}
+        def reload(request: dict[str, Any]) -> dict[str, Any]:
+            # ACLs or client quotas changed on another node (see nodes.shared).
+            if authorizer is not None:
+                authorizer.reload()
+            state.quotas.reload()
+            state.dynamic.reload()
+            state.group_configs.reload()
+            return {"ok": True}
 
-            self._node.handlers["reload"] = reload
-        if self.cluster.shares_log_dir:
-            await self._start_peer_listener(self.state)
+        node.handlers["reload"] = reload
+        peer_session = Session(NODES_LISTENER, between_nodes=True)
+
+        async def from_peer(frame: memoryview) -> list[Any] | None:
+            return await handle_frame(state, frame, peer_session)
+
+        await node.listen(from_peer)
         self._group_load = asyncio.create_task(load_groups(self.state))
         self.connections.start_reaper()
         if settings.metrics_port is not None:
@@ -255,16 +245,6 @@ class Broker:
                 self._metrics.close()
                 self._metrics = None
             raise
-
-    async def _start_peer_listener(self, state: BrokerState) -> None:
-        """Serve the other nodes' Kafka requests (forwarded administration among them)."""
-        session = Session(NODES_LISTENER, between_nodes=True)
-
-        async def handle(frame: memoryview) -> list[Any] | None:
-            return await handle_frame(state, frame, session)
-
-        self._peers = PeerServer(self.cluster.peer_address(self.cluster.node_id), handle)
-        await self._peers.start()
 
     def _with_dynamic(self, dynamic: DynamicConfigs) -> BrokerSettings:
         """The settings with ``dynamic``'s in effect (the static ones if they do not fit)."""
@@ -366,11 +346,8 @@ class Broker:
                 await self._group_load  # its thread reads the log directory
             await stop_transaction_timers(self.state)
             self.state.coordinator.shutdown()
-        if self._peers is not None:
-            await self._peers.stop()
-            self._peers = None
-        if self._node is not None:
-            self._node.stop()
+        if self._node is not None:  # None when start() failed before opening storage
+            await self._node.stop()
         if self.log_dir is not None:
             self.log_dir.close()
         logger.info("stopped cleanly")

@@ -202,5 +202,5 @@ def test_peer_markers_wait_for_the_coordinators_operation_in_progress(tmp_path: 
     try:
         asyncio.run(main())
     finally:
-        node.stop()
+        asyncio.run(node.stop())
         log_dir.close()

@@ -21,6 +21,7 @@ from typing import Any
 
 from seglog.broker.nodes.channel import ChannelServer, ControllerUnavailableError
 from seglog.broker.nodes.cluster import Cluster
+from seglog.broker.nodes.peers import FrameHandler, PeerServer
 from seglog.broker.nodes.topic_admin import node_topic_admin
 from seglog.config import LogConfig
 from seglog.storage.dir_checkpoints import MergedCheckpoints
@@ -41,6 +42,7 @@ class NodeControl:
         #: Control requests served beyond the log directory's, by op (set by the broker).
         self.handlers: dict[str, Handler] = {}
         self._channel: ChannelServer | None = None
+        self._peers: PeerServer | None = None
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         """Carry out one control request (see the module docstring)."""
@@ -86,19 +88,50 @@ class NodeControl:
         """Listen on this node's control channel, then catch up with the topic list.
 
         In that order: a change written before the channel listened is read by
-        the refresh, any later one is announced on the channel.
+        the refresh, any later one is announced on the channel. A cluster of
+        one has nobody to hear from.
         """
+        if not self.cluster.shares_log_dir:
+            return
         self._channel = ChannelServer(
             self.cluster.channel_address(self.cluster.node_id), self.handle
         )
         self._channel.start()
         self.log_dir.refresh()
 
-    def stop(self) -> None:
-        """Stop listening on the control channel."""
+    async def listen(self, handle: FrameHandler) -> None:
+        """Serve the other nodes' Kafka requests with ``handle`` (none in a cluster of one)."""
+        if not self.cluster.shares_log_dir:
+            return
+        self._peers = PeerServer(self.cluster.peer_address(self.cluster.node_id), handle)
+        await self._peers.start()
+
+    async def stop(self) -> None:
+        """Stop listening to the other nodes."""
+        if self._peers is not None:
+            await self._peers.stop()
+            self._peers = None
         if self._channel is not None:
             self._channel.stop()
             self._channel = None
+
+
+def open_member(
+    cluster: Cluster,
+    defaults: LogConfig,
+    settings: LogDirSettings,
+    *,
+    clean_shutdown: bool,
+) -> NodeControl:
+    """This node's share of the log directory: the whole of it in a cluster of one.
+
+    A broker alone opens the directory as its own (its lock, its checkpoints,
+    the clean-shutdown marker) and administers topics there itself.
+    """
+    if cluster.shares_log_dir:
+        return open_node(cluster, defaults, settings, clean_shutdown=clean_shutdown)
+    log_dir = LogDir.open(cluster.log_dir, defaults=defaults, settings=settings)
+    return NodeControl(cluster, log_dir, log_dir)
 
 
 def open_node(

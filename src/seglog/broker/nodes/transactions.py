@@ -200,6 +200,8 @@ def install(state: BrokerState, node: NodeControl, loop: asyncio.AbstractEventLo
     (``loop`` is not needed any more: what other nodes ask of the coordinator
     arrives as Kafka requests, on the loop already.)
     """
+    if not node.cluster.shares_log_dir:
+        return  # a cluster of one: the coordinator's peers are none (ClusterOfOne)
     log_dir = node.log_dir
     state.transactions.peers = NodeTransactions(node.cluster, log_dir)
 
