@@ -228,6 +228,10 @@ class LogDir:
         self._writes_topics = writes_topics
         # Topics seen deleted while open: their checkpoint lines go at the next merge.
         self._forgotten: set[str] = set()
+        #: Told which partitions stopped being served here once their logs are
+        #: closed (a deletion, a release, a refresh that dropped them), on the
+        #: thread that closed them: readers waiting on them can give up.
+        self.on_partitions_closed: Callable[[list[tuple[str, int]]], None] | None = None
 
     # ------------------------------------------------------------------ open
 
@@ -462,6 +466,8 @@ class LogDir:
                     closed.close()
                 except StorageError as exc:
                     logger.error("cannot close %s: %s", closed.directory, exc)
+            if closing:
+                self._closed_partitions([key for key, _log in closing])
             for name in changed:
                 config = self.topic_config(name)
                 for partition in range(fresh[name].partitions):
@@ -811,11 +817,12 @@ class LogDir:
             with self._lock:
                 # Gone for readers at once; the files go below.
                 logs = {p: self._logs.pop((name, p), None) for p in range(info.partitions)}
-            for partition in range(info.partitions):
-                key = (name, partition)
-                log = logs[partition]
+            for log in logs.values():
                 if log is not None:
                     log.close()
+            self._closed_partitions([(name, p) for p, log in logs.items() if log is not None])
+            for partition in range(info.partitions):
+                key = (name, partition)
                 directory = self.path / filenames.partition_dir_name(name, partition)
                 if directory.exists():
                     target = self.path / filenames.delete_dir_name(name, partition)
@@ -866,6 +873,13 @@ class LogDir:
                     log.close()
                 except StorageError as exc:
                     logger.error("cannot close %s: %s", log.directory, exc)
+            if released:
+                self._closed_partitions(released)
+
+    def _closed_partitions(self, keys: list[tuple[str, int]]) -> None:
+        listener = self.on_partitions_closed
+        if listener is not None and keys:
+            listener(keys)
 
     def _require_topic(self, name: str) -> TopicInfo:
         info = self._topics.get(name)

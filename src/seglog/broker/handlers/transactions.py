@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 from seglog.broker.blocking import run_blocking
@@ -44,7 +44,8 @@ async def load_transactions(state: BrokerState) -> None:
             logger.exception("cannot load __transaction_state; transactions will be refused")
             return
     state.coordinator.apply_txn_offsets(committed)
-    await state.notify_data()
+    # Transactions found open were aborted, anywhere: every waiting fetch checks.
+    await state.notify_data(None)
     state.transactions_timer = asyncio.get_running_loop().create_task(_timers(state))
 
 
@@ -63,6 +64,7 @@ async def _timers(state: BrokerState) -> None:
         if expire:
             next_expiry = loop.time() + coordinator.expiration_interval_ms / 1000
         async with state.transactions_lock:
+            touched = _open_partitions(state)
             try:
                 aborted = await run_blocking(state.log_dir.env, coordinator.abort_timed_out)
                 if expire:
@@ -73,7 +75,7 @@ async def _timers(state: BrokerState) -> None:
         while coordinator.late_commits:
             state.coordinator.apply_txn_offsets(coordinator.late_commits.pop(0))
         if aborted:
-            await state.notify_data()
+            await state.notify_data(touched)
 
 
 async def stop_transaction_timers(state: BrokerState) -> None:
@@ -83,15 +85,48 @@ async def stop_transaction_timers(state: BrokerState) -> None:
         await state.transactions_timer
 
 
-async def _call(state: BrokerState, call: Callable[[], R]) -> R | None:
-    """Run ``call`` in a worker thread under the coordinator's lock; None while loading."""
+async def _call(
+    state: BrokerState,
+    call: Callable[[], R],
+    touched: Callable[[], Collection[tuple[str, int]]] = tuple,
+) -> R | None:
+    """Run ``call`` in a worker thread under the coordinator's lock; None while loading.
+
+    ``touched``: the partitions ``call`` may write markers to, asked under the
+    lock just before it runs (the call may forget them: a completed
+    transaction has none). Markers move last stable offsets: read_committed
+    fetches waiting on those partitions are checked afterwards.
+    """
     if not state.transactions.loaded:
         return None
     async with state.transactions_lock:
+        partitions = touched()
         result = await run_blocking(state.log_dir.env, call)
-    # Markers move last stable offsets: read_committed fetches may be waiting.
-    await state.notify_data()
+    if partitions:
+        await state.notify_data(partitions)
     return result
+
+
+def _txn_partitions(
+    state: BrokerState, transactional_id: str
+) -> Callable[[], set[tuple[str, int]]]:
+    """The partitions of ``transactional_id``'s transaction, when asked (see :func:`_call`)."""
+
+    def partitions() -> set[tuple[str, int]]:
+        if not state.fetch_purgatory.delayed:
+            return set()  # nobody waits: nothing to look up
+        meta = state.transactions.describe(transactional_id)
+        return set() if meta is None else meta.partitions
+
+    return partitions
+
+
+def _open_partitions(state: BrokerState) -> set[tuple[str, int]]:
+    """The partitions of every transaction not complete (the timers may mark any of them)."""
+    if not state.fetch_purgatory.delayed:
+        return set()
+    found, _ = state.transactions.list_transactions((), ())
+    return {partition for meta in found for partition in meta.partitions}
 
 
 async def init_producer_id(
@@ -107,6 +142,8 @@ async def init_producer_id(
             body.get("producer_id", -1),
             body.get("producer_epoch", -1),
         ),
+        # A transaction left open by the producer it fences is aborted.
+        _txn_partitions(state, body["transactional_id"]),
     )
     if result is None:
         return {
@@ -232,6 +269,8 @@ async def txn_offset_commit(
             offsets,
             group_error=group_error or "NONE",
         ),
+        # The offsets go to the group's __consumer_offsets partition, one of these.
+        _txn_partitions(state, body["transactional_id"]),
     )
     if errors is None:
         errors = dict.fromkeys(offsets, "COORDINATOR_LOAD_IN_PROGRESS")
@@ -266,6 +305,7 @@ async def end_txn(
             body["producer_epoch"],
             body["committed"],
         ),
+        _txn_partitions(state, body["transactional_id"]),
     )
     if result is None:
         return {"throttle_time_ms": 0, "error_code": _code("COORDINATOR_LOAD_IN_PROGRESS")}
@@ -307,6 +347,7 @@ async def write_txn_markers(
                 commit=marker["transaction_result"],
                 coordinator_epoch=marker["coordinator_epoch"],
             ),
+            functools.partial(tuple, wanted),
         )
         if outcome is None:
             errors = dict.fromkeys(wanted, "NOT_LEADER_OR_FOLLOWER")

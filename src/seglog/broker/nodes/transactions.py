@@ -146,7 +146,7 @@ def install(state: BrokerState, log_dir: NodeLogDir, loop: asyncio.AbstractEvent
             if committed:
                 loop.call_soon_threadsafe(state.coordinator.apply_txn_offsets, committed)
             # Markers move last stable offsets: read_committed fetches may be waiting.
-            asyncio.run_coroutine_threadsafe(state.notify_data(), loop)
+            asyncio.run_coroutine_threadsafe(state.notify_data(partitions), loop)
         return {"ok": True, "errors": [[t, p, e] for (t, p), e in errors.items()]}
 
     def verify(request: dict[str, Any]) -> dict[str, Any]:
