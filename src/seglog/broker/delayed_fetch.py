@@ -135,6 +135,19 @@ class DelayedFetch:
             future.set_result(reason)
 
 
+def _may_answer(fetch: DelayedFetch) -> bool:
+    """:meth:`DelayedFetch.ready`, True if it fails.
+
+    The check runs inside the notifier (a Produce, say), which must not fail
+    for a reader's sake; and it reads partitions that other threads may be
+    changing (markers). Whatever went wrong, the fetch's own read finds out.
+    """
+    try:
+        return fetch.ready()
+    except Exception:
+        return True
+
+
 class FetchPurgatory:
     """Waiting fetches, on the watch list of each partition they read.
 
@@ -175,7 +188,7 @@ class FetchPurgatory:
         future: asyncio.Future[str] = loop.create_future()
         fetch.future = future
         self._watch(fetch)
-        if fetch.ready():
+        if _may_answer(fetch):
             # A partition closed by another thread between the read and the
             # registration: its notice may have found nobody to wake.
             self._unwatch(fetch)
@@ -222,7 +235,7 @@ class FetchPurgatory:
         if fetch not in self._waiting:
             return  # woken by an earlier key of the same notice
         self.checks += 1
-        if fetch.ready():
+        if _may_answer(fetch):
             self.wakeups += 1
             self._unwatch(fetch)
             fetch._finish(READY)

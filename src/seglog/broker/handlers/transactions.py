@@ -112,9 +112,8 @@ def _txn_partitions(
 ) -> Callable[[], set[tuple[str, int]]]:
     """The partitions of ``transactional_id``'s transaction, when asked (see :func:`_call`)."""
 
+    # Asked even when no fetch waits: one may start waiting while the call runs.
     def partitions() -> set[tuple[str, int]]:
-        if not state.fetch_purgatory.delayed:
-            return set()  # nobody waits: nothing to look up
         meta = state.transactions.describe(transactional_id)
         return set() if meta is None else meta.partitions
 
@@ -123,8 +122,6 @@ def _txn_partitions(
 
 def _open_partitions(state: BrokerState) -> set[tuple[str, int]]:
     """The partitions of every transaction not complete (the timers may mark any of them)."""
-    if not state.fetch_purgatory.delayed:
-        return set()
     found, _ = state.transactions.list_transactions((), ())
     return {partition for meta in found for partition in meta.partitions}
 
