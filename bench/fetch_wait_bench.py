@@ -22,6 +22,9 @@ Rows:
                 Timed from the first produce() until every consumer has every
                 record of its partitions; the broker's CPU per 1,000 records and
                 its Fetch requests per 1,000 records.
+  paced         the spread rows with the producer held to ``--rate`` records a second
+                (50,000): the broker's CPU and Fetch requests per 1,000 records no
+                longer depend on how fast a shared machine lets the producer go.
 
 Each row runs ``--repeat`` times on a fresh broker; the best time is shown with
 the CPU of that run. Where the broker has them, the purgatory's checks and
@@ -244,7 +247,10 @@ class Run:
         return value / self.records * 1000
 
 
-def produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
+def produce(
+    bootstrap: str, topic: str, count: int, partitions: int, rate: float | None = None
+) -> None:
+    """``count`` records round-robin over ``partitions``; at most ``rate`` a second if given."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -254,7 +260,12 @@ def produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
             "queue.buffering.max.kbytes": 2_000_000,
         }
     )
+    start = time.perf_counter()
     for i in range(count):
+        if rate is not None and i % 100 == 0:
+            ahead = start + i / rate - time.perf_counter()
+            if ahead > 0:
+                time.sleep(ahead)
         while True:
             try:
                 producer.produce(topic, VALUE, partition=i % partitions)
@@ -302,7 +313,9 @@ def idle_waiters(root: Path, waiters: int, count: int) -> Run:
         broker.stop()
 
 
-def spread(root: Path, partitions: int, consumers: int, count: int) -> Run:
+def spread(
+    root: Path, partitions: int, consumers: int, count: int, rate: float | None = None
+) -> Run:
     broker = Broker(root)
     ctx = multiprocessing.get_context("fork")
     ready, stop = ctx.Event(), ctx.Event()
@@ -325,7 +338,7 @@ def spread(root: Path, partitions: int, consumers: int, count: int) -> Run:
         time.sleep(1.0)
         before, cpu = broker.counters(), broker.cpu_seconds()
         start = time.perf_counter()
-        produce(broker.bootstrap, "spread", per_partition * partitions, partitions)
+        produce(broker.bootstrap, "spread", per_partition * partitions, partitions, rate)
         process.join(600)
         seconds = time.perf_counter() - start
         cpu = broker.cpu_seconds() - cpu
@@ -367,6 +380,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smoke run")
     parser.add_argument("--count", type=int, help="records per row (default 500,000)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per row (3)")
+    parser.add_argument(
+        "--rate", type=float, default=50_000, help="records/s of the paced spread rows (50,000)"
+    )
+    parser.add_argument("--only", help="run only the rows whose label contains this")
     args = parser.parse_args()
     count = args.count or (50_000 if args.quick else 500_000)
     repeat = 1 if args.quick else args.repeat
@@ -380,7 +397,17 @@ def main() -> None:
         ("spread: 100 partitions, 1 consumer", lambda: spread(root, 100, 1, count)),
         ("spread: 100 partitions, 20 consumers", lambda: spread(root, 100, 20, count)),
         ("spread: 400 partitions, 100 consumers", lambda: spread(root, 400, 100, count)),
+        (
+            f"paced {args.rate:,.0f}/s: 100 part., 20 cons.",
+            lambda: spread(root, 100, 20, count, args.rate),
+        ),
+        (
+            f"paced {args.rate:,.0f}/s: 400 part., 100 cons.",
+            lambda: spread(root, 400, 100, count, args.rate),
+        ),
     ]
+    if args.only:
+        rows = [(label, run) for label, run in rows if args.only in label]
     try:
         for label, run in rows:
             report(label, [run() for _ in range(repeat)])
