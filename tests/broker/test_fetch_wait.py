@@ -17,7 +17,6 @@ import struct
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -38,17 +37,14 @@ PURGATORY = "kafka_server_delayedoperationpurgatory_"
 DELAYED_FETCH = "kafka_server_delayedfetchmetrics_"
 
 
-@dataclass
-class Broker:
-    process: BrokerProcess
-    metrics_port: int
+class Purgatory:
+    """A broker's purgatory figures, read from its /metrics page."""
 
-    @property
-    def bootstrap(self) -> str:
-        return self.process.bootstrap
+    def __init__(self, metrics_port: int) -> None:
+        self.metrics_port = metrics_port
 
     def metrics(self) -> dict[str, float]:
-        """The purgatory's figures now, by family name (counters with ``_total``)."""
+        """The figures now, by sample name (counters with ``_total``)."""
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as response:
             page = response.read().decode()
@@ -59,10 +55,8 @@ class Broker:
             if sample.name.startswith((PURGATORY, DELAYED_FETCH))
         }
 
-    def waiting(self) -> int:
-        return int(self.metrics()[PURGATORY + "numdelayedoperations"])
-
     def wait_until(self, check: Callable[[dict[str, float]], bool], what: str) -> dict[str, float]:
+        """The figures once ``check`` holds (AssertionError after PATIENCE)."""
         deadline = time.monotonic() + PATIENCE
         while True:
             figures = self.metrics()
@@ -73,10 +67,23 @@ class Broker:
             time.sleep(0.05)
 
     def wait_waiting(self, count: int) -> dict[str, float]:
+        """The figures once ``count`` fetches wait."""
         return self.wait_until(
             lambda m: m[PURGATORY + "numdelayedoperations"] == count,
             f"{count} waiting fetches",
         )
+
+
+class Broker(Purgatory):
+    """The module's broker and its purgatory figures."""
+
+    def __init__(self, process: BrokerProcess, metrics_port: int) -> None:
+        super().__init__(metrics_port)
+        self.process = process
+
+    @property
+    def bootstrap(self) -> str:
+        return self.process.bootstrap
 
 
 @pytest.fixture(scope="module")
@@ -107,14 +114,14 @@ class RawFetch:
 
     def __init__(
         self,
-        broker: Broker,
+        port: int,
         topic: str,
         partitions: dict[int, int],
         *,
         min_bytes: int = 1,
         isolation_level: int = 0,
     ) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", broker.process.port), timeout=PATIENCE)
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=PATIENCE)
         body = {
             "max_wait_ms": NEVER_MS,
             "min_bytes": min_bytes,
@@ -163,7 +170,7 @@ def _produce(broker: Broker, topic: str, partition: int, values: list[bytes]) ->
 def test_a_fetch_on_one_partition_is_not_checked_for_appends_to_another(
     broker: Broker, topic: str
 ) -> None:
-    fetch = RawFetch(broker, topic, {0: 0})
+    fetch = RawFetch(broker.process.port, topic, {0: 0})
     before = broker.wait_waiting(1)
     assert before[PURGATORY + "purgatorysize"] == 1
 
@@ -186,7 +193,7 @@ def test_a_fetch_on_one_partition_is_not_checked_for_appends_to_another(
 def test_a_fetch_on_several_partitions_is_answered_by_data_on_any(
     broker: Broker, topic: str
 ) -> None:
-    fetch = RawFetch(broker, topic, {0: 0, 1: 0})
+    fetch = RawFetch(broker.process.port, topic, {0: 0, 1: 0})
     broker.wait_until(lambda m: m[PURGATORY + "purgatorysize"] == 2, "one fetch on two lists")
     _produce(broker, topic, 1, [b"second"])
     answer = fetch.answer()
@@ -198,7 +205,7 @@ def test_a_fetch_on_several_partitions_is_answered_by_data_on_any(
 def test_every_fetch_waiting_on_a_partition_is_woken_by_its_data(
     broker: Broker, topic: str
 ) -> None:
-    fetches = [RawFetch(broker, topic, {0: 0}) for _ in range(8)]
+    fetches = [RawFetch(broker.process.port, topic, {0: 0}) for _ in range(8)]
     before = broker.wait_waiting(8)
     assert before[PURGATORY + "purgatorysize"] == 8
     _produce(broker, topic, 0, [b"for everyone"])
@@ -214,7 +221,7 @@ def test_every_fetch_waiting_on_a_partition_is_woken_by_its_data(
 def test_a_fetch_short_of_min_bytes_waits_until_the_partition_has_them(
     broker: Broker, topic: str
 ) -> None:
-    fetch = RawFetch(broker, topic, {0: 0}, min_bytes=4000)
+    fetch = RawFetch(broker.process.port, topic, {0: 0}, min_bytes=4000)
     before = broker.wait_waiting(1)
     _produce(broker, topic, 0, [b"small"])
     # Checked, found short by its cheap check (no read), and still waiting.
@@ -235,7 +242,7 @@ def test_a_fetch_short_of_min_bytes_waits_until_the_partition_has_them(
 def test_a_client_that_goes_while_its_fetch_waits_leaves_no_waiter(
     broker: Broker, topic: str, how: str
 ) -> None:
-    fetches = [RawFetch(broker, topic, {0: 0, 1: 0}) for _ in range(3)]
+    fetches = [RawFetch(broker.process.port, topic, {0: 0, 1: 0}) for _ in range(3)]
     before = broker.wait_waiting(3)
     assert before[PURGATORY + "purgatorysize"] == 6
     for fetch in fetches:
@@ -247,7 +254,7 @@ def test_a_client_that_goes_while_its_fetch_waits_leaves_no_waiter(
     assert after[PURGATORY + "purgatorysize"] == 0
     assert after[DELAYED_FETCH + "expires_total"] == before[DELAYED_FETCH + "expires_total"]
     # The broker still serves: a fetch there now is answered by new data.
-    fetch = RawFetch(broker, topic, {0: 0})
+    fetch = RawFetch(broker.process.port, topic, {0: 0})
     broker.wait_waiting(1)
     _produce(broker, topic, 0, [b"later"])
     assert b"later" in bytes(fetch.answer()[0]["records"])
@@ -262,7 +269,7 @@ def test_a_read_committed_fetch_wakes_on_the_commit_marker(broker: Broker, topic
     producer.produce(topic, value=b"in a transaction", partition=0)
     assert producer.flush(PATIENCE) == 0
     # The record is written but not stable: a read_committed fetch from 0 waits.
-    fetch = RawFetch(broker, topic, {0: 0}, isolation_level=1)
+    fetch = RawFetch(broker.process.port, topic, {0: 0}, isolation_level=1)
     before = broker.wait_waiting(1)
     producer.commit_transaction(PATIENCE)
     answer = fetch.answer()
@@ -276,7 +283,7 @@ def test_a_read_committed_fetch_wakes_on_the_commit_marker(broker: Broker, topic
 def test_a_fetch_waiting_on_a_deleted_topic_answers_at_once_with_the_error(
     broker: Broker, topic: str
 ) -> None:
-    fetch = RawFetch(broker, topic, {0: 0, 1: 0})
+    fetch = RawFetch(broker.process.port, topic, {0: 0, 1: 0})
     broker.wait_waiting(1)
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.delete_topics([topic])[topic].result(PATIENCE)
