@@ -56,6 +56,7 @@ import time
 from collections import deque
 from typing import Any
 
+from seglog.broker.delayed_fetch import CLIENT_GONE
 from seglog.broker.dispatch import CloseConnection, handle_frame
 from seglog.broker.limits import Connections
 from seglog.broker.security.listener import ListenerSecurity
@@ -120,6 +121,9 @@ class Channel(asyncio.BufferedProtocol):
         self._wakeup: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
         self.closed: asyncio.Future[None] = loop.create_future()
+        #: Done at end of stream or when the connection is lost: the peer sends
+        #: nothing more, so a waiting fetch answers at once (it may not be read).
+        self.gone: asyncio.Future[None] = loop.create_future()
         sock = transport.get_extra_info("socket")
         self._tls = tls
         # Under TLS the socket carries ciphertext: file bytes must pass through
@@ -141,6 +145,8 @@ class Channel(asyncio.BufferedProtocol):
     def eof_received(self) -> bool:
         self._eof = True
         self._wake()
+        if not self.gone.done():
+            self.gone.set_result(None)
         # Over plain TCP the peer may half-close and still read the answers due:
         # keep the transport open. TLS has no half-close (the peer's close_notify
         # ends the session both ways) and asyncio closes it whatever is returned,
@@ -156,6 +162,8 @@ class Channel(asyncio.BufferedProtocol):
         self._held = 0
         self._wake()
         self._wake_writer()
+        if not self.gone.done():
+            self.gone.set_result(None)
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -172,6 +180,8 @@ class Channel(asyncio.BufferedProtocol):
         """Bytes read (and whether EOF was seen) before the channel took over."""
         self.frames.receive_data(data)
         self._eof = self._eof or eof
+        if eof and not self.gone.done():
+            self.gone.set_result(None)
         self._collect()
 
     def _collect(self) -> None:
@@ -490,6 +500,7 @@ async def serve_connection(
                 session,
                 peer,
             )
+        CLIENT_GONE.set(channel.gone)
         transport.set_protocol(channel)
         if not transport.is_reading():
             transport.resume_reading()  # the stream reader may have paused it

@@ -230,6 +230,7 @@ class KafkaBrokerCollector(Collector):
         ):
             failed.add_metric([listener_name, principal], count)
         yield failed
+        yield from _fetch_purgatory(state)
 
         logs = sorted(state.log_dir.logs().items())
         size = GaugeMetricFamily(
@@ -301,6 +302,36 @@ class KafkaBrokerCollector(Collector):
             "Partitions in the cluster.",
             value=sum(info.partitions for info in topics.values()),
         )
+
+
+def _fetch_purgatory(state: BrokerState) -> Iterator[Metric]:
+    """The fetches waiting for data (:mod:`seglog.broker.delayed_fetch`), as Kafka's purgatory."""
+    purgatory = state.fetch_purgatory
+    label = ["delayedoperation"]
+    size = GaugeMetricFamily(
+        "kafka_server_delayedoperationpurgatory_purgatorysize",
+        "Waiting fetches on the partitions' watch lists, once per partition each reads.",
+        labels=label,
+    )
+    size.add_metric(["Fetch"], purgatory.watched)
+    delayed = GaugeMetricFamily(
+        "kafka_server_delayedoperationpurgatory_numdelayedoperations",
+        "Fetches waiting for data.",
+        labels=label,
+    )
+    delayed.add_metric(["Fetch"], purgatory.delayed)
+    yield size
+    yield delayed
+    for name, documentation, value in (
+        ("expires", "Fetches answered at max_wait_ms without min_bytes.", purgatory.expired),
+        ("checks", "Waiting fetches checked after a change to a partition.", purgatory.checks),
+        ("wakeups", "Waiting fetches woken to read again.", purgatory.wakeups),
+    ):
+        family = CounterMetricFamily(
+            f"kafka_server_delayedfetchmetrics_{name}", documentation, labels=["fetchertype"]
+        )
+        family.add_metric(["consumer"], value)
+        yield family
 
 
 class KafkaExporterCollector(Collector):

@@ -1,4 +1,4 @@
-"""The broker's shared state: the log directory, settings, producer ids, fetch waiters.
+"""The broker's shared state: the log directory, settings, producer ids, waiting fetches.
 
 Handlers get a :class:`BrokerState` and a request and return a response body.
 Everything here runs on the event loop thread; storage calls made there are
@@ -10,14 +10,15 @@ growth, reconfiguration and deletion of topics (auto-creation included).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import itertools
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable
 
 from seglog.broker.coordinator_runtime import CoordinatorRuntime
+from seglog.broker.delayed_fetch import FetchPurgatory
 from seglog.broker.dynamic_config import DynamicConfigs
 from seglog.broker.group_config import GroupConfigs
 from seglog.broker.nodes.cluster import Cluster
@@ -194,8 +195,12 @@ class BrokerState:
         # Producer ids: unique per run, and above any id of an earlier run
         # (the clock in ms leaves room for a million producers per ms).
         self._producer_ids = itertools.count(int(time.time() * 1000) * 1000)
-        self._data_arrived = asyncio.Condition()
-        self._data_waiters = 0
+        #: Fetches waiting for data, by partition.
+        self.fetch_purgatory = FetchPurgatory()
+        # Partitions closed by a deletion (or released to another node) wake
+        # their fetches, which answer the error at once; it happens on whichever
+        # thread deleted them.
+        log_dir.on_partitions_closed = self.fetch_purgatory.wake_threadsafe
         # Consumer groups; timers run on the event loop that serves the requests.
         self.coordinator = create_coordinator(
             log_dir,
@@ -240,21 +245,12 @@ class BrokerState:
         info = self.log_dir.topic(topic)
         return info.topic_id if info is not None else uuid.UUID(int=0)
 
-    async def notify_data(self) -> None:
-        """Wake fetches waiting for data (called after every append)."""
-        if not self._data_waiters:
-            return  # the common case under produce load: nobody to wake
-        async with self._data_arrived:
-            self._data_arrived.notify_all()
+    async def notify_data(self, partitions: Iterable[tuple[str, int]] | None = None) -> None:
+        """Wake the fetches waiting on ``partitions`` that may now have enough.
 
-    async def wait_for_data(self, timeout: float) -> None:
-        """Wait until an append happens or ``timeout`` seconds pass."""
-        if timeout <= 0:
-            return
-        self._data_waiters += 1
-        try:
-            async with self._data_arrived:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._data_arrived.wait(), timeout)
-        finally:
-            self._data_waiters -= 1
+        Called after what a partition offers readers changed: an append, a
+        marker, a move of its log start. ``None``: a change of unknown scope;
+        every waiting fetch checks. A coroutine so that another thread can
+        hand it to the loop (``asyncio.run_coroutine_threadsafe``).
+        """
+        self.fetch_purgatory.wake(partitions)

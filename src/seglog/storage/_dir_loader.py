@@ -184,6 +184,7 @@ class DirLoader:
                     closed.close()
                 except StorageError as exc:
                     logger.error("cannot close %s: %s", closed.directory, exc)
+            state.partitions_closed([key for key, _log in closing])
             for name in changed:
                 config = state.topic_config(name)
                 for partition in range(fresh[name].partitions):

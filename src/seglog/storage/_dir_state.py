@@ -74,6 +74,16 @@ class DirState:
     forgotten: set[str] = field(default_factory=set)
     had_clean_shutdown: bool = False
     closed: bool = False
+    #: Told which partitions stopped being served here once their logs are
+    #: closed (a deletion, a release, a refresh that dropped them), on the
+    #: thread that closed them: readers waiting on them can give up.
+    on_partitions_closed: Callable[[list[Key]], None] | None = None
+
+    def partitions_closed(self, keys: list[Key]) -> None:
+        """Tell :attr:`on_partitions_closed` that the logs of ``keys`` are closed."""
+        listener = self.on_partitions_closed
+        if listener is not None and keys:
+            listener(keys)
 
     def check_open(self) -> None:
         """StorageError once the directory is closed."""

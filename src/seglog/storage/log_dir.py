@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -231,6 +231,21 @@ class LogDir:
         at once. Returns the partitions opened.
         """
         return self._loader.refresh()
+
+    @property
+    def on_partitions_closed(self) -> Callable[[list[tuple[str, int]]], None] | None:
+        """Told which partitions stopped being served here, once their logs are closed.
+
+        Called on the thread that closed them, after a deletion, a release or
+        a refresh that dropped them: readers waiting on them can give up.
+        """
+        return self._state.on_partitions_closed
+
+    @on_partitions_closed.setter
+    def on_partitions_closed(
+        self, listener: Callable[[list[tuple[str, int]]], None] | None
+    ) -> None:
+        self._state.on_partitions_closed = listener
 
     # ---------------------------------------------------------------- topics
 

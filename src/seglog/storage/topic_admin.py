@@ -388,11 +388,13 @@ class DiskTopicAdmin:
             with state.lock:
                 # Gone for readers at once; the files go below.
                 logs = {p: state.logs.pop((name, p), None) for p in range(info.partitions)}
-            for partition in range(info.partitions):
-                key = (name, partition)
-                log = logs[partition]
+            # Every log closed before any file moves, and its readers told.
+            for log in logs.values():
                 if log is not None:
                     log.close()
+            state.partitions_closed([(name, p) for p, log in logs.items() if log is not None])
+            for partition in range(info.partitions):
+                key = (name, partition)
                 directory = state.path / filenames.partition_dir_name(name, partition)
                 if directory.exists():
                     target = state.path / filenames.delete_dir_name(name, partition)
@@ -444,6 +446,7 @@ class DiskTopicAdmin:
                     log.close()
                 except StorageError as exc:
                     logger.error("cannot close %s: %s", log.directory, exc)
+            state.partitions_closed(released)
 
     def _check_writes_topics(self) -> None:
         if not self._state.writes_topics:

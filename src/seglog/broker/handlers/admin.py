@@ -411,6 +411,8 @@ async def delete_records(
                 entry["low_watermark"] = await run_blocking(
                     state.log_dir.env, _delete_records, log, request["offset"]
                 )
+                # Fetches waiting below the new log start answer OFFSET_OUT_OF_RANGE.
+                await state.notify_data([(topic["name"], request["partition_index"])])
             except SeglogError as exc:
                 code, _ = _error(exc)
                 index = request["partition_index"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from seglog.broker.delayed_fetch import READY, DelayedFetch, PartitionSeen
 from seglog.broker.state import BrokerState
 from seglog.errors import SeglogError, StorageError
 from seglog.protocol import error_codes
@@ -20,14 +21,19 @@ READ_COMMITTED = 1
 
 def _read_all(
     state: BrokerState, body: dict[str, Any], version: int
-) -> tuple[list[dict[str, Any]], int]:
-    """One pass over the requested partitions; returns (responses, bytes found)."""
+) -> tuple[list[dict[str, Any]], int, list[PartitionSeen]]:
+    """One pass over the requested partitions: (responses, bytes found, what each showed).
+
+    What each partition showed is taken before it is read, so that a change
+    made meanwhile (a marker written by another thread) counts as new.
+    """
     remaining = body.get("max_bytes", 0x7FFFFFFF) if version >= 3 else 0x7FFFFFFF
     # read_committed: data only up to the last stable offset, with the aborted
     # transactions it overlaps so that the client drops their records.
     read_committed = body.get("isolation_level", 0) == READ_COMMITTED
     total = 0
     responses = []
+    seen: list[PartitionSeen] = []
     first = True
     for topic in body["topics"]:
         name = topic["topic"]
@@ -48,6 +54,12 @@ def _read_all(
                 log = state.log_dir.log(name, index)
                 limit = min(request["partition_max_bytes"], remaining)
                 lso = log.last_stable_offset
+                shown = PartitionSeen(
+                    (name, index),
+                    request["fetch_offset"],
+                    log,
+                    lso if read_committed else log.high_watermark,
+                )
                 result = log.read(
                     request["fetch_offset"],
                     max(limit, 0),
@@ -82,8 +94,9 @@ def _read_all(
             else:
                 entry["records"] = b""
             partitions.append(entry)
+            seen.append(shown)
         responses.append({"topic": name, "partitions": partitions})
-    return responses, total
+    return responses, total, seen
 
 
 def _count_out(state: BrokerState, responses: list[dict[str, Any]]) -> None:
@@ -105,19 +118,26 @@ async def fetch(state: BrokerState, header: RequestHeader, body: dict[str, Any])
     version = header.api_version
     deadline = time.monotonic() + max(body.get("max_wait_ms", 0), 0) / 1000
     min_bytes = max(body.get("min_bytes", 1), 1)
+    read_committed = body.get("isolation_level", 0) == READ_COMMITTED
     # Nothing to read (every partition refused by authorization, say): answered at
     # once, as Kafka does, rather than held for max_wait_ms.
-    nothing = not any(topic["partitions"] for topic in body["topics"])
+    last = not any(topic["partitions"] for topic in body["topics"])
     while True:
-        responses, total = _read_all(state, body, version)
+        responses, total, seen = _read_all(state, body, version)
+        if last or total >= min_bytes:
+            break
         wait = deadline - time.monotonic()
-        has_error = any(p["error_code"] for t in responses for p in t["partitions"])
-        if total >= min_bytes or wait <= 0 or has_error or nothing:
+        if wait <= 0 or any(p["error_code"] for t in responses for p in t["partitions"]):
             break
         # Not enough yet: the next pass reads again, so let go of these files
         # rather than keep a deleted segment open for the whole wait.
         release_regions(p["records"] for t in responses for p in t["partitions"])
-        await state.wait_for_data(wait)
+        delayed = DelayedFetch(
+            seen, found=total, min_bytes=min_bytes, read_committed=read_committed
+        )
+        # Woken: read again (and wait again if still short). Expired, or the
+        # client gone: read once more and answer.
+        last = await state.fetch_purgatory.wait(delayed, wait) != READY
     if total:
         _count_out(state, responses)
     return {

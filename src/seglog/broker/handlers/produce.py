@@ -226,6 +226,9 @@ async def produce(
     responses: list[ProduceResponseResponses] = []
     flushes = []
     refusals = await _verify_transaction(state, body)
+    # Partitions an append went to (or failed on, taking it offline, say): their
+    # waiting fetches are checked once the appends are done.
+    touched: list[tuple[str, int]] = []
     for topic_data in body["topic_data"]:
         name = topic_data["name"]
         known = state.log_dir.has_topic(name)
@@ -260,12 +263,14 @@ async def produce(
                     refusals.get((name, index)),
                 )
                 partitions.append(result)
+                touched.append((name, index))
                 if log is not None:
                     flushes.append(_flush(state, log, result))
         responses.append(ProduceResponseResponses(name=name, partition_responses=partitions))
     if flushes:
         await asyncio.gather(*flushes)
-    await state.notify_data()
+    if touched:
+        await state.notify_data(touched)
     if acks == 0:
         return None
     return ProduceResponse(responses=responses, throttle_time_ms=0)

@@ -1,0 +1,84 @@
+"""LogDir.on_partitions_closed: told which partitions stopped being served, once closed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from seglog.storage.log_dir import LogDir, TopicInfo
+from seglog.storage.verify import verify_log
+
+
+def _leader(node: int):  # type: ignore[no-untyped-def]
+    def serves(info: TopicInfo, partition: int) -> bool:
+        replicas = info.replicas_of(partition)
+        return bool(replicas) and replicas is not None and replicas[0] == node
+
+    return serves
+
+
+def _alternate(first: int, count: int) -> list[list[int]]:
+    return [[1 + (first + i) % 2] for i in range(count)]
+
+
+def _close_verified(*log_dirs: LogDir) -> None:
+    """Check every partition still open, then close."""
+    for log_dir in log_dirs:
+        for log in log_dir.logs().values():
+            assert verify_log(log).problems == []
+        log_dir.close()
+
+
+def test_a_deleted_topic_reports_its_partitions_after_closing_them(tmp_path: Path) -> None:
+    log_dir = LogDir.open(tmp_path)
+    try:
+        log_dir.create_topic("kept", 1)
+        log_dir.create_topic("gone", 3)
+        logs = [log_dir.log("gone", p) for p in range(3)]
+        told: list[list[tuple[str, int]]] = []
+
+        def closed(keys: list[tuple[str, int]]) -> None:
+            # Called once every log is closed: a reader woken now finds it so.
+            assert all(log.closed for log in logs)
+            told.append(sorted(keys))
+
+        log_dir.on_partitions_closed = closed
+        log_dir.delete_topic("gone")
+        assert told == [[("gone", 0), ("gone", 1), ("gone", 2)]]
+        assert not log_dir.log("kept", 0).closed
+        assert sorted(log_dir.logs()) == [("kept", 0)]
+    finally:
+        _close_verified(log_dir)
+
+
+def test_a_released_topic_and_a_refresh_that_drops_one_report_their_partitions(
+    tmp_path: Path,
+) -> None:
+    writer = LogDir.open(
+        tmp_path, serves=_leader(1), lock_file=".lock-node-1", clean_shutdown=False
+    )
+    reader = LogDir.open(
+        tmp_path,
+        serves=_leader(2),
+        lock_file=".lock-node-2",
+        clean_shutdown=False,
+        writes_topics=False,
+    )
+    try:
+        writer.create_topic("released", 4, replicas=_alternate)
+        writer.create_topic("dropped", 2, replicas=_alternate)
+        reader.refresh()
+        told: list[list[tuple[str, int]]] = []
+        reader.on_partitions_closed = lambda keys: told.append(sorted(keys))
+
+        reader.release_topic("released")
+        assert told == [[("released", 1), ("released", 3)]]
+        writer.delete_topic("released")
+        reader.refresh()  # nothing of it was open any more: nothing to tell
+        assert len(told) == 1
+
+        writer.delete_topic("dropped")  # without a release first: the refresh closes it
+        reader.refresh()
+        assert told[1:] == [[("dropped", 1)]]
+        assert reader.logs() == {}
+    finally:
+        _close_verified(writer, reader)
