@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from seglog.storage.dir_checkpoints import MergedCheckpoints
 from seglog.storage.log_dir import LogDir, TopicInfo
 from seglog.storage.verify import verify_log
 
@@ -54,13 +55,16 @@ def test_a_released_topic_and_a_refresh_that_drops_one_report_their_partitions(
     tmp_path: Path,
 ) -> None:
     writer = LogDir.open(
-        tmp_path, serves=_leader(1), lock_file=".lock-node-1", clean_shutdown=False
+        tmp_path,
+        owns=_leader(1),
+        lock_file=".lock-node-1",
+        checkpoint_policy=MergedCheckpoints(False),
     )
     reader = LogDir.open(
         tmp_path,
-        serves=_leader(2),
+        owns=_leader(2),
         lock_file=".lock-node-2",
-        clean_shutdown=False,
+        checkpoint_policy=MergedCheckpoints(False),
         writes_topics=False,
     )
     try:
