@@ -151,7 +151,9 @@ def test_restart_with_a_partition_that_cannot_open(make_broker) -> None:  # type
     client.close()
 
 
-def test_clients_cannot_create_internal_topics(broker: BrokerProcess) -> None:
+def test_clients_cannot_create_internal_topics(make_broker) -> None:  # type: ignore[no-untyped-def]
+    # A broker of its own: no other test's transaction has created __transaction_state.
+    broker: BrokerProcess = make_broker()
     client = RawClient(broker)
     for name in ("__consumer_offsets", "__transaction_state"):
         result = client.create(name, 3)
