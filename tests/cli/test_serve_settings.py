@@ -14,7 +14,19 @@ from tests.broker.conftest import free_port
 
 
 def _serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``seglog serve`` over ``tmp_path/data`` until it listens, then stop it."""
+    """Run ``seglog serve`` over ``tmp_path/data`` until it listens, then stop it.
+
+    A run stopped by the signal before it could handle it found its port
+    answered by another process (taken since it was found free): run again.
+    """
+    for _ in range(5):
+        done = _serve_once(tmp_path, *args)
+        if done.returncode != -signal.SIGTERM:
+            break
+    return done
+
+
+def _serve_once(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     port = free_port()
     process = subprocess.Popen(
         [
