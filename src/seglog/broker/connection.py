@@ -56,14 +56,12 @@ import time
 from collections import deque
 from typing import Any
 
-from seglog.broker.delayed_fetch import CLIENT_GONE
 from seglog.broker.dispatch import CloseConnection, handle_frame
 from seglog.broker.limits import Connections
 from seglog.broker.security.listener import ListenerSecurity
-from seglog.broker.security.session import SESSION, Session
+from seglog.broker.security.session import Session
 from seglog.broker.security.tls import peer_principal
-from seglog.broker.settings import CURRENT_LISTENER
-from seglog.broker.state import CLIENT_HOST, BrokerState
+from seglog.broker.state import BrokerState
 from seglog.protocol.errors import FrameTooLargeError
 from seglog.protocol.framing import FrameBuffer, frame
 from seglog.storage.region import FileRegion, release_regions
@@ -441,10 +439,7 @@ async def serve_connection(
     if security is None:
         security = ListenerSecurity(state.settings.listeners[0])
     listener = security.listener
-    CURRENT_LISTENER.set(listener.name)
     ip = str(peer[0]) if isinstance(peer, tuple) and peer else ""
-    if ip:
-        CLIENT_HOST.set(f"/{ip}")
     transport = writer.transport
     assert isinstance(transport, asyncio.Transport)
     if connections is None:
@@ -459,7 +454,6 @@ async def serve_connection(
     channel: Channel | None = None
     login_timer: asyncio.TimerHandle | None = None
     session = Session(listener, host=ip, authenticated=security.sasl is None, security=security)
-    SESSION.set(session)
     try:
         if security.principal_mapper is not None and listener.security_protocol == "SSL":
             # Mutual TLS: the certificate's subject is the principal (none: ANONYMOUS).
@@ -500,7 +494,7 @@ async def serve_connection(
                 session,
                 peer,
             )
-        CLIENT_GONE.set(channel.gone)
+        session.gone = channel.gone
         transport.set_protocol(channel)
         if not transport.is_reading():
             transport.resume_reading()  # the stream reader may have paused it

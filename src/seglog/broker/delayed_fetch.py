@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 from collections.abc import Iterable
 
 from seglog.storage.log import Log
@@ -65,15 +64,6 @@ EXPIRED = "expired"
 """``max_wait_ms`` passed: read once more and answer."""
 GONE = "gone"
 """The client is gone (or sends nothing more): read once more and answer."""
-
-CLIENT_GONE: contextvars.ContextVar[asyncio.Future[None] | None] = contextvars.ContextVar(
-    "client_gone", default=None
-)
-"""Done once the connection whose request is handled has ended or reached end of stream.
-
-Each connection's task sets it (:func:`seglog.broker.connection.serve_connection`);
-a waiting fetch stops waiting when it is done.
-"""
 
 
 class PartitionSeen:
@@ -174,13 +164,15 @@ class FetchPurgatory:
         """Fetches waiting now (Kafka's NumDelayedOperations)."""
         return len(self._waiting)
 
-    async def wait(self, fetch: DelayedFetch, timeout: float) -> str:
+    async def wait(
+        self, fetch: DelayedFetch, timeout: float, gone: asyncio.Future[None] | None = None
+    ) -> str:
         """Wait until ``fetch`` may have enough, ``timeout`` seconds pass or its client goes.
 
-        Returns :data:`READY`, :data:`EXPIRED` or :data:`GONE`. The fetch is
-        on no watch list once this returns or raises (cancelled).
+        ``gone`` is done once the client's connection has ended or reached end
+        of stream. Returns :data:`READY`, :data:`EXPIRED` or :data:`GONE`. The
+        fetch is on no watch list once this returns or raises (cancelled).
         """
-        gone = CLIENT_GONE.get()
         if gone is not None and gone.done():
             return GONE
         loop = asyncio.get_running_loop()

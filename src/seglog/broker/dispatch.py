@@ -42,7 +42,8 @@ from seglog.protocol.headers import RequestHeader, decode_request, encode_respon
 
 logger = logging.getLogger(__name__)
 
-Handler = Callable[[BrokerState, RequestHeader, Any], Awaitable[Any]]
+Handler = Callable[[BrokerState, RequestHeader, Any, Session], Awaitable[Any]]
+"""A request's handler: the broker, the request's header and body, and its connection."""
 """Takes its API's request body and answers its response body (or None: no answer).
 
 Bodies are dicts; a handler may declare them as its API's generated types
@@ -129,7 +130,10 @@ async def handle_frame(
     :class:`CloseConnection` for a request that cannot be answered at all, as
     Kafka closes the connection then.
     """
-    if session is not None and session.raw_tokens:
+    if session is None:
+        # Outside a connection (tests, tools): as a client of the first listener.
+        session = Session(state.settings.listeners[0])
+    if session.raw_tokens:
         # After SaslHandshake v0 the client sends bare SASL tokens, not requests.
         try:
             return [sasl.raw_token(session, bytes(frame))]
@@ -139,8 +143,7 @@ async def handle_frame(
             return None
     began = time.perf_counter()
     try:
-        between_nodes = session is not None and session.between_nodes
-        request = decode_request(frame, supported=BETWEEN_NODES if between_nodes else None)
+        request = decode_request(frame, supported=BETWEEN_NODES if session.between_nodes else None)
     except UnsupportedVersionError as exc:
         state.metrics.observe(_api_name(exc.api_key), exc.api_version, "UNSUPPORTED_VERSION", 0.0)
         if exc.api_key == ApiKey.API_VERSIONS:
@@ -160,11 +163,10 @@ async def handle_frame(
         logger.debug("malformed request bytes: %s", bytes(frame).hex())
         raise CloseConnection(str(exc)) from exc
     header = request.header
-    if session is not None:
-        refusal = sasl.admitted(session, header.api_key)
-        if refusal is not None:
-            logger.info("closing the connection from /%s: %s", session.host, refusal)
-            raise CloseConnection(refusal)
+    refusal = sasl.admitted(session, header.api_key)
+    if refusal is not None:
+        logger.info("closing the connection from /%s: %s", session.host, refusal)
+        raise CloseConnection(refusal)
     if header.api_key in FORWARDED and not state.cluster.is_controller:
         # The controller authorizes and handles it, as the client's principal.
         chunks = await forward(
@@ -172,17 +174,15 @@ async def handle_frame(
             frame,
             header,
             request.body,
-            ANONYMOUS_PRINCIPAL if session is None else session.principal,
-            "" if session is None else session.host,
+            session.principal,
+            session.host,
         )
         state.metrics.observe(request.api.name, header.api_version, "NONE", 0.0)
         return list(chunks)
     handler = HANDLERS[header.api_key]
-    authorizer = (
-        None if session is None or session.security is None else session.security.authorizer
-    )
-    if authorizer is None or session is None:
-        response = await handler(state, header, request.body)
+    authorizer = None if session.security is None else session.security.authorizer
+    if authorizer is None:
+        response = await handler(state, header, request.body, session)
     else:
         # Authorization in one place: the plan of the API may refuse the request
         # whole, or remove what the principal may not touch and fix the answer.
@@ -201,7 +201,7 @@ async def handle_frame(
                 return None
             response = decision.response
         else:
-            response = await handler(state, header, request.body)
+            response = await handler(state, header, request.body, session)
             if response is not None:
                 decision.fix(response)
     elapsed = time.perf_counter() - began
@@ -214,7 +214,7 @@ async def handle_frame(
             return None
         return encode_response(header.api_key, header.api_version, header.correlation_id, response)
     user = ANONYMOUS
-    if session is not None and session.principal.startswith("User:"):
+    if session.principal.startswith("User:"):
         user = session.principal.removeprefix("User:")  # quotas by authenticated user
     return await _throttled(state, header, response, len(frame), elapsed, user)
 
@@ -224,7 +224,7 @@ NODES_LISTENER = Listener("NODES", "", 0)
 
 
 async def _envelope(
-    state: BrokerState, header: RequestHeader, body: EnvelopeRequest
+    state: BrokerState, header: RequestHeader, body: EnvelopeRequest, peer: Session
 ) -> EnvelopeResponse:
     """Envelope: handle a client's request another node forwarded, as that client.
 

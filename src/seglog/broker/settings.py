@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import os
 import re
 from collections.abc import Mapping
@@ -44,17 +43,6 @@ def node_count(value: object) -> int:
 
 
 _LISTENER = re.compile(r"([A-Za-z0-9_]+)://\[?([0-9a-zA-Z\-%._:]*?)\]?:([0-9]+)")
-
-CURRENT_LISTENER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "current_listener", default=None
-)
-"""The name of the listener the connection being served came in on.
-
-Each connection is served by its own asyncio task, which sets this once;
-:attr:`BrokerSettings.advertised` reads it, so that Metadata (and
-FindCoordinator) answer each client with the addresses of its own listener,
-as Kafka does.
-"""
 
 
 def _security_protocol_map(text: str) -> dict[str, str]:
@@ -223,15 +211,6 @@ class BrokerSettings:
     def listener(self, name: str) -> Listener:
         """The listener named ``name``."""
         return next(x for x in self.listeners if x.name == name)
-
-    @property
-    def advertised(self) -> Listener:
-        """The listener clients of the current connection are told to connect to.
-
-        That is the advertised address of the listener the connection came in
-        on (:data:`CURRENT_LISTENER`); outside a connection, the first one.
-        """
-        return self.advertised_for(CURRENT_LISTENER.get())
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> BrokerSettings:

@@ -10,7 +10,6 @@ growth, reconfiguration and deletion of topics (auto-creation included).
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import itertools
 import time
 import uuid
@@ -31,14 +30,6 @@ from seglog.coordinator.group_coordinator import create_coordinator
 from seglog.coordinator.transaction_coordinator import create_transaction_coordinator
 from seglog.storage.log_dir import LogDir
 from seglog.storage.topic_admin import TopicAdministration
-
-CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="unknown")
-"""The address of the client whose request is being handled, as Kafka shows it ("/10.0.0.7").
-
-Each connection is served by its own asyncio task, which sets this once; the
-handlers of that connection's requests read it (DescribeGroups shows it).
-"""
-
 
 RECENT_TIMES = 1028
 """How many recent request times each API keeps for its percentiles.

@@ -99,11 +99,13 @@ def test_peer_markers_wait_for_the_coordinators_operation_in_progress(tmp_path: 
             await listener.stop()
 
     async def exercise(state: BrokerState) -> None:
+        client = Session(state.settings.listeners[0], host="127.0.0.1")
         node.topics.create_topic("t", 1)
         init = await transactions.init_producer_id(
             state,
             _header(ApiKey.INIT_PRODUCER_ID, 4),
             {"transactional_id": "x", "transaction_timeout_ms": 60_000},
+            client,
         )
         assert init["error_code"] == 0
         pid, epoch = init["producer_id"], init["producer_epoch"]
@@ -117,6 +119,7 @@ def test_peer_markers_wait_for_the_coordinators_operation_in_progress(tmp_path: 
                 "v3_and_below_producer_epoch": epoch,
                 "v3_and_below_topics": [{"name": "t", "partitions": [0]}],
             },
+            client,
         )
         assert (
             added["results_by_topic_v3_and_below"][0]["results_by_partition"][0][
@@ -125,7 +128,7 @@ def test_peer_markers_wait_for_the_coordinators_operation_in_progress(tmp_path: 
             == 0
         )
         offsets_added = await transactions.add_offsets_to_txn(
-            state, _header(ApiKey.ADD_OFFSETS_TO_TXN, 3), {**ids, "group_id": "g"}
+            state, _header(ApiKey.ADD_OFFSETS_TO_TXN, 3), {**ids, "group_id": "g"}, client
         )
         assert offsets_added["error_code"] == 0
         committed = await transactions.txn_offset_commit(
@@ -151,6 +154,7 @@ def test_peer_markers_wait_for_the_coordinators_operation_in_progress(tmp_path: 
                     }
                 ],
             },
+            client,
         )
         assert committed["topics"][0]["partitions"][0]["error_code"] == 0
         coordinator = state.transactions
@@ -160,7 +164,9 @@ def test_peer_markers_wait_for_the_coordinators_operation_in_progress(tmp_path: 
         # The client's EndTxn is held in its first fsync, inside the coordinator.
         env.armed = True
         end = asyncio.ensure_future(
-            transactions.end_txn(state, _header(ApiKey.END_TXN, 3), {**ids, "committed": True})
+            transactions.end_txn(
+                state, _header(ApiKey.END_TXN, 3), {**ids, "committed": True}, client
+            )
         )
         assert await asyncio.to_thread(env.holding.wait, 60)
 

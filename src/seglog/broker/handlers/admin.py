@@ -38,6 +38,7 @@ from seglog.broker.handlers.configs import (
     topic_entries,
 )
 from seglog.broker.nodes.channel import ControllerTimeoutError, ControllerUnavailableError
+from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.config import (
     CONFIGS_BY_NAME,
@@ -238,7 +239,7 @@ def _check_new_topic(state: BrokerState, name: str, configs: dict[str, str | Non
 
 
 async def create_topics(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """CreateTopics, as Kafka's controller answers on a cluster of this one node.
 
@@ -293,7 +294,7 @@ async def create_topics(
 
 
 async def delete_topics(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """DeleteTopics by name."""
     names = body.get("topic_names") or [t["name"] for t in body.get("topics") or []]
@@ -342,7 +343,7 @@ def _check_partitions(state: BrokerState, topic: dict[str, Any]) -> None:
 
 
 async def create_partitions(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """CreatePartitions: grow topics; explicit assignments may only name this node."""
     results = []
@@ -394,7 +395,7 @@ def _delete_records(log: Log, offset: int) -> int:
 
 
 async def delete_records(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """DeleteRecords: move the log start offset (-1 means the high watermark)."""
     topics = []
@@ -491,7 +492,7 @@ async def _alter_topic(
 
 
 async def alter_configs(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """AlterConfigs (the non-incremental form): the given configs replace all others.
 
@@ -534,7 +535,7 @@ async def alter_configs(
 
 
 async def incremental_alter_configs(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """IncrementalAlterConfigs for topics and brokers: SET, DELETE, APPEND and SUBTRACT."""
     responses = []

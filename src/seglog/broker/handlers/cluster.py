@@ -15,6 +15,7 @@ import shutil
 import uuid
 from typing import Any
 
+from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.errors import SeglogError
 from seglog.protocol import error_codes
@@ -86,7 +87,7 @@ def _disk_usage(path: str) -> tuple[int, int]:
 
 
 async def describe_log_dirs(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """DescribeLogDirs: the one log directory, each partition's size, offset lag 0."""
     requested = body.get("topics")
@@ -131,7 +132,7 @@ async def describe_log_dirs(
 
 
 async def alter_replica_log_dirs(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """AlterReplicaLogDirs: a replica may only "move" to the directory it is in.
 
@@ -166,7 +167,7 @@ async def alter_replica_log_dirs(
 
 
 async def describe_producers(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """DescribeProducers: each partition's active producers, from its producer state."""
     topics = []
@@ -229,7 +230,7 @@ def _partition_entry(state: BrokerState, topic: str, index: int) -> dict[str, An
 
 
 async def describe_topic_partitions(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """DescribeTopicPartitions (KIP-966): topics in name order, paged by partition count.
 
@@ -286,7 +287,7 @@ async def describe_topic_partitions(
 
 
 async def elect_leaders(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """ElectLeaders: the one replica already leads, so no election is ever needed.
 
@@ -331,7 +332,7 @@ async def elect_leaders(
 
 
 async def list_partition_reassignments(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """ListPartitionReassignments: none is ever in progress on one node."""
     return {"throttle_time_ms": 0, "error_code": _NONE, "error_message": None, "topics": []}
@@ -357,7 +358,7 @@ def _reassignment_error(
 
 
 async def alter_partition_reassignments(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """AlterPartitionReassignments: only "this node" is a valid target, and it is a no-op.
 

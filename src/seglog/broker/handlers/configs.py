@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from seglog.broker.group_config import BROKER_DEFAULTS, GROUP_CONFIGS, GROUP_DOCS, defaults
+from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.config import (
     BROKER_CONFIGS,
@@ -400,7 +401,7 @@ def _describe_group(
 
 
 async def describe_configs(
-    state: BrokerState, header: RequestHeader, body: DescribeConfigsRequest
+    state: BrokerState, header: RequestHeader, body: DescribeConfigsRequest, session: Session
 ) -> DescribeConfigsResponse:
     """DescribeConfigs for topics, this broker and groups: sources, synonyms, documentation."""
     synonyms = body["include_synonyms"]

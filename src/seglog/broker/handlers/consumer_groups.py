@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from seglog.broker.security.access import describable_topics
-from seglog.broker.security.session import SESSION
-from seglog.broker.state import CLIENT_HOST, BrokerState
+from seglog.broker.security.session import Session
+from seglog.broker.state import BrokerState
 from seglog.coordinator.consumer_group import ASSIGNOR_NAME, HeartbeatRequest
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
@@ -27,7 +27,7 @@ _NO_OPERATIONS = -(2**31)
 
 
 async def consumer_group_heartbeat(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """ConsumerGroupHeartbeat: join, heartbeat, reconcile or leave; answered at once."""
     topics = state.log_dir.topics()
@@ -53,8 +53,8 @@ async def consumer_group_heartbeat(
         server_assignor=body.get("server_assignor"),
         owned=owned,
         client_id=header.client_id or "",
-        client_host=CLIENT_HOST.get(),
-        topic_visible=describable_topics(SESSION.get()),
+        client_host=session.client_host,
+        topic_visible=describable_topics(session),
     )
     result = state.coordinator.consumer_group_heartbeat(request)
     assignment = None
@@ -101,7 +101,7 @@ def _described(
 
 
 async def consumer_group_describe(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """ConsumerGroupDescribe: epochs, members, and their current and target assignments."""
     topics = state.log_dir.topics()

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from seglog.broker.delayed_fetch import READY, DelayedFetch, PartitionSeen
+from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.errors import SeglogError, StorageError
 from seglog.protocol import error_codes
@@ -109,7 +110,9 @@ def _count_out(state: BrokerState, responses: list[dict[str, Any]]) -> None:
             state.metrics.fetched(topic["topic"], size)
 
 
-async def fetch(state: BrokerState, header: RequestHeader, body: dict[str, Any]) -> dict[str, Any]:
+async def fetch(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
+) -> dict[str, Any]:
     """Fetch: wait up to max_wait_ms for min_bytes, then answer with file regions.
 
     Fetch sessions are declined: the answer always carries session id 0, so
@@ -137,7 +140,7 @@ async def fetch(state: BrokerState, header: RequestHeader, body: dict[str, Any])
         )
         # Woken: read again (and wait again if still short). Expired, or the
         # client gone: read once more and answer.
-        last = await state.fetch_purgatory.wait(delayed, wait) != READY
+        last = await state.fetch_purgatory.wait(delayed, wait, session.gone) != READY
     if total:
         _count_out(state, responses)
     return {
@@ -149,7 +152,7 @@ async def fetch(state: BrokerState, header: RequestHeader, body: dict[str, Any])
 
 
 async def list_offsets(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """ListOffsets: -1 latest, -2 earliest, -3 max timestamp, else the first offset at a time."""
     version = header.api_version
@@ -206,7 +209,7 @@ def _list_offsets_failed(error: str | SeglogError, index: int) -> dict[str, Any]
 
 
 async def offset_for_leader_epoch(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """OffsetForLeaderEpoch: one epoch (0) that ends at the log end offset."""
     topics = []

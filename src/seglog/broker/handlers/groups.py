@@ -23,7 +23,9 @@ from typing import Any, TypeVar
 
 from seglog.broker.blocking import run_blocking
 from seglog.broker.handlers.transactions import load_transactions
-from seglog.broker.state import CLIENT_HOST, BrokerState
+from seglog.broker.security.session import Session
+from seglog.broker.settings import Listener
+from seglog.broker.state import BrokerState
 from seglog.coordinator import txn_log
 from seglog.coordinator.group_coordinator import (
     GroupCoordinator,
@@ -80,14 +82,14 @@ async def load_groups(state: BrokerState) -> None:
 
 
 async def find_coordinator(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """FindCoordinator: the node leading the key's ``__consumer_offsets`` or
     ``__transaction_state`` partition (this broker, when alone)."""
     version = header.api_version
     key_type = body.get("key_type", GROUP_KEY)
     keys = body["coordinator_keys"] if version >= 4 else [body["key"]]
-    listener = state.settings.advertised
+    listener = state.settings.advertised_for(session.listener.name)
     error, message = 0, None
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         error = _code("INVALID_REQUEST")
@@ -108,7 +110,7 @@ async def find_coordinator(
     port = listener.port if error == 0 else -1
 
     def answer(key: str) -> dict[str, Any]:
-        elsewhere = _other_coordinator(state, key_type, key) if error == 0 else None
+        elsewhere = _other_coordinator(state, listener, key_type, key) if error == 0 else None
         if elsewhere is not None:
             return {"key": key, **elsewhere, "error_message": None}
         # A group whose __consumer_offsets partition could not be loaded has no
@@ -143,7 +145,9 @@ async def find_coordinator(
     return {"throttle_time_ms": 0, **single}
 
 
-def _other_coordinator(state: BrokerState, key_type: int, key: str) -> dict[str, Any] | None:
+def _other_coordinator(
+    state: BrokerState, advertised: Listener, key_type: int, key: str
+) -> dict[str, Any] | None:
     """Where another node coordinates ``key``: that node's address, or no coordinator
     while it is down; None when this node coordinates it."""
     cluster = state.cluster
@@ -164,7 +168,7 @@ def _other_coordinator(state: BrokerState, key_type: int, key: str) -> dict[str,
             "port": -1,
             "error_code": _code("COORDINATOR_NOT_AVAILABLE"),
         }
-    listener = cluster.advertised(state.settings.advertised, leader)
+    listener = cluster.advertised(advertised, leader)
     return {"node_id": leader, "host": listener.host, "port": listener.port, "error_code": 0}
 
 
@@ -192,7 +196,7 @@ def _join_response(version: int, result: JoinResult) -> dict[str, Any]:
 
 
 async def join_group(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """JoinGroup: held until the join round of the group ends."""
     version = header.api_version
@@ -201,7 +205,7 @@ async def join_group(
         member_id=body["member_id"],
         group_instance_id=body.get("group_instance_id"),
         client_id=header.client_id or "",
-        client_host=CLIENT_HOST.get(),
+        client_host=session.client_host,
         session_timeout_ms=body["session_timeout_ms"],
         rebalance_timeout_ms=body["rebalance_timeout_ms"] if version >= 1 else -1,
         protocol_type=body["protocol_type"],
@@ -215,7 +219,7 @@ async def join_group(
 
 
 async def sync_group(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """SyncGroup: held until the leader brings the assignment."""
     coordinator = state.coordinator
@@ -242,7 +246,7 @@ async def sync_group(
 
 
 async def heartbeat(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """Heartbeat."""
     error = state.coordinator.heartbeat(
@@ -252,7 +256,7 @@ async def heartbeat(
 
 
 async def leave_group(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """LeaveGroup: one member (v0-2) or a batch of members (v3+)."""
     leaving: list[tuple[str, str | None]]
@@ -278,7 +282,7 @@ async def leave_group(
 
 
 async def offset_commit(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """OffsetCommit: validated by the coordinator, fsynced before the answer."""
     coordinator = state.coordinator
@@ -346,7 +350,7 @@ def _fetch_group(
 
 
 async def offset_fetch(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """OffsetFetch: -1 for partitions without a committed offset."""
     coordinator = state.coordinator
@@ -390,7 +394,7 @@ def _mark_unstable(state: BrokerState, group_id: str, topics: list[dict[str, Any
 
 
 async def list_groups(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """ListGroups, with the state (v4) and type (v5) filters."""
     error, groups = state.coordinator.list_groups(
@@ -412,7 +416,7 @@ async def list_groups(
 
 
 async def describe_groups(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """DescribeGroups: members' subscriptions and assignments while the group is stable."""
     described = []
@@ -443,7 +447,7 @@ async def describe_groups(
 
 
 async def delete_groups(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """DeleteGroups: only empty groups can be deleted."""
     results = state.coordinator.delete_groups(list(body["groups_names"]))
@@ -457,7 +461,7 @@ async def delete_groups(
 
 
 async def offset_delete(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """OffsetDelete: not for topics the group's members subscribe to."""
     wanted = [(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]

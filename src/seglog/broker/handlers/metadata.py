@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 from seglog.broker.blocking import run_blocking
+from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.errors import SeglogError, StorageError
 from seglog.protocol import error_codes
@@ -41,14 +42,14 @@ def api_versions_body(error_code: int = 0) -> dict[str, Any]:
 
 
 async def api_versions(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """ApiVersions: the supported ranges."""
     return api_versions_body()
 
 
-def _broker(state: BrokerState, node_id: int | None = None) -> dict[str, Any]:
-    listener = state.settings.advertised
+def _broker(state: BrokerState, session: Session, node_id: int | None = None) -> dict[str, Any]:
+    listener = state.settings.advertised_for(session.listener.name)
     if node_id is not None:
         listener = state.cluster.advertised(listener, node_id)
     return {
@@ -59,10 +60,10 @@ def _broker(state: BrokerState, node_id: int | None = None) -> dict[str, Any]:
     }
 
 
-def brokers(state: BrokerState) -> list[dict[str, Any]]:
+def brokers(state: BrokerState, session: Session) -> list[dict[str, Any]]:
     """The live nodes, as Metadata lists them."""
     cluster = state.cluster
-    return [_broker(state, node) for node in cluster.node_ids() if cluster.alive(node)]
+    return [_broker(state, session, node) for node in cluster.node_ids() if cluster.alive(node)]
 
 
 def controller_id(state: BrokerState) -> int:
@@ -195,7 +196,7 @@ async def auto_create(state: BrokerState, *names: str) -> dict[str, int]:
 
 
 async def metadata(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """Metadata: every live node, and each partition's leader."""
     requested = body.get("topics")
@@ -246,7 +247,7 @@ async def metadata(
                 topic["topic_authorized_operations"] = TOPIC_OPERATIONS
     return {
         "throttle_time_ms": 0,
-        "brokers": brokers(state),
+        "brokers": brokers(state, session),
         "cluster_id": state.cluster_id,
         "controller_id": controller_id(state),
         "topics": topics,
@@ -257,7 +258,7 @@ async def metadata(
 
 
 async def describe_cluster(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """DescribeCluster: the live nodes and the controller."""
     return {
@@ -269,7 +270,7 @@ async def describe_cluster(
         "controller_id": controller_id(state),
         "brokers": [
             {"broker_id": broker["node_id"], "host": broker["host"], "port": broker["port"]}
-            for broker in brokers(state)
+            for broker in brokers(state, session)
         ],
         "cluster_authorized_operations": CLUSTER_OPERATIONS
         if body.get("include_cluster_authorized_operations")

@@ -18,6 +18,7 @@ from typing import Any
 from seglog.broker.blocking import run_blocking
 from seglog.broker.handlers import transactions
 from seglog.broker.handlers.metadata import auto_create
+from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.errors import InvalidRecordError, SeglogError, StorageError
 from seglog.protocol import error_codes
@@ -219,7 +220,7 @@ async def _flush(state: BrokerState, log: Log, result: _Partition) -> None:
 
 
 async def produce(
-    state: BrokerState, header: RequestHeader, body: ProduceRequest
+    state: BrokerState, header: RequestHeader, body: ProduceRequest, session: Session
 ) -> ProduceResponse | None:
     """Produce: validate and append each partition's batches; None for acks=0."""
     acks = body["acks"]
@@ -277,7 +278,7 @@ async def produce(
 
 
 async def init_producer_id(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """InitProducerId: idempotent producers here, transactional ones by the coordinator."""
     if body.get("transactional_id") is not None:

@@ -14,6 +14,7 @@ from typing import Any
 from seglog.broker import quotas
 from seglog.broker.blocking import run_blocking
 from seglog.broker.nodes.shared import change_shared
+from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.errors import SeglogError
 from seglog.protocol import error_codes
@@ -72,7 +73,7 @@ def _check_value(entity: quotas.Entity, key: str, value: float) -> None:
 
 
 async def alter_client_quotas(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """AlterClientQuotas: set or remove quotas, all or none of an entry; persisted."""
     answers = []
@@ -136,7 +137,7 @@ def _matches(entity: quotas.Entity, components: list[dict[str, Any]], strict: bo
 
 
 async def describe_client_quotas(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """DescribeClientQuotas: the entities whose quotas match every component of the filter."""
     components = body["components"]

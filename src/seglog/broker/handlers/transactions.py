@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.coordinator.offset_store import CommittedOffset
 from seglog.coordinator.txn_peers import Op
@@ -153,7 +154,7 @@ def _partition_results(
 
 
 async def add_partitions_to_txn(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """AddPartitionsToTxn: v0-3 for one producer, v4 for several (and KIP-890 verification)."""
     coordinator = state.transactions
@@ -200,7 +201,7 @@ async def add_partitions_to_txn(
 
 
 async def add_offsets_to_txn(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """AddOffsetsToTxn: the group's offsets partition joins the transaction."""
     coordinator = state.transactions
@@ -214,7 +215,7 @@ async def add_offsets_to_txn(
 
 
 async def txn_offset_commit(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """TxnOffsetCommit: offsets stored in the transaction, visible once it commits."""
     coordinator = state.transactions
@@ -268,7 +269,7 @@ async def txn_offset_commit(
 
 
 async def end_txn(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """EndTxn: markers written and fsynced, the outcome stored, then the answer."""
     coordinator = state.transactions
@@ -294,7 +295,7 @@ _LOAD_WAIT_SECONDS = 5.0
 
 
 async def write_txn_markers(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """WriteTxnMarkers: each marker appended to its partitions and fsynced, then the answer.
 
@@ -350,7 +351,7 @@ async def write_txn_markers(
 
 
 async def describe_transactions(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """DescribeTransactions: each id's state, producer and partitions."""
     coordinator = state.transactions
@@ -400,7 +401,7 @@ async def describe_transactions(
 
 
 async def list_transactions(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """ListTransactions: ids filtered by state, producer id and (v1) duration."""
     coordinator = state.transactions

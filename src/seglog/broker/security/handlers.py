@@ -13,7 +13,6 @@ from seglog.broker.security import sasl
 from seglog.broker.security.authorizer import (
     AclBinding,
     AclFilter,
-    Authorizer,
     PatternType,
     validate,
 )
@@ -25,29 +24,27 @@ from seglog.broker.security.scram import (
     MIN_ITERATIONS,
     credential_from_salted,
 )
-from seglog.broker.security.session import SESSION
+from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 
 
 async def sasl_handshake(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """SaslHandshake: choose the mechanism of the exchange to come."""
-    session = SESSION.get()
-    if session is None or session.security is None or session.security.sasl is None:
+    if session.security is None or session.security.sasl is None:
         # Not a SASL listener: as Kafka answers a handshake that reaches its API layer.
         return {"error_code": error_codes.code_for("ILLEGAL_SASL_STATE"), "mechanisms": []}
     return sasl.handshake(session, header.api_version, str(body["mechanism"]))
 
 
 async def sasl_authenticate(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """SaslAuthenticate: one token of the exchange."""
-    session = SESSION.get()
-    if session is None or session.security is None or session.security.sasl is None:
+    if session.security is None or session.security.sasl is None:
         return {
             "error_code": error_codes.code_for("ILLEGAL_SASL_STATE"),
             "error_message": "SaslAuthenticate request received after successful authentication",
@@ -79,7 +76,7 @@ def _user_error(user: str, error: str, message: str | None) -> dict[str, Any]:
 
 
 async def describe_user_scram_credentials(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """DescribeUserScramCredentials (KIP-554): mechanisms and iterations, never keys."""
     users = _store(state).users()
@@ -140,7 +137,7 @@ def _check_upsertion(item: dict[str, Any]) -> tuple[str, str] | None:
 
 
 async def alter_user_scram_credentials(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """AlterUserScramCredentials (KIP-554): a user's changes apply together or not at all."""
     deletions = body.get("deletions") or []
@@ -218,14 +215,6 @@ _NO_AUTHORIZER = "No Authorizer is configured."
 _NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
 
 
-def _authorizer() -> Authorizer | None:
-    session = SESSION.get()
-    if session is None or session.security is None:
-        return None
-    authorizer: Authorizer | None = session.security.authorizer
-    return authorizer
-
-
 def _filter(item: dict[str, Any]) -> AclFilter:
     return AclFilter(
         resource_type=item["resource_type_filter"],
@@ -251,10 +240,10 @@ def _binding_fields(acl: AclBinding) -> dict[str, Any]:
 
 
 async def create_acls(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """CreateAcls: each ACL validated, all valid ones persisted before the answer."""
-    authorizer = _authorizer()
+    authorizer = state.authorizer
     creations = body.get("creations") or []
     if authorizer is None:
         code = error_codes.code_for("SECURITY_DISABLED")
@@ -288,10 +277,10 @@ async def create_acls(
 
 
 async def describe_acls(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """DescribeAcls: the ACLs a filter selects, grouped by resource pattern."""
-    authorizer = _authorizer()
+    authorizer = state.authorizer
     if authorizer is None:
         return {
             "throttle_time_ms": 0,
@@ -322,10 +311,10 @@ async def describe_acls(
 
 
 async def delete_acls(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any]
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """DeleteAcls: per filter, the ACLs it removed."""
-    authorizer = _authorizer()
+    authorizer = state.authorizer
     filters = body.get("filters") or []
     if authorizer is None:
         code = error_codes.code_for("SECURITY_DISABLED")

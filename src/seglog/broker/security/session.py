@@ -8,7 +8,7 @@ mechanism (``listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config``).
 
 from __future__ import annotations
 
-import contextvars
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,11 +58,14 @@ class Session:
     extra: dict[str, Any] = field(default_factory=dict)
     between_nodes: bool = False
     """A connection from another node of the cluster (it may send Envelope)."""
+    gone: asyncio.Future[None] | None = None
+    """Done once the connection has ended or reached end of stream (a waiting Fetch stops)."""
+
+    @property
+    def client_host(self) -> str:
+        """The client's address as Kafka's group descriptions show it (``/127.0.0.1``)."""
+        return f"/{self.host}" if self.host else "unknown"
 
     def expired(self) -> bool:
         """Whether the session's lifetime (connections.max.reauth.ms) has run out."""
         return self.expires_at is not None and time.monotonic() >= self.expires_at
-
-
-SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar("session", default=None)
-"""The session of the connection being served (set once by its task, as ``CLIENT_HOST``)."""
