@@ -14,6 +14,7 @@ from pathlib import Path
 
 from seglog.broker.handlers.metadata import auto_create
 from seglog.broker.handlers.produce import produce
+from seglog.broker.security.session import Session
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
 from seglog.protocol import ApiKey
@@ -21,6 +22,9 @@ from seglog.protocol.headers import RequestHeader
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage import io
 from seglog.storage.log_dir import LogDir, LogDirSettings
+
+# The connection the handlers are called for (outside a real one).
+CLIENT = Session(BrokerSettings().listeners[0], host="127.0.0.1")
 
 HEADER = RequestHeader(ApiKey.PRODUCE, 9, 1, "test")
 
@@ -56,7 +60,7 @@ def test_flushes_and_creations_run_on_the_environments_threads(tmp_path: Path) -
         async def main() -> None:
             state = BrokerState(BrokerSettings(), log_dir)
             env.threads.clear()
-            response = await produce(state, HEADER, body)
+            response = await produce(state, HEADER, body, CLIENT)
             assert response["responses"][0]["partition_responses"][0]["error_code"] == 0
             produced = list(env.threads)
             env.threads.clear()

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from seglog.broker.handlers.produce import produce
+from seglog.broker.security.session import Session
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
 from seglog.protocol import ApiKey, error_codes
@@ -24,6 +25,9 @@ from seglog.protocol.headers import RequestHeader
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage import io
 from seglog.storage.log_dir import LogDir, LogDirSettings
+
+# The connection the handlers are called for (outside a real one).
+CLIENT = Session(BrokerSettings().listeners[0], host="127.0.0.1")
 
 HEADER = RequestHeader(ApiKey.PRODUCE, 9, 1, "test")
 
@@ -103,7 +107,7 @@ async def _produce_with_slow_disk(
     """Produce while the disk is held; check what the loop does meanwhile."""
     log = state.log_dir.log(topic, 0)
     hw_before = log.high_watermark
-    task = asyncio.create_task(produce(state, HEADER, _body(topic, records)))
+    task = asyncio.create_task(produce(state, HEADER, _body(topic, records), CLIENT))
     loop_thread = threading.get_ident()
     # The loop keeps running while the fsync waits for the disk...
     ticks = 0
@@ -135,7 +139,7 @@ def test_flush_messages_fsyncs_off_the_loop_before_the_answer(
 
     async def main() -> None:
         state = BrokerState(BrokerSettings(), log_dir)
-        first = await produce(state, HEADER, _body("t", _batch(b"first", now - 1000)))
+        first = await produce(state, HEADER, _body("t", _batch(b"first", now - 1000)), CLIENT)
         assert first["responses"][0]["partition_responses"][0]["error_code"] == 0
         log = log_dir.log("t", 0)
         assert log.recovery_point == 1 and log.high_watermark == 1
@@ -161,7 +165,9 @@ def test_without_flush_messages_a_produce_makes_no_fsync(
     async def main() -> None:
         state = BrokerState(BrokerSettings(), log_dir)
         for i in range(3):  # each batch rolls a segment and snapshots the producer state
-            response = await produce(state, HEADER, _body("t", _batch(b"v", now - 1000 + i * 100)))
+            response = await produce(
+                state, HEADER, _body("t", _batch(b"v", now - 1000 + i * 100)), CLIENT
+            )
             assert response["responses"][0]["partition_responses"][0]["error_code"] == 0
         state.coordinator.shutdown()
 
@@ -180,7 +186,7 @@ def test_a_failed_fsync_is_not_acknowledged(log_dir: LogDir, disk: ScriptedDisk)
 
     async def main() -> None:
         state = BrokerState(BrokerSettings(), log_dir)
-        response = await produce(state, HEADER, _body("t", _batch(b"v", now)))
+        response = await produce(state, HEADER, _body("t", _batch(b"v", now)), CLIENT)
         result = response["responses"][0]["partition_responses"][0]
         assert result["error_code"] != 0 and result["base_offset"] == -1
         assert "Input/output error" in result["error_message"]
@@ -209,11 +215,11 @@ def test_a_retry_after_a_failed_fsync_is_refused_until_a_restart(
     async def main() -> None:
         state = BrokerState(BrokerSettings(), log_dir)
         disk.fail = True
-        failed = await produce(state, HEADER, _body("t", records))
+        failed = await produce(state, HEADER, _body("t", records), CLIENT)
         assert failed["responses"][0]["partition_responses"][0]["error_code"] == storage_error
         disk.fail = False
         # The producer retries the same batch: refused, the disk looking well again or not.
-        retried = await produce(state, HEADER, _body("t", records))
+        retried = await produce(state, HEADER, _body("t", records), CLIENT)
         result = retried["responses"][0]["partition_responses"][0]
         assert result["error_code"] == storage_error and result["base_offset"] == -1
         assert "offline" in result["error_message"]

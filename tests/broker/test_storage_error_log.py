@@ -18,6 +18,7 @@ import pytest
 
 from seglog.broker.handlers.fetch import fetch
 from seglog.broker.handlers.produce import produce
+from seglog.broker.security.session import Session
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
 from seglog.broker.storage_errors import StorageErrorLog
@@ -26,6 +27,9 @@ from seglog.protocol.headers import RequestHeader
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage.log_dir import LogDir, LogDirSettings
 from tests.storage.faulty_env import FaultyEnv, installed
+
+# The connection the handlers are called for (outside a real one).
+CLIENT = Session(BrokerSettings().listeners[0], host="127.0.0.1")
 
 PRODUCE = RequestHeader(ApiKey.PRODUCE, 9, 1, "test")
 FETCH = RequestHeader(ApiKey.FETCH, 12, 2, "test")
@@ -96,7 +100,7 @@ def test_produce_storage_errors_are_logged_once_a_minute_per_partition(
         state.storage_errors = StorageErrorLog(clock=clock)
 
         async def answer(partition: int) -> int:
-            response = await produce(state, PRODUCE, _produce_body(partition, b"v"))
+            response = await produce(state, PRODUCE, _produce_body(partition, b"v"), CLIENT)
             code: int = response["responses"][0]["partition_responses"][0]["error_code"]
             return code
 
@@ -134,7 +138,7 @@ def test_a_failed_flush_of_a_produce_is_logged(
     async def main() -> None:
         state = BrokerState(BrokerSettings(), log_dir)
         env.fail("fsync", error=errno.EIO, named="*.log")
-        response = await produce(state, PRODUCE, _produce_body(0, b"v"))
+        response = await produce(state, PRODUCE, _produce_body(0, b"v"), CLIENT)
         assert response["responses"][0]["partition_responses"][0]["error_code"] == STORAGE_ERROR
         (record,) = _errors(caplog)
         assert "a flush of partition 0 of topic t" in record.getMessage()
@@ -157,16 +161,16 @@ def test_fetch_storage_errors_are_logged_once_a_minute(
         state = BrokerState(BrokerSettings(), log_dir)
         state.storage_errors = StorageErrorLog(clock=clock)
         for value in (b"a", b"b"):
-            await produce(state, PRODUCE, _produce_body(0, value))
+            await produce(state, PRODUCE, _produce_body(0, value), CLIENT)
         env.fail("pread", error=errno.EIO, named="*.log", times=1000)
         for _ in range(3):
-            response = await fetch(state, FETCH, _fetch_body(0))
+            response = await fetch(state, FETCH, _fetch_body(0), CLIENT)
             assert response["responses"][0]["partitions"][0]["error_code"] == STORAGE_ERROR
         (record,) = _errors(caplog)
         assert "a read of partition 0 of topic t" in record.getMessage()
         assert "Input/output error" in record.getMessage() and record.exc_info is not None
         clock.now += 61
-        await fetch(state, FETCH, _fetch_body(0))
+        await fetch(state, FETCH, _fetch_body(0), CLIENT)
         assert len(_errors(caplog)) == 2
         state.coordinator.shutdown()
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from seglog.broker.handlers.groups import find_coordinator, load_groups
+from seglog.broker.security.session import Session
 from seglog.broker.settings import BrokerSettings
 from seglog.broker.state import BrokerState
 from seglog.coordinator.offset_store import TOPIC, partition_for
@@ -25,6 +26,9 @@ from seglog.storage import filenames
 from seglog.storage.log_dir import LogDir, LogDirSettings
 from tests.coordinator.conftest import Harness
 from tests.storage.faulty_env import installed
+
+# The connection the handlers are called for (outside a real one).
+CLIENT = Session(BrokerSettings().listeners[0], host="127.0.0.1")
 
 PARTITIONS = 3
 
@@ -145,7 +149,7 @@ def test_find_coordinator_has_no_coordinator_for_the_groups_of_a_failed_partitio
             await load_groups(state)
             header = RequestHeader(ApiKey.FIND_COORDINATOR, 4, 1, "test")
             body = {"key_type": 0, "coordinator_keys": [broken, fine]}
-            response = await find_coordinator(state, header, body)
+            response = await find_coordinator(state, header, body, CLIENT)
             return {c["key"]: c["error_code"] for c in response["coordinators"]}
         finally:
             state.coordinator.shutdown()

@@ -150,7 +150,15 @@ class Broker:
         )
 
     async def start(self) -> None:
-        """Open storage and start listening (InvalidConfigError for a listener not served)."""
+        """Open storage and start listening (InvalidConfigError for a listener not served).
+
+        SIGTERM and SIGINT stop the broker from here on: one that arrives while it
+        starts (as soon as a client can connect, say) stops it cleanly once started.
+        """
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.stop)
         settings = self.settings
         settings.check_listeners()  # before anything is opened or bound
         settings.check_advertised()
@@ -302,10 +310,6 @@ class Broker:
 
     async def serve(self) -> None:
         """Run until :meth:`stop` is called (or a signal arrives)."""
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, self.stop)
         # A node sharing the directory runs under a supervisor; a broker alone does not.
         supervised = self.cluster.shares_log_dir
         watch = asyncio.create_task(self._watch_parent()) if supervised else None

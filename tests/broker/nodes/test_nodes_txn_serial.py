@@ -105,7 +105,6 @@ def test_peer_markers_wait_for_the_coordinators_operation_in_progress(tmp_path: 
             state,
             _header(ApiKey.INIT_PRODUCER_ID, 4),
             {"transactional_id": "x", "transaction_timeout_ms": 60_000},
-            client,
         )
         assert init["error_code"] == 0
         pid, epoch = init["producer_id"], init["producer_epoch"]
