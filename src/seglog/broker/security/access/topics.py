@@ -15,7 +15,7 @@ a broker).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from seglog.broker.security.access.base import (
     CLUSTER_FAILED,
@@ -453,21 +453,26 @@ def _config_code(kind: int) -> int:
     return GROUP_FAILED if kind == _CONFIG_GROUP else CLUSTER_FAILED
 
 
-def _describe_configs(
-    access: Access, version: int, body: admin.DescribeConfigsRequest
-) -> Decision[admin.DescribeConfigsResponse]:
-    operation = Operation.DESCRIBE_CONFIGS
+def _config_resources(
+    access: Access,
+    operation: Operation,
+    resources: list[Any],
+    answers: str,
+    answer_type: type[Any],
+) -> Decision[Any]:
+    """The three config APIs' one plan: each resource the principal may not touch is
+    taken out of the request and answered, in the response list ``answers``, as failed."""
     denied = remove_denied(
-        body["resources"],
+        resources,
         lambda r: _config_allowed(access, operation, r["resource_type"], r["resource_name"]),
     )
     if not denied:
         return Decision()
 
-    def fix(response: admin.DescribeConfigsResponse) -> None:
-        response.setdefault("results", []).extend(
+    def fix(response: Any) -> None:
+        response.setdefault(answers, []).extend(
             failed_as(
-                admin.DescribeConfigsResponseResults,
+                answer_type,
                 _config_code(r["resource_type"]),
                 resource_type=r["resource_type"],
                 resource_name=r["resource_name"],
@@ -476,56 +481,42 @@ def _describe_configs(
         )
 
     return Decision(fixes=[fix])
+
+
+def _describe_configs(
+    access: Access, version: int, body: admin.DescribeConfigsRequest
+) -> Decision[admin.DescribeConfigsResponse]:
+    return _config_resources(
+        access,
+        Operation.DESCRIBE_CONFIGS,
+        body["resources"],
+        "results",
+        admin.DescribeConfigsResponseResults,
+    )
 
 
 def _alter_configs(
     access: Access, version: int, body: admin.AlterConfigsRequest
 ) -> Decision[admin.AlterConfigsResponse]:
-    operation = Operation.ALTER_CONFIGS
-    denied = remove_denied(
+    return _config_resources(
+        access,
+        Operation.ALTER_CONFIGS,
         body["resources"],
-        lambda r: _config_allowed(access, operation, r["resource_type"], r["resource_name"]),
+        "responses",
+        admin.AlterConfigsResponseResponses,
     )
-    if not denied:
-        return Decision()
-
-    def fix(response: admin.AlterConfigsResponse) -> None:
-        response.setdefault("responses", []).extend(
-            failed_as(
-                admin.AlterConfigsResponseResponses,
-                _config_code(r["resource_type"]),
-                resource_type=r["resource_type"],
-                resource_name=r["resource_name"],
-            )
-            for r in denied
-        )
-
-    return Decision(fixes=[fix])
 
 
 def _incremental_alter_configs(
     access: Access, version: int, body: admin.IncrementalAlterConfigsRequest
 ) -> Decision[admin.IncrementalAlterConfigsResponse]:
-    operation = Operation.ALTER_CONFIGS
-    denied = remove_denied(
+    return _config_resources(
+        access,
+        Operation.ALTER_CONFIGS,
         body["resources"],
-        lambda r: _config_allowed(access, operation, r["resource_type"], r["resource_name"]),
+        "responses",
+        admin.IncrementalAlterConfigsResponseResponses,
     )
-    if not denied:
-        return Decision()
-
-    def fix(response: admin.IncrementalAlterConfigsResponse) -> None:
-        response.setdefault("responses", []).extend(
-            failed_as(
-                admin.IncrementalAlterConfigsResponseResponses,
-                _config_code(r["resource_type"]),
-                resource_type=r["resource_type"],
-                resource_name=r["resource_name"],
-            )
-            for r in denied
-        )
-
-    return Decision(fixes=[fix])
 
 
 PLANS: dict[int, Plan] = {
