@@ -178,7 +178,9 @@ class Mirror:
         self._failed: set[str] = set()
         self._reported: set[tuple[str, str, int, int]] = set()
         self._last_save = time.monotonic()
-        self._rate_start = time.monotonic()
+        # Set when the first record is copied: the time spent starting (reading
+        # the source's layout, reaching the target) is no credit for a burst.
+        self._rate_start: float | None = None
         self._rate_count = 0
 
     # --------------------------------------------------------------- driving
@@ -358,6 +360,8 @@ class Mirror:
 
         records = nbytes = 0
         stopped = False
+        if self._rate_start is None:
+            self._rate_start = time.monotonic()
         for rec in self.source.records(name, partition, pm.position, source_end):
             self.target.produce(name, partition, rec, delivered(rec.offset))
             records += 1
@@ -393,7 +397,7 @@ class Mirror:
         self._rate_count += records
 
     def _throttle(self) -> None:
-        if not self.max_rate:
+        if not self.max_rate or self._rate_start is None:
             return
         ahead = self._rate_count / self.max_rate - (time.monotonic() - self._rate_start)
         if ahead > 0:
