@@ -150,6 +150,31 @@ def decode_records(buf: BytesLike, position: int = 0, *, check_crc: bool = False
     return out
 
 
+def decode_record(data: BytesLike, start: int, end: int, header: batch.BatchHeader) -> Record:
+    """The one record whose fields lie in ``data[start:end]`` (after its length varint).
+
+    ``data`` is the batch's records block (:func:`records_block`). For lookups
+    that found a record's place without decoding its neighbours.
+    """
+    view = memoryview(data)
+    pos = start + 1  # attributes
+    ts_delta, pos = decode_varlong(view, pos)
+    offset_delta, pos = decode_varint(view, pos)
+    key, pos = _bytes_field(view, pos, end)
+    value, pos = _bytes_field(view, pos, end)
+    headers, pos = _decode_headers(view, pos, end)
+    if pos != end:
+        raise CorruptRecordError(
+            f"record at offset {header.base_offset + offset_delta} does not end where its "
+            "length says"
+        )
+    if header.timestamp_type == batch.LOG_APPEND_TIME:
+        timestamp = header.max_timestamp
+    else:
+        timestamp = header.base_timestamp + ts_delta
+    return Record(header.base_offset + offset_delta, timestamp, key, value, headers)
+
+
 def iter_batches(
     buf: BytesLike, *, check_crc: bool = True
 ) -> Iterator[tuple[batch.BatchHeader, list[Record]]]:

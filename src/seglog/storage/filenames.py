@@ -26,6 +26,7 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
+KEY_INDEX_SUFFIX = ".keyindex"  # seglog's own: a key index (storage/key_index.py); Kafka ignores it
 SNAPSHOT_SUFFIX = ".snapshot"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
@@ -73,6 +74,11 @@ def time_index_path(dir: Path, base: int) -> Path:
 def txn_index_path(dir: Path, base: int) -> Path:
     """``<dir>/<base:020d>.txnindex``: the segment's aborted-transaction index."""
     return dir / (offset_name(base) + TXN_INDEX_SUFFIX)
+
+
+def key_index_path(dir: Path, base: int) -> Path:
+    """The key index of the segment at ``base`` (seglog's own file kind)."""
+    return dir / (offset_name(base) + KEY_INDEX_SUFFIX)
 
 
 def snapshot_path(dir: Path, base: int) -> Path:
