@@ -170,6 +170,9 @@ class KeyIndexBuilder:
                 data = read_at(pos, min(want, log_size - pos))
                 if not data:
                     break
+                # Room for every record the chunk can hold (at least 7 bytes each, 61
+                # per batch), so the loop does not stop half way for space.
+                self._grow(self._n + len(data) // 7 + 1, self._nb + len(data) // 61 + 1)
                 view = np.frombuffer(data, dtype=np.uint8)
                 done, self._n, self._nb, outcome = kernels.scan_batches(
                     view,
@@ -239,7 +242,7 @@ class KeyIndexBuilder:
             self._nb = nb + 1
         return int(header.size)
 
-    def _grow(self, entries: int) -> None:
+    def _grow(self, entries: int, batches: int = 0) -> None:
         np = _np()
         if entries > len(self._hashes):
             size = max(entries, 2 * len(self._hashes))
@@ -248,8 +251,8 @@ class KeyIndexBuilder:
                 new = np.zeros(size, dtype=old.dtype)
                 new[: self._n] = old[: self._n]
                 setattr(self, name, new)
-        if self._nb + 1 >= len(self._batch_positions):
-            size = 2 * len(self._batch_positions)
+        if max(self._nb + 1, batches) >= len(self._batch_positions):
+            size = max(batches + 1, 2 * len(self._batch_positions))
             for name in ("_batch_positions", "_batch_last", "_batch_ts"):
                 old = getattr(self, name)
                 new = np.zeros(size, dtype=old.dtype)
