@@ -76,6 +76,11 @@ DESCRIPTIONS: dict[str, str] = {
         "serve Prometheus metrics at `/metrics` on this port (see [metrics](metrics.md))"
     ),
     "metrics.host": "the address the metrics page binds (`0.0.0.0` for every interface)",
+    "console.port": (
+        "serve the HTTP API (`/v1/...`, lookup by key; see [http-api](http-api.md)) on this "
+        "port; node i of `--nodes` on this port + i"
+    ),
+    "console.host": "the address the HTTP API binds",
     "nodes": "broker processes over the one log directory (`auto`: one per core)",
     "auto.create.topics.enable": "create a topic when a client asks for one that does not exist",
     "num.partitions": "partitions of an automatically created topic",

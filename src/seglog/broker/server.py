@@ -25,6 +25,9 @@ from seglog.broker.dispatch import NODES_LISTENER, handle_frame
 from seglog.broker.dynamic_config import DynamicConfigs, effective_settings
 from seglog.broker.handlers.groups import load_groups
 from seglog.broker.handlers.transactions import stop_transaction_timers
+from seglog.broker.http_api import lookup as http_lookup
+from seglog.broker.http_api.auth import ConsoleSecurity
+from seglog.broker.http_api.server import ConsoleServer
 from seglog.broker.limits import Connections
 from seglog.broker.metrics import MetricsServer, start_metrics_server
 from seglog.broker.nodes import transactions as node_transactions
@@ -141,6 +144,7 @@ class Broker:
         self._connections: set[asyncio.Task[None]] = set()
         self._group_load: asyncio.Task[None] | None = None
         self._metrics: MetricsServer | None = None
+        self._console: ConsoleServer | None = None
         self.connections = Connections(
             max_connections=settings.max_connections,
             max_connections_per_ip=settings.max_connections_per_ip,
@@ -209,6 +213,11 @@ class Broker:
             return {"ok": True}
 
         node.handlers["reload"] = reload
+        log_dir = self.log_dir
+        # Another node's HTTP API asks for a key's records in this node's partitions.
+        node.handlers[http_lookup.FIND_OP] = lambda request: http_lookup.serve_find(
+            log_dir, request
+        )
         peer_session = Session(NODES_LISTENER, between_nodes=True)
 
         async def from_peer(frame: memoryview) -> list[Any] | None:
@@ -230,6 +239,22 @@ class Broker:
                 self._metrics.port,
             )
         try:
+            if settings.console_port is not None:
+                # Before the listeners too; on the loop (aiohttp), its storage work in threads.
+                console = self._console = ConsoleServer(
+                    state,
+                    ConsoleSecurity.of(secured, authorizer),
+                    settings.console_host,
+                    settings.console_port,
+                )
+                await console.start()
+                state.console_port = console.port
+                logger.info(
+                    "HTTP API on %s://%s:%d/",
+                    console.scheme,
+                    settings.console_host or "0.0.0.0",
+                    console.port,
+                )
             for security in secured:
                 listener = security.listener
                 server = await asyncio.start_server(
@@ -252,6 +277,9 @@ class Broker:
             if self._metrics is not None:  # a listener could not bind: the page goes too
                 self._metrics.close()
                 self._metrics = None
+            if self._console is not None:
+                await self._console.close()
+                self._console = None
             raise
 
     def _with_dynamic(self, dynamic: DynamicConfigs) -> BrokerSettings:
@@ -304,6 +332,11 @@ class Broker:
                 self._connections.discard(task)
 
     @property
+    def console_port(self) -> int | None:
+        """The port the HTTP API listens on (None: not served)."""
+        return None if self.state is None else self.state.console_port
+
+    @property
     def metrics_port(self) -> int | None:
         """The port ``/metrics`` listens on (None: not served)."""
         return None if self._metrics is None else self._metrics.port
@@ -336,6 +369,10 @@ class Broker:
             # Before storage closes: a scrape reads the partitions.
             await asyncio.to_thread(self._metrics.close)
             self._metrics = None
+        if self._console is not None:
+            # Before storage closes too: the lookups under way finish first.
+            await self._console.close()
+            self._console = None
         for server in self._servers:
             server.close()
         await self.connections.stop_reaper()

@@ -152,6 +152,10 @@ class BrokerSettings:
     metrics_host: str = "127.0.0.1"
     """Where ``/metrics`` listens (``metrics.host``; "" or 0.0.0.0: every interface)."""
     metrics_port: int | None = None
+    console_host: str = "127.0.0.1"
+    """Where the HTTP API listens (``console.host``)."""
+    console_port: int | None = None
+    """The HTTP API's port (``console.port``; None: not served, 0: any free port)."""
     nodes: int = 1
     """How many broker processes (nodes) share the log directory (``nodes``)."""
     log_defaults: LogConfig = field(default_factory=LogConfig)
@@ -280,6 +284,8 @@ class BrokerSettings:
             cluster_id=config["cluster.id"],
             metrics_host=config["metrics.host"] or "",
             metrics_port=config["metrics.port"],
+            console_host=config["console.host"] or "",
+            console_port=config["console.port"],
             nodes=node_count(config["nodes"]),
             log_defaults=LogConfig.from_broker_properties(config),
             log_dir_settings=LogDirSettings.from_properties(config),

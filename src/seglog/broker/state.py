@@ -183,6 +183,8 @@ class BrokerState:
             log_dir.meta_properties.get("cluster.id", "seglog")
         )
         self.started = time.time()
+        #: The port the HTTP API listens on (None: not served); DescribeConfigs tells it.
+        self.console_port: int | None = None
         # Producer ids: unique per run, and above any id of an earlier run
         # (the clock in ms leaves room for a million producers per ms).
         self._producer_ids = itertools.count(int(time.time() * 1000) * 1000)

@@ -50,12 +50,22 @@ def _run_test_node_hook(settings: BrokerSettings, node_index: int) -> None:
     help="Run N broker processes (nodes) over the log directory, node i on every listener's "
     "port + i; auto: one per core. Overrides the nodes property [default: 1].",
 )
+@click.option(
+    "--console-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    metavar="PORT",
+    help="Serve the HTTP API (lookup by key, topics) on this port, at console.host "
+    "(127.0.0.1 unless set); node i of --nodes on PORT + i. Overrides the console.port "
+    "property [default: off].",
+)
 @click.option("--node-index", type=int, default=None, hidden=True)
 @click.option("--node-clean", is_flag=True, default=False, hidden=True)
 def serve(
     properties_file: Path | None,
     overrides: tuple[str, ...],
     nodes: str | None,
+    console_port: int | None,
     node_index: int | None,
     node_clean: bool,
 ) -> None:
@@ -71,6 +81,8 @@ def serve(
         properties[key.strip()] = value.strip()
     if nodes is not None:
         properties["nodes"] = nodes
+    if console_port is not None:
+        properties["console.port"] = str(console_port)
     settings = BrokerSettings.from_properties(properties)
     if node_index is not None:
         # One node of a supervisor's cluster (internal options, set by the supervisor).
@@ -83,6 +95,8 @@ def serve(
             node_args += ["--override", item]
         # A number, so that every node counts the same whatever "auto" would say.
         node_args += ["--nodes", str(settings.nodes)]
+        if console_port is not None:
+            node_args += ["--console-port", str(console_port)]
         sys.exit(run_supervisor(settings, node_args))
     else:
         asyncio.run(run_broker(settings))

@@ -317,6 +317,10 @@ def _describe_broker(
         values[name] = log_defaults.get(name, known.to_string(config[name]))
     for name in given:
         values.setdefault(name, given[name])
+    if state.console_port is not None:
+        # The port bound, which is where clients find the API: this node's (node i
+        # serves console.port + i), or the one chosen for console.port=0.
+        values["console.port"] = str(state.console_port)
     out: list[_Config] = []
     for name, value in sorted(values.items()):
         # Kafka answers a secret (and a setting it cannot type) with a null value.

@@ -98,6 +98,12 @@ class Cluster:
                 f"metrics.port={metrics}: ports {metrics} to {metrics + count - 1} "
                 "(node i serves /metrics on metrics.port + i) do not all exist"
             )
+        console = settings.console_port
+        if console and console + count - 1 > 65535:
+            raise InvalidConfigError(
+                f"console.port={console}: ports {console} to {console + count - 1} "
+                "(node i serves the HTTP API on console.port + i) do not all exist"
+            )
 
     # ------------------------------------------------------------ identity
 
@@ -134,6 +140,9 @@ class Cluster:
             metrics_port=settings.metrics_port + offset
             if settings.metrics_port
             else settings.metrics_port,
+            console_port=settings.console_port + offset
+            if settings.console_port
+            else settings.console_port,
         )
 
     def advertised(self, mine: Listener, node_id: int) -> Listener:
