@@ -19,6 +19,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker.conftest import BrokerProcess, free_port
+from tests.broker.security.conftest import certs, secured_broker
+
+__all__ = ["certs", "secured_broker"]  # the security tests' fixtures, for test_security.py
 
 TIMEOUT = 60.0
 
