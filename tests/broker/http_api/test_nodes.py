@@ -1,0 +1,46 @@
+"""``seglog serve --nodes 2 --console-port P``: each node serves the API, for every partition."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import Producer
+
+from tests.broker.http_api.conftest import Api, create_topic, wait_listening
+from tests.broker.nodes.conftest import Cluster, free_ports, make_cluster
+
+__all__ = ["make_cluster"]
+
+
+def test_every_node_answers_for_partitions_of_both_nodes(make_cluster: Any, topic: str) -> None:
+    console = free_ports(2)
+    cluster: Cluster = make_cluster(2, **{"console.port": str(console)})
+    apis = [Api(console), Api(console + 1)]  # node i on console.port + i
+    for api in apis:
+        wait_listening(
+            api.port,
+            lambda: cluster.process is not None and cluster.process.poll() is None,
+            cluster.log,
+        )
+    # Two partitions: node 1 leads partition 0, node 2 partition 1 (round robin).
+    create_topic(cluster.bootstrap(), topic, partitions=2)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(), "linger.ms": 0})
+    for partition, timestamp in ((0, 1000), (1, 2000), (0, 3000)):
+        producer.produce(
+            topic,
+            key=b"k",
+            value=f"p{partition} at {timestamp}".encode(),
+            partition=partition,
+            timestamp=timestamp,
+        )
+        producer.flush(30)
+    assert producer.flush(30) == 0
+    for api in apis:
+        found = api.records(topic, key="k", all="true").body["records"]
+        assert [(r["partition"], r["value"]) for r in found] == [
+            (0, "p0 at 3000"),
+            (1, "p1 at 2000"),
+            (0, "p0 at 1000"),
+        ]
+        only_1 = api.records(topic, key="k", partition=1).body["records"]
+        assert [(r["partition"], r["offset"]) for r in only_1] == [(1, 0)]
