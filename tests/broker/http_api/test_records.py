@@ -326,3 +326,15 @@ def test_the_port_is_told_by_describe_configs(
     create_topic(process.bootstrap, topic)
     _produce(process.bootstrap, topic, [{"key": b"k", "value": b"v"}])
     assert [r["value"] for r in Api(port).records(topic, key="k").body["records"]] == ["v"]
+
+
+def test_many_records(served: ApiBroker, topic: str) -> None:
+    """More records than are encoded on the event loop: the same answer, from a thread."""
+    create_topic(served.bootstrap, topic)
+    producer = Producer({"bootstrap.servers": served.bootstrap})
+    for i in range(400):
+        producer.produce(topic, key=b"k" if i % 2 else b"other", value=f"{i}".encode())
+    assert producer.flush(30) == 0
+    found = served.api.records(topic, key="k", all="true").body["records"]
+    assert [r["value"] for r in found] == [f"{i}" for i in range(399, 0, -2)]
+    assert len(served.api.records(topic, key="k", all="true", limit=150).body["records"]) == 150

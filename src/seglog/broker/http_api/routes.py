@@ -106,8 +106,9 @@ class Route:
 
 def json_response(body: Any, status: int = 200) -> web.Response:
     """``body`` as compact JSON."""
-    return web.json_response(body, status=status, dumps=_dumps)
+    return web.json_response(body, status=status, dumps=json_text)
 
 
-def _dumps(value: Any) -> str:
+def json_text(value: Any) -> str:
+    """``value`` as compact JSON text, non-ASCII text as it is."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -9,6 +9,7 @@ header values are given as text where they are UTF-8, else in base64, with
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 from typing import Any
@@ -18,11 +19,21 @@ from aiohttp import web
 from seglog.broker.http_api import lookup
 from seglog.broker.http_api.auth import allowed, authenticate, require
 from seglog.broker.http_api.errors import ApiError, bad_request, unknown_topic
-from seglog.broker.http_api.routes import SECURITY, STATE, Param, Route, json_response
+from seglog.broker.http_api.routes import (
+    SECURITY,
+    STATE,
+    Param,
+    Route,
+    json_response,
+    json_text,
+)
 from seglog.broker.nodes.channel import ControllerUnavailableError
 from seglog.broker.security.authorizer import Operation
 from seglog.errors import NotLeaderOrFollowerError, StorageError, UnknownTopicOrPartitionError
 from seglog.storage.key_search import FoundRecord
+
+ENCODE_ON_LOOP = 256
+"""Answers of up to this many records are encoded on the event loop, larger ones in a thread."""
 
 # ---------------------------------------------------------------- encoding
 
@@ -125,7 +136,15 @@ async def find_records(request: web.Request) -> web.StreamResponse:
         raise ApiError(503, "LEADER_NOT_AVAILABLE", str(exc)) from exc
     except StorageError as exc:
         raise ApiError(503, "KAFKA_STORAGE_ERROR", str(exc)) from exc
-    return json_response({"records": [record_json(r) for r in found]})
+    if len(found) <= ENCODE_ON_LOOP:
+        return json_response({"records": [record_json(r) for r in found]})
+    # Many records (all=true without a limit): encoding them would hold the loop.
+    body = await asyncio.to_thread(_encode, found)
+    return web.Response(body=body, content_type="application/json")
+
+
+def _encode(found: list[FoundRecord]) -> bytes:
+    return json_text({"records": [record_json(r) for r in found]}).encode("utf-8")
 
 
 # ---------------------------------------------------------------- the table
