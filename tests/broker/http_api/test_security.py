@@ -135,3 +135,37 @@ def test_https_with_the_listeners_certificate(
     plain = Api(api.port)  # plain HTTP to the TLS port is refused
     with pytest.raises(OSError):
         plain.get("/openapi.json")
+
+
+def test_mutual_tls_names_the_caller_by_its_certificate(
+    secured_broker: Callable[..., Secured], certs: Certs, topic: str
+) -> None:
+    """Without SASL users, a client certificate is the caller, as on the SSL listener."""
+    port = free_port()
+    broker = secured_broker(
+        "SSL",
+        **{
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(certs.server),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(certs.ca),
+            "ssl.client.auth": "requested",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            # The PLAINTEXT listener (and so a caller without a certificate) may do anything.
+            "super.users": "User:ANONYMOUS",
+            "console.port": str(port),
+        },
+    )
+    wait_listening(port, broker.process.alive, broker.process.log)
+    admin = AdminClient({"bootstrap.servers": broker.process.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1)]).values():
+        future.result(30)
+    anonymous = Api(port, "https", ssl.create_default_context(cafile=str(certs.ca)))
+    assert anonymous.records(topic, key="k").status == 200
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    context.load_cert_chain(str(certs.client_cert), str(certs.client_key))
+    alice = Api(port, "https", context)
+    answer = alice.records(topic, key="k")
+    assert (answer.status, answer.body["error_code"]) == (403, 29)
+    assert "User:CN=alice,O=Example,C=US" in answer.body["message"]

@@ -10,7 +10,9 @@ counted with the listener's (``/metrics``), logged at a bounded rate and
 answered 401 after ``connection.failed.authentication.delay.ms``, as a failed
 SASL exchange is (Kafka's defence against guessing, KIP-306).
 
-Without a SASL listener everyone is ``User:ANONYMOUS``. Either way, when the
+Without a SASL listener the caller is ``User:ANONYMOUS``, or over mutual TLS
+(an SSL listener's ``ssl.client.auth``) its certificate's principal, mapped by
+``ssl.principal.mapping.rules`` as a Kafka client's is. Either way, when the
 broker has an authorizer, the principal's ACLs decide, as they decide a Fetch:
 DESCRIBE on the topic (without it the topic's existence is not told), then READ.
 """
@@ -33,6 +35,7 @@ from seglog.broker.security.listener import ListenerSecurity
 from seglog.broker.security.sasl import SaslConfig
 from seglog.broker.security.scram import MECHANISMS, credential_from_salted, salted_password
 from seglog.broker.security.session import ANONYMOUS
+from seglog.broker.security.tls import PrincipalMapper, peer_principal
 
 MECHANISM = "HTTP Basic"
 """How the failure log names this way of authenticating."""
@@ -48,6 +51,8 @@ class ConsoleSecurity:
     authorizer: Authorizer | None = None
     ssl_context: ssl.SSLContext | None = None
     """The first TLS listener's context (None: plain HTTP)."""
+    principal_mapper: PrincipalMapper | None = None
+    """That listener's, when it is an SSL one: a client certificate names the caller."""
 
     @classmethod
     def of(
@@ -55,8 +60,12 @@ class ConsoleSecurity:
     ) -> ConsoleSecurity:
         """The API's security from the broker's listeners (the first of each kind)."""
         sasl = next((x.sasl for x in listeners if x.sasl is not None), None)
-        context = next((x.ssl_context for x in listeners if x.ssl_context is not None), None)
-        return cls(sasl, authorizer, context)
+        tls = next((x for x in listeners if x.ssl_context is not None), None)
+        if tls is None:
+            return cls(sasl, authorizer)
+        # Mutual TLS names the caller as it names a Kafka client of an SSL listener.
+        mapper = tls.principal_mapper if tls.listener.security_protocol == "SSL" else None
+        return cls(sasl, authorizer, tls.ssl_context, mapper)
 
 
 def _unauthorized(message: str) -> ApiError:
@@ -97,7 +106,14 @@ async def authenticate(request: web.Request, security: ConsoleSecurity) -> str:
     """The principal making ``request`` (401 ApiError when it must and does not prove it)."""
     sasl = security.sasl
     if sasl is None:
-        return ANONYMOUS
+        if security.principal_mapper is None or request.transport is None:
+            return ANONYMOUS
+        ssl_object = request.transport.get_extra_info("ssl_object")
+        try:
+            principal = peer_principal(ssl_object, security.principal_mapper)
+        except ValueError as exc:  # no mapping rule applies to the subject
+            raise ApiError(403, "SASL_AUTHENTICATION_FAILED", str(exc)) from exc
+        return ANONYMOUS if principal is None else principal
     header = request.headers.get("Authorization")
     if header is None:
         raise _unauthorized("authentication required: HTTP Basic with a SASL user's credentials")
