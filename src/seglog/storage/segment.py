@@ -627,7 +627,10 @@ class LogSegment:
                         self._key_checked_size = self._size
                     return True
                 return builder.indexed_bytes != before
-            if self.key_index_pending_bytes() == 0:
+            file = self._key_file
+            if self._key_checked_size == self._size or (
+                file is not None and file.indexed_bytes == self._size
+            ):
                 return False
             self._key_index_locked(seal=True)
             return True
