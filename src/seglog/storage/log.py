@@ -663,6 +663,27 @@ class Log:
                     break
         return [dataclasses.replace(r, topic=self.topic, partition=self.partition) for r in found]
 
+    def index_keys(self) -> int:
+        """What the background indexer does for this log, here and now.
+
+        Catches up the active segment's key index, writes those of rolled
+        segments and builds the missing ones; returns the segments it read or
+        wrote. A segment that cannot be indexed (an I/O error) is logged and
+        left for the next pass: key indexes never take a partition offline.
+        """
+        if not self._local.config.key_index_enable:
+            return 0
+        worked = 0
+        for segment in self._local.segments:
+            if self._closed:
+                break
+            try:
+                worked += segment.seal_key_index()
+            except StorageError as exc:
+                if not segment.suffix:  # not merely removed while indexed
+                    logger.warning("cannot index the keys of %s: %s", segment.log_path, exc)
+        return worked
+
     def key_index_pending_bytes(self) -> int:
         """Log bytes of this partition its key indexes do not cover yet (0 when off)."""
         if not self._local.config.key_index_enable:

@@ -469,15 +469,17 @@ class LogSegment:
             )
 
     def flush(self) -> None:
-        """fsync the ``.log`` and write back both indexes (and a rolled segment's key index)."""
+        """fsync the ``.log`` and write back both indexes.
+
+        Not the key index: a flush may be on a producer's path (``flush.messages``)
+        and a key index write must never delay nor fail an acknowledgement. The
+        background indexer writes it once the segment is rolled, a clean close
+        writes the active one's, and a crash leaves a stale or missing file,
+        which the next lookup or the indexer rebuilds from the log.
+        """
         self._log.fsync()
         self.offset_index.flush()
         self.time_index.flush()
-        if self._key_enabled and self._key_sealed:
-            # The active segment's key index is written at roll and close only:
-            # written at every flush it would cost a whole file per flush, and a
-            # crash makes it stale anyway (the next lookup rebuilds it).
-            self.seal_key_index()
 
     def on_become_inactive(self) -> None:
         """Seal the segment at roll: final time-index entry, indexes trimmed.
@@ -502,26 +504,32 @@ class LogSegment:
     # -------------------------------------------------------------- key index
 
     def enable_key_index(
-        self, enabled: bool, *, active: bool = False, slot_count: int | None = None
+        self,
+        enabled: bool,
+        *,
+        active: bool = False,
+        slot_count: int | None = None,
+        unlink: bool = True,
     ) -> None:
         """Keep a key index (``key.index.enable``) or stop keeping one.
 
         ``active``: the segment takes appends, so its index lives in memory
         until the segment is rolled or closed. Turning it off drops the index
-        and unlinks the ``.keyindex``. ``slot_count`` fixes the in-memory
+        and unlinks the ``.keyindex`` (unless ``unlink`` is False: the owner
+        knows there is none). ``slot_count`` fixes the in-memory
         table's size (tests force hash collisions with a tiny one).
         """
         with self._key_lock:
             self._key_slots = slot_count
             if not enabled:
                 self._key_enabled = False
-                self._drop_key_index_locked(unlink=True)
+                self._drop_key_index_locked(unlink=unlink)
                 return
             self._key_enabled = True
             if active:
                 self._key_sealed = False
                 if self._key_builder is None:
-                    self._drop_key_index_locked(unlink=True)
+                    self._drop_key_index_locked(unlink=unlink)
                     self._key_builder = self._new_builder()
 
     @property
