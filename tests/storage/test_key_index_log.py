@@ -3,6 +3,7 @@ through, and every lookup equals a scan of the log."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -286,7 +287,9 @@ def test_read_committed_skips_aborted_and_open_transactions(open_log: LogFactory
     assert found(log, b"k", isolation="read_committed", limit=1) == [plain]
 
 
-def test_log_dir_turns_it_on_in_the_background_and_off(tmp_path: Path) -> None:
+def test_log_dir_turns_it_on_in_the_background_and_off(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     with LogDir.open(tmp_path) as logs:
         logs.create_topic("orders", 3, {"internal.segment.bytes": "700"})
         for i in range(90):
@@ -297,8 +300,16 @@ def test_log_dir_turns_it_on_in_the_background_and_off(tmp_path: Path) -> None:
             logs.find("orders", b"k1")
         logs.alter_topic_config("orders", {"key.index.enable": "true"})
         assert logs.key_index_remaining_bytes() > 0
-        logs.run_key_indexer()
+        with caplog.at_level(logging.INFO, logger="seglog.storage._maintenance"):
+            logs.run_key_indexer()
         assert logs.key_index_remaining_bytes() == 0
+        # Progress, per partition, after each segment built: the last line says all.
+        lines = [m for r in caplog.records if "key index of orders-1" in (m := r.getMessage())]
+        segments = len(logs.log("orders", 1).segments)
+        size = logs.log("orders", 1).size
+        assert lines[-1].endswith(
+            f"{segments} of {segments} segments, {size} of {size} bytes indexed"
+        ), lines
         progress = logs.key_index_progress()
         assert set(progress) == {("orders", 0), ("orders", 1), ("orders", 2)}
         for p in progress.values():

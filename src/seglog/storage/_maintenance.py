@@ -131,6 +131,8 @@ class KeyIndexer:
             total_bytes = sum(s.size for s in segments)
             pending = sum(s.key_index_pending_bytes() for s in segments)
             done_segments = sum(1 for s in segments if s.key_index_pending_bytes() == 0)
+            built = False
+            last_logged = (-1, -1)
             for segment in segments:
                 if (stop is not None and stop.is_set()) or log.closed:
                     break
@@ -148,6 +150,8 @@ class KeyIndexer:
                     # A whole segment built (not the active one's catch-up): progress.
                     pending -= before
                     done_segments += 1
+                    built = True
+                    last_logged = (done_segments, total_bytes - pending)
                     logger.info(
                         "key index of %s-%d: %d of %d segments, %d of %d bytes indexed",
                         key[0],
@@ -159,12 +163,22 @@ class KeyIndexer:
                     )
             segments = log.segments
             sizes = [(s.size, s.key_index_pending_bytes()) for s in segments]
-            progress[key] = KeyIndexProgress(
+            progress[key] = now = KeyIndexProgress(
                 sum(1 for _, left in sizes if left == 0),
                 len(sizes),
                 sum(size - left for size, left in sizes),
                 sum(size for size, _ in sizes),
             )
+            if built and (now.segments_done, now.bytes_done) != last_logged:
+                logger.info(
+                    "key index of %s-%d: %d of %d segments, %d of %d bytes indexed",
+                    key[0],
+                    key[1],
+                    now.segments_done,
+                    now.segments,
+                    now.bytes_done,
+                    now.bytes,
+                )
         self._progress = progress
         return worked
 

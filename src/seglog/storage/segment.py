@@ -640,8 +640,19 @@ class LogSegment:
                 file is not None and file.indexed_bytes == self._size
             ):
                 return False
-            self._key_index_locked(seal=True)
-            return True
+            from seglog.storage.key_index import KeyIndexFile
+
+            try:
+                # A whole file left by an earlier run: checked, not rebuilt.
+                found = KeyIndexFile.load(
+                    self.key_index_path, self.base_offset, self._size, self._env
+                )
+            except CorruptIndexError:
+                self._key_index_locked(seal=True)
+                return True
+            found.close()
+            self._key_checked_size = self._size
+            return False
 
     def _key_index_locked(self, *, seal: bool) -> KeyIndexBuilder | KeyIndexFile | None:
         from seglog.storage import key_index
@@ -662,7 +673,7 @@ class LogSegment:
                 self.key_index_path, self.base_offset, size, self._env
             )
         except CorruptIndexError as exc:
-            logger.info("building the key index of %s: %s", self.log_path, exc)
+            logger.debug("building the key index of %s: %s", self.log_path, exc)
             built = key_index.build(self.base_offset, self._read_log, size, self._key_slots)
             try:
                 built.write(self.key_index_path, self._env)
