@@ -152,6 +152,7 @@ def test_read_committed_skips_an_aborted_transaction(served: ApiBroker, topic: s
     producer.begin_transaction()
     producer.produce(topic, key=b"k", value=b"aborted")
     producer.produce(topic, key=b"k", value=b"aborted too")
+    producer.flush(30)  # abort_transaction purges what is not sent yet: these must be in the log
     producer.abort_transaction(30)
 
     committed = served.api.records(
@@ -197,6 +198,15 @@ def test_bad_parameters_are_400(
     answer = served.api.records(topic, **params)
     assert (answer.status, answer.body["error_code"]) == (400, 42)
     assert says in answer.body["message"]
+
+
+def test_a_topic_without_key_index_is_400_saying_how_to_turn_it_on(
+    served: ApiBroker, topic: str
+) -> None:
+    create_topic(served.bootstrap, topic, **{"key.index.enable": "false"})
+    answer = served.api.records(topic, key="a")
+    assert (answer.status, answer.body["error_code"]) == (400, 42)
+    assert "key.index.enable=true" in answer.body["message"]
 
 
 def test_a_parameter_given_twice_is_400(served: ApiBroker, topic: str) -> None:

@@ -68,33 +68,15 @@ def find_in_partition(
     log_dir: LogDir, topic: str, partition: int, query: KeyQuery
 ) -> list[FoundRecord]:
     """The key's records in one partition this process leads, newest first (blocking)."""
-    # INTERIM until LogDir.find lands: a scan of the partition (no read_committed).
-    log = log_dir.log(topic, partition)
-    found: list[FoundRecord] = []
-    for record in log_dir.read_records(topic, partition, log.log_start_offset, 1 << 40):
-        if record.offset >= log.high_watermark:
-            break
-        if record.key != query.key:
-            continue
-        if query.from_ms is not None and record.timestamp < query.from_ms:
-            continue
-        if query.to_ms is not None and record.timestamp > query.to_ms:
-            continue
-        found.append(
-            FoundRecord(
-                record.offset,
-                record.timestamp,
-                query.key,
-                record.value,
-                tuple((h.key, h.value) for h in record.headers),
-                -1,
-                False,
-                partition,
-                topic,
-            )
-        )
-    found.reverse()
-    return found if query.limit is None else found[: query.limit]
+    return log_dir.find(
+        topic,
+        query.key,
+        partition=partition,
+        limit=query.limit,
+        from_ms=query.from_ms,
+        to_ms=query.to_ms,
+        isolation="read_committed" if query.read_committed else "read_uncommitted",
+    )
 
 
 def find_local(

@@ -119,6 +119,12 @@ async def find_records(request: web.Request) -> web.StreamResponse:
     partition = query["partition"]
     if partition is not None and partition >= info.partitions:
         raise unknown_topic(topic, partition)
+    if not state.log_dir.topic_config(topic).key_index_enable:
+        raise bad_request(
+            f"topic '{topic}' keeps no key index: set key.index.enable=true on it "
+            "(seglog configs --alter --entity-type topics --add-config ...) "
+            "to look records up by key"
+        )
     partitions = range(info.partitions) if partition is None else [partition]
     key_query = lookup.KeyQuery(
         key=key,
