@@ -70,8 +70,8 @@ SLOT = struct.Struct(">i")
 ENTRY = struct.Struct(">Iii")
 BATCH = struct.Struct(">iiq")
 #: Entries per slot in a written file, at least (fewer than twice as many): a
-#: lookup walks a chain this long, and the table costs at most half a byte an entry.
-ENTRIES_PER_SLOT = 8
+#: lookup walks a chain this long, and the table costs at most a quarter of a byte an entry.
+ENTRIES_PER_SLOT = 16
 _MEMORY_ENTRIES_PER_SLOT = 2
 _MIN_SLOTS = 16
 #: How much of the log a catch-up reads at a time.
