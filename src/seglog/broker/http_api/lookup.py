@@ -9,6 +9,10 @@ read_committed lookup must stop at), and it holds its active segment's key
 index in memory, where a reader in place would rebuild it from the log for
 every request.
 
+One partition is searched by :func:`find_in_partition`, the one place that
+asks storage. Until the live engine offers lookups by key it reads the
+partition as a consumer from the log start would (:func:`scan_partition`).
+
 Storage calls block (file reads, an index caught up), so they run in worker
 threads, never on the event loop; the leader serves ``find_key`` on its
 channel's threads.
@@ -25,6 +29,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from seglog.broker.nodes.cluster import Cluster
+from seglog.records import batch
+from seglog.records.record import decode_entry
 from seglog.storage.key_search import FoundRecord
 from seglog.storage.log_dir import LogDir
 from seglog.storage.topic_list import TopicInfo
@@ -68,31 +74,85 @@ def find_in_partition(
     log_dir: LogDir, topic: str, partition: int, query: KeyQuery
 ) -> list[FoundRecord]:
     """The key's records in one partition this process leads, newest first (blocking)."""
-    # INTERIM until LogDir.find lands: a scan of the partition (no read_committed).
+    return scan_partition(log_dir, topic, partition, query)
+
+
+SCAN_CHUNK = 1 << 20
+"""Bytes of batches read at a time by :func:`scan_partition`."""
+
+
+def scan_partition(
+    log_dir: LogDir, topic: str, partition: int, query: KeyQuery
+) -> list[FoundRecord]:
+    """The key's records found by reading the whole partition, oldest to newest (blocking).
+
+    What a consumer from the log start would see: up to the high watermark, or
+    for read_committed up to the last stable offset without the batches of
+    aborted transactions; control batches skipped.
+    """
     log = log_dir.log(topic, partition)
+    env = log_dir.env
+    start = log.log_start_offset
+    end = log.last_stable_offset if query.read_committed else log.high_watermark
+    aborted: dict[int, list[tuple[int, int]]] = {}
+    if query.read_committed:
+        for txn in log.aborted_transactions(start, end):
+            aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
     found: list[FoundRecord] = []
-    for record in log_dir.read_records(topic, partition, log.log_start_offset, 1 << 40):
-        if record.offset >= log.high_watermark:
+    position = start
+    while position < end:
+        result = log.read(position, SCAN_CHUNK, max_offset=end)
+        if result.data is None:
             break
-        if record.key != query.key:
-            continue
-        if query.from_ms is not None and record.timestamp < query.from_ms:
-            continue
-        if query.to_ms is not None and record.timestamp > query.to_ms:
-            continue
-        found.append(
-            FoundRecord(
-                record.offset,
-                record.timestamp,
-                query.key,
-                record.value,
-                tuple((h.key, h.value) for h in record.headers),
-                -1,
-                False,
-                partition,
-                topic,
-            )
-        )
+        region = result.data.region
+        view = memoryview(env.pread(region.fd, region.length, region.position, name=region.path))
+        at = 0
+        before = position
+        while at + batch.LOG_OVERHEAD <= len(view):
+            _, size = batch.peek_offset_and_size(view, at)
+            if at + size > len(view):
+                break  # a batch cut by the chunk: read again from its start
+            entry = view[at : at + size]
+            at += size
+            skip = False
+            if batch.peek_magic(entry) == batch.CURRENT_MAGIC:
+                header = batch.read_header(entry)
+                position = max(position, header.last_offset + 1)
+                skip = header.is_control or (
+                    header.is_transactional
+                    and any(
+                        first <= header.base_offset <= last
+                        for first, last in aborted.get(header.producer_id, ())
+                    )
+                )
+                producer_id, transactional = header.producer_id, header.is_transactional
+            else:
+                producer_id, transactional = -1, False
+            if skip:
+                continue
+            for record in decode_entry(entry):
+                position = max(position, record.offset + 1)
+                if not before <= record.offset < end or record.key != query.key:
+                    continue
+                if (query.from_ms is not None and record.timestamp < query.from_ms) or (
+                    query.to_ms is not None and record.timestamp > query.to_ms
+                ):
+                    continue
+                found.append(
+                    FoundRecord(
+                        record.offset,
+                        record.timestamp,
+                        query.key,
+                        record.value,
+                        tuple((h.key, h.value) for h in record.headers),
+                        producer_id,
+                        transactional,
+                        partition,
+                        topic,
+                    )
+                )
+        if position == before:
+            break  # nothing whole was read: the log changed under the reader
     found.reverse()
     return found if query.limit is None else found[: query.limit]
 
