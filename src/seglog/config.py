@@ -292,6 +292,8 @@ TOPIC_CONFIGS: tuple[ConfigDef, ...] = (
         LONG_MAX,
         at_least(1),
     ),
+    # seglog's (Kafka has no such config): a .keyindex per segment, for lookups by key.
+    _topic("key.index.enable", "log.key.index.enable", Type.BOOLEAN, False),
     _topic("max.message.bytes", "message.max.bytes", Type.INT, 1_048_588, at_least(0)),
     _topic(
         "message.timestamp.type",
@@ -631,6 +633,7 @@ class LogConfig:
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
     index_interval_bytes: int = 4096
+    key_index_enable: bool = False
     max_compaction_lag_ms: int = LONG_MAX
     max_message_bytes: int = 1_048_588
     message_timestamp_type: str = "CreateTime"

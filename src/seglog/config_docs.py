@@ -46,6 +46,11 @@ DESCRIPTIONS: dict[str, str] = {
     "flush.messages": "fsync after this many records (1: every batch, before the answer)",
     "flush.ms": "fsync when the oldest unflushed record is this old",
     "index.interval.bytes": "bytes of records between two offset-index entries",
+    "key.index.enable": (
+        "seglog's: keep a key index (`.keyindex`) per segment, for lookups by key "
+        "(`seglog find`); turned on, existing segments are indexed in the background, "
+        "turned off, the files go"
+    ),
     "max.compaction.lag.ms": "longest time a record may stay uncompacted",
     "max.message.bytes": "largest record batch accepted",
     "message.timestamp.type": "`CreateTime` (the producer's) or `LogAppendTime` (the broker's)",

@@ -128,6 +128,12 @@ class IndexFullError(SeglogError):
     """An append to an index that has no free slot left."""
 
 
+class KeyIndexDisabledError(SeglogError):
+    """A lookup by key in a topic that keeps no key index (``key.index.enable=false``)."""
+
+    kafka_error = "INVALID_REQUEST"
+
+
 class StorageError(SeglogError):
     """An I/O failure of the log directory (disk full, permission, vanished file)."""
 

@@ -409,3 +409,32 @@ def test_a_scrape_shortens_the_switch_interval_only_while_it_runs() -> None:
     assert b"probe 1.0" in generate_latest(registry)
     assert seen == [pytest.approx(SCRAPE_SWITCH_INTERVAL)]
     assert sys.getswitchinterval() == before
+
+
+def test_the_key_index_gauge_falls_to_zero_once_the_indexer_caught_up(tmp_path: Path) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    metrics_port = free_port()
+    broker = BrokerProcess(tmp_path / "data", {"metrics.port": str(metrics_port)})
+    broker.start()
+    topic = f"keyed-{os.getpid()}"
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        futures = admin.create_topics([NewTopic(topic, 1, 1, config={"key.index.enable": "true"})])
+        futures[topic].result(30)
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(50):
+            producer.produce(topic, key=b"k%d" % (i % 5), value=b"v%d" % i)
+        assert producer.flush(30) == 0
+        name = "kafka_log_log_keyindexremainingbytes"
+        deadline = time.monotonic() + 60
+        while True:
+            page = _scrape(metrics_port)
+            left = _samples(page).get((name, frozenset({("topic", topic), ("partition", "0")})))
+            if left == 0:
+                break
+            assert time.monotonic() < deadline, "the key index never caught up"
+            time.sleep(0.1)
+        assert _value(page, "kafka_log_log_size", topic=topic, partition="0") > 0
+    finally:
+        assert broker.stop() == 0

@@ -253,6 +253,11 @@ class KafkaBrokerCollector(Collector):
             "Segments of the partition.",
             labels=["topic", "partition"],
         )
+        key_index_left = GaugeMetricFamily(
+            "kafka_log_log_keyindexremainingbytes",
+            "seglog's: bytes of the partition's segments its key index does not cover yet.",
+            labels=["topic", "partition"],
+        )
         served = 0
         for (topic, partition), log in logs:
             if log.closed:
@@ -263,7 +268,10 @@ class KafkaBrokerCollector(Collector):
             start.add_metric(labels, log.log_start_offset)
             end.add_metric(labels, log.log_end_offset)
             segments.add_metric(labels, len(log.segments))
-        yield from (size, start, end, segments)
+            if log.config.key_index_enable:
+                # Sizes and counters only: no file is opened for a scrape.
+                key_index_left.add_metric(labels, log.key_index_pending_bytes())
+        yield from (size, start, end, segments, key_index_left)
 
         offline = len(state.log_dir.offline())
         yield GaugeMetricFamily(

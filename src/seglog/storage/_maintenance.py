@@ -1,4 +1,5 @@
-"""A log directory's background work: retention, delayed deletion, flush.ms, checkpoints.
+"""A log directory's background work: retention, delayed deletion, flush.ms, checkpoints,
+key indexes.
 
 Kafka's ``LogManager`` schedules the same duties, each at its own interval:
 retention (``log.retention.check.interval.ms``), the flush of partitions
@@ -9,7 +10,8 @@ whose ``flush.ms`` has passed, the unlinking of ``.deleted`` segments once
 
 :meth:`Maintenance.run` is one pass of whichever are due; a caller may run it
 on its own schedule (tests do, with their own clock), or :meth:`Maintenance.start`
-runs it on a thread, with the compaction cleaner on another.
+runs it on a thread, with the compaction cleaner on another and the key
+indexer (:class:`KeyIndexer`) on a third.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from seglog.errors import StorageError
 from seglog.storage import retention
@@ -76,6 +78,129 @@ class PendingDeletions:
         return count
 
 
+class KeyIndexProgress(NamedTuple):
+    """How far one partition's key indexes are: segments and log bytes covered, of all."""
+
+    segments_done: int
+    segments: int
+    bytes_done: int
+    bytes: int
+
+
+class KeyIndexer:
+    """Keeps the key indexes of ``key.index.enable`` topics up to date, off the append path.
+
+    Each pass catches up the active segments' in-memory indexes, writes those
+    of rolled segments, and builds the missing ones (a topic whose config was
+    just turned on, segments recovery rebuilt): the compiled build loop
+    releases the GIL, so it runs beside the appends on another core. A
+    partition with bytes left logs its progress after every segment built.
+    """
+
+    def __init__(self, state: DirState) -> None:
+        self._state = state
+        self._progress: dict[tuple[str, int], KeyIndexProgress] = {}
+        self._wake = threading.Event()
+
+    def wake(self) -> None:
+        """Run the next pass now rather than at the next tick (a config was turned on)."""
+        self._wake.set()
+
+    def progress(self) -> dict[tuple[str, int], KeyIndexProgress]:
+        """The progress of every indexed partition at the end of the last pass."""
+        return dict(self._progress)
+
+    def remaining_bytes(self) -> int:
+        """Log bytes not covered by a key index yet, over every indexed partition, as now."""
+        total = 0
+        for log in list(self._state.logs.values()):
+            if not log.closed:
+                total += log.key_index_pending_bytes()
+        return total
+
+    def run(self, stop: threading.Event | None = None) -> int:
+        """One pass over every partition; returns the segments it indexed or wrote."""
+        worked = 0
+        progress: dict[tuple[str, int], KeyIndexProgress] = {}
+        for key, log in sorted(self._state.logs.items()):
+            if stop is not None and stop.is_set():
+                break
+            if log.closed or log.offline_reason is not None or not log.config.key_index_enable:
+                continue
+            segments = log.segments
+            total_bytes = sum(s.size for s in segments)
+            pending = sum(s.key_index_pending_bytes() for s in segments)
+            done_segments = sum(1 for s in segments if s.key_index_pending_bytes() == 0)
+            built = False
+            last_logged = (-1, -1)
+            for segment in segments:
+                if (stop is not None and stop.is_set()) or log.closed:
+                    break
+                before = segment.key_index_pending_bytes()
+                try:
+                    changed = segment.seal_key_index()
+                except StorageError as exc:
+                    if not segment.suffix:  # not merely removed while indexed
+                        logger.warning("cannot index the keys of %s: %s", segment.log_path, exc)
+                    continue
+                if not changed:
+                    continue
+                worked += 1
+                if before > 0 and segment is not segments[-1]:
+                    # A whole segment built (not the active one's catch-up): progress.
+                    pending -= before
+                    done_segments += 1
+                    built = True
+                    last_logged = (done_segments, total_bytes - pending)
+                    logger.info(
+                        "key index of %s-%d: %d of %d segments, %d of %d bytes indexed",
+                        key[0],
+                        key[1],
+                        done_segments,
+                        len(segments),
+                        total_bytes - pending,
+                        total_bytes,
+                    )
+            segments = log.segments
+            sizes = [(s.size, s.key_index_pending_bytes()) for s in segments]
+            progress[key] = now = KeyIndexProgress(
+                sum(1 for _, left in sizes if left == 0),
+                len(sizes),
+                sum(size - left for size, left in sizes),
+                sum(size for size, _ in sizes),
+            )
+            if built and (now.segments_done, now.bytes_done) != last_logged:
+                logger.info(
+                    "key index of %s-%d: %d of %d segments, %d of %d bytes indexed",
+                    key[0],
+                    key[1],
+                    now.segments_done,
+                    now.segments,
+                    now.bytes_done,
+                    now.bytes,
+                )
+        self._progress = progress
+        return worked
+
+    def start(self, stop: threading.Event, tick_seconds: float) -> threading.Thread:
+        """Run :meth:`run` on a thread every ``tick_seconds`` (sooner when woken) until ``stop``."""
+
+        def loop() -> None:
+            while not stop.is_set():
+                self._wake.wait(tick_seconds)
+                self._wake.clear()
+                if stop.is_set():
+                    return
+                try:
+                    self.run(stop)
+                except Exception:
+                    logger.exception("key indexing failed")
+
+        thread = threading.Thread(target=loop, name="seglog-key-indexer", daemon=True)
+        thread.start()
+        return thread
+
+
 class Maintenance:
     """The background duties of one log directory (see the module docstring)."""
 
@@ -88,6 +213,8 @@ class Maintenance:
         self._last_run: dict[str, int] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        #: The key indexer: on its own thread once started, else run by each pass.
+        self.key_indexer = KeyIndexer(state)
 
     def _now(self, now_ms: int | None) -> int:
         return int(self._state.clock() * 1000) if now_ms is None else now_ms
@@ -117,6 +244,9 @@ class Maintenance:
                     log.remove_expired_producers(now)
         if self._due("checkpoint", now, settings.log_flush_offset_checkpoint_interval_ms):
             self._checkpoint()
+        if not self._threads:
+            # Driven pass by pass (tests, tools): the key indexes are kept here.
+            self.key_indexer.run()
 
     def _due(self, task: str, now: int, interval: int) -> bool:
         last = self._last_run.get(task)
@@ -146,11 +276,13 @@ class Maintenance:
         thread = threading.Thread(target=loop, name="seglog-maintenance", daemon=True)
         thread.start()
         self._threads.append(thread)
+        self._threads.append(self.key_indexer.start(self._stop, tick_seconds))
         if cleaner is not None:
             self._threads.append(cleaner.start(self._stop))
 
     def stop(self) -> None:
         """Stop the threads and wait for them (each for at most 30 s)."""
         self._stop.set()
+        self.key_indexer.wake()
         for thread in self._threads:
             thread.join(timeout=30)

@@ -485,6 +485,11 @@ class Cleaner:
                     stats_written += written
                     kept += count
                 cleaned.on_become_inactive()
+                if log.config.key_index_enable:
+                    # Built and written (.keyindex.cleaned) before the swap, which
+                    # renames it along with the segment's other files.
+                    cleaned.enable_key_index(True, slot_count=log.key_index_slot_count)
+                    cleaned.seal_key_index()
                 cleaned.flush()
                 # Retention by time falls back to the file's mtime: keep the original's.
                 log.env.set_mtime(cleaned.log_path, log.env.stat(group[-1].log_path).st_mtime)

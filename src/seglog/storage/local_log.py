@@ -93,8 +93,14 @@ class LocalLog:
         self._unsynced_txn_indexes: set[Path] = set()
         #: Whether any segment may have a .txnindex: read_committed fetches of
         #: logs that never saw an abort then read no file.
-        self.has_txn_index = any(
-            name.endswith(filenames.TXN_INDEX_SUFFIX) for name in env.listdir(directory)
+        names = env.listdir(directory)
+        self.has_txn_index = any(name.endswith(filenames.TXN_INDEX_SUFFIX) for name in names)
+        #: The key index's slot count when fixed (tests force collisions); None: sized to fit.
+        self.key_index_slot_count: int | None = None
+        # A topic whose key index was turned off while the process was down
+        # loses its files now; one that never had any costs no unlink per segment.
+        self.configure_key_index(
+            files_present=any(name.endswith(filenames.KEY_INDEX_SUFFIX) for name in names)
         )
 
     # -------------------------------------------------------------- segments
@@ -118,6 +124,24 @@ class LocalLog:
             if (upper is None or upper > start) and segment.base_offset < end:
                 result.append(segment)
         return result
+
+    def configure_key_index(self, *, files_present: bool = True) -> None:
+        """Make every segment keep a key index, or none, as ``key.index.enable`` says.
+
+        Turning it on only marks the segments (the active one indexes in
+        memory from now on; the others are indexed by the background indexer
+        or the first lookup); turning it off unlinks every ``.keyindex``
+        (unless ``files_present`` is False: there is none to unlink).
+        """
+        enabled = self.config.key_index_enable
+        segments = self.segments
+        for i, segment in enumerate(segments):
+            segment.enable_key_index(
+                enabled,
+                active=i == len(segments) - 1,
+                slot_count=self.key_index_slot_count,
+                unlink=files_present,
+            )
 
     def _schedule_deletion(self, doomed: Sequence[LogSegment]) -> None:
         self._delete_scheduler(doomed, self.config.file_delete_delay_ms)
@@ -191,13 +215,16 @@ class LocalLog:
 
     def _create_segment(self, base_offset: int) -> LogSegment:
         config = self.config
-        return LogSegment.create(
+        segment = LogSegment.create(
             self.directory,
             base_offset,
             index_interval_bytes=config.index_interval_bytes,
             max_index_size=config.segment_index_bytes,
             env=self.env,
         )
+        if config.key_index_enable:
+            segment.enable_key_index(True, active=True, slot_count=self.key_index_slot_count)
+        return segment
 
     # ----------------------------------------------------------------- flush
 

@@ -37,14 +37,21 @@ rebuilt from the newest snapshot and the batches after it.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from seglog.config import LogConfig
-from seglog.errors import OffsetOutOfRangeError, RecordBatchTooLargeError, StorageError
+from seglog.errors import (
+    KeyIndexDisabledError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    StorageError,
+)
 from seglog.records import batch, control
 from seglog.records.log_entries import EntryInfo
 from seglog.storage import io, recovery, txn_index
@@ -69,7 +76,13 @@ from seglog.storage.results import (
 from seglog.storage.segment import MAX_SEGMENT_BYTES, LogSegment
 from seglog.storage.validator import fast_rules, validate_and_assign, validate_single_batch
 
+if TYPE_CHECKING:
+    from seglog.storage.key_search import FoundRecord
+
 logger = logging.getLogger(__name__)
+
+#: How a lookup by key sees transactions: as Kafka's consumers' isolation.level.
+Isolation = Literal["read_uncommitted", "read_committed"]
 
 Clock = Callable[[], float]
 
@@ -189,8 +202,29 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         """Apply a changed topic config; it takes effect for the next append or roll."""
         with self._lock:
+            previous = self._local.config
             self._local.config = config
             self._fast_rules = fast_rules(config)
+            if previous.key_index_enable != config.key_index_enable:
+                # On: existing segments are indexed by the log directory's
+                # background indexer (or the first lookup); off: the files go.
+                self._local.configure_key_index()
+                logger.info(
+                    "key index of %s turned %s",
+                    self._name,
+                    "on" if config.key_index_enable else "off",
+                )
+
+    @property
+    def key_index_slot_count(self) -> int | None:
+        """The key index's fixed slot count (tests force collisions); None: sized to fit."""
+        return self._local.key_index_slot_count
+
+    @key_index_slot_count.setter
+    def key_index_slot_count(self, slots: int | None) -> None:
+        with self._lock:
+            self._local.key_index_slot_count = slots
+            self._local.configure_key_index()
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -551,6 +585,111 @@ class Log:
             return None
         return found
 
+    # ---------------------------------------------------------- key lookups
+
+    def find(
+        self,
+        key: bytes,
+        *,
+        limit: int | None = None,
+        start_offset: int | None = None,
+        end_offset: int | None = None,
+        from_ms: int | None = None,
+        to_ms: int | None = None,
+        isolation: Isolation = "read_uncommitted",
+    ) -> list[FoundRecord]:
+        """The records with ``key``, newest first, at most ``limit`` (None: all).
+
+        Offsets in ``[start_offset, end_offset)`` and timestamps in
+        ``[from_ms, to_ms]`` (each optional), never below the log start offset
+        nor at or above the high watermark (``read_uncommitted``) or the last
+        stable offset (``read_committed``, which also skips the records of
+        aborted transactions). Raises :class:`~seglog.errors.KeyIndexDisabledError` when the
+        topic keeps no key index (``key.index.enable=false``): a scan of the
+        whole partition would answer, but at a cost the caller did not ask
+        for. Segments whose index is not built yet are indexed on demand.
+        """
+        if not self._local.config.key_index_enable:
+            raise KeyIndexDisabledError(
+                f"{self._name} keeps no key index: set key.index.enable=true on topic "
+                f"{self.topic} to look records up by key"
+            )
+        segments = self._local.segments
+        lower = self._log_start_offset
+        upper = self._high_watermark if isolation == "read_uncommitted" else self.last_stable_offset
+        if start_offset is not None:
+            lower = max(lower, start_offset)
+        if end_offset is not None:
+            upper = min(upper, end_offset)
+        aborted: dict[int, list[tuple[int, int]]] = {}
+        if isolation == "read_committed" and lower < upper:
+            for txn in self._local.aborted_transactions(lower, upper):
+                aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+        found: list[FoundRecord] = []
+        for i in range(len(segments) - 1, -1, -1):
+            if limit is not None and len(found) >= limit:
+                break
+            segment = segments[i]
+            segment_end = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            if segment_end is not None and segment_end <= lower:
+                break  # this one and every older one lie below the range
+            if segment.base_offset >= upper:
+                continue
+            want = None if limit is None else limit - len(found)
+            try:
+                records = segment.find_key(
+                    key,
+                    limit=None if aborted else want,
+                    start_offset=lower,
+                    end_offset=upper,
+                    from_ms=from_ms,
+                    to_ms=to_ms,
+                )
+            except StorageError:
+                if not segment.suffix:
+                    raise
+                records = []  # removed (retention, compaction) while looked at
+            if records is None:
+                continue  # turned off under us: the next lookup refuses
+            for record in records:
+                if (
+                    aborted
+                    and record.transactional
+                    and _in_spans(aborted.get(record.producer_id), record.offset)
+                ):
+                    continue
+                found.append(record)
+                if limit is not None and len(found) >= limit:
+                    break
+        return [dataclasses.replace(r, topic=self.topic, partition=self.partition) for r in found]
+
+    def index_keys(self) -> int:
+        """What the background indexer does for this log, here and now.
+
+        Catches up the active segment's key index, writes those of rolled
+        segments and builds the missing ones; returns the segments it read or
+        wrote. A segment that cannot be indexed (an I/O error) is logged and
+        left for the next pass: key indexes never take a partition offline.
+        """
+        if not self._local.config.key_index_enable:
+            return 0
+        worked = 0
+        for segment in self._local.segments:
+            if self._closed:
+                break
+            try:
+                worked += segment.seal_key_index()
+            except StorageError as exc:
+                if not segment.suffix:  # not merely removed while indexed
+                    logger.warning("cannot index the keys of %s: %s", segment.log_path, exc)
+        return worked
+
+    def key_index_pending_bytes(self) -> int:
+        """Log bytes of this partition its key indexes do not cover yet (0 when off)."""
+        if not self._local.config.key_index_enable:
+            return 0
+        return sum(s.key_index_pending_bytes() for s in self._local.segments)
+
     # ------------------------------------------------- truncation and removal
 
     def truncate_to(self, offset: int) -> bool:
@@ -735,11 +874,16 @@ class Log:
         )
 
 
+def _in_spans(spans: list[tuple[int, int]] | None, offset: int) -> bool:
+    return spans is not None and any(first <= offset <= last for first, last in spans)
+
+
 __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "AppendInfo",
+    "Isolation",
     "Log",
     "LogReadResult",
 ]

@@ -72,13 +72,14 @@ from seglog.errors import (
 from seglog.storage import io
 from seglog.storage._dir_loader import DirLoader
 from seglog.storage._dir_state import DirState, Ownership, owns_every_partition
-from seglog.storage._maintenance import Maintenance, PendingDeletions
+from seglog.storage._maintenance import KeyIndexProgress, Maintenance, PendingDeletions
 from seglog.storage.dir_checkpoints import (
     WHOLE_FILE_CHECKPOINTS,
     CheckpointPolicy,
     DirCheckpoints,
 )
-from seglog.storage.log import AppendInfo, Log, LogReadResult
+from seglog.storage.key_search import FoundRecord
+from seglog.storage.log import AppendInfo, Isolation, Log, LogReadResult
 from seglog.storage.log_dir_settings import LOCK_FILE as LOCK_FILE
 from seglog.storage.log_dir_settings import LogDirSettings as LogDirSettings
 from seglog.storage.log_dir_settings import looks_like_log_dir as looks_like_log_dir
@@ -318,7 +319,10 @@ class LogDir:
         self, name: str, set_configs: Mapping[str, object], delete_configs: Sequence[str] = ()
     ) -> LogConfig:
         """Set and remove topic-level overrides; applies to the live partitions at once."""
-        return self._topics.alter_topic_config(name, set_configs, delete_configs)
+        result = self._topics.alter_topic_config(name, set_configs, delete_configs)
+        # A key index just turned on is built by the indexer's next pass: now.
+        self._maintenance.key_indexer.wake()
+        return result
 
     def delete_topic(self, name: str) -> None:
         """Remove a topic: its directories are renamed ``*-delete`` and removed.
@@ -367,6 +371,7 @@ class LogDir:
                 if topic not in configs:
                     configs[topic] = LogConfig.from_properties(info.overrides, defaults)
                 log.update_config(configs[topic])
+            self._maintenance.key_indexer.wake()
 
     # ------------------------------------------------------------ partitions
 
@@ -440,6 +445,71 @@ class LogDir:
             remaining -= region.length
             if not emitted:
                 return
+
+    def find(
+        self,
+        topic: str,
+        key: bytes,
+        *,
+        partition: int | None = None,
+        limit: int | None = None,
+        start_offset: int | None = None,
+        end_offset: int | None = None,
+        from_ms: int | None = None,
+        to_ms: int | None = None,
+        isolation: Isolation = "read_uncommitted",
+    ) -> list[FoundRecord]:
+        """The records of ``topic`` with ``key``, newest first, at most ``limit`` (None: all).
+
+        One partition, or every partition of the topic this directory serves,
+        merged newest first by timestamp, then offset. Bounds and isolation as
+        :meth:`Log.find`; KeyIndexDisabledError when the topic keeps no key index.
+        """
+        if partition is not None:
+            return self.log(topic, partition).find(
+                key,
+                limit=limit,
+                start_offset=start_offset,
+                end_offset=end_offset,
+                from_ms=from_ms,
+                to_ms=to_ms,
+                isolation=isolation,
+            )
+        info = self._state.topics.get(topic)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"this log directory has no topic '{topic}'")
+        found: list[FoundRecord] = []
+        for number in range(info.partitions):
+            log = self._state.logs.get((topic, number))
+            if log is None:
+                if self._state.offline.get((topic, number)) is not None:
+                    self.log(topic, number)  # raises: an offline partition's answer is unknown
+                continue  # served by another process
+            found.extend(
+                log.find(
+                    key,
+                    limit=limit,
+                    start_offset=start_offset,
+                    end_offset=end_offset,
+                    from_ms=from_ms,
+                    to_ms=to_ms,
+                    isolation=isolation,
+                )
+            )
+        found.sort(key=lambda r: (r.timestamp, r.offset), reverse=True)
+        return found if limit is None else found[:limit]
+
+    def key_index_progress(self) -> dict[tuple[str, int], KeyIndexProgress]:
+        """Per indexed partition: segments and bytes its key indexes cover, of all."""
+        return self._maintenance.key_indexer.progress()
+
+    def key_index_remaining_bytes(self) -> int:
+        """Log bytes of key-indexed topics no key index covers yet (the background's work)."""
+        return self._maintenance.key_indexer.remaining_bytes()
+
+    def run_key_indexer(self) -> int:
+        """One pass of the key indexer, here and now; returns the segments it indexed or wrote."""
+        return self._maintenance.key_indexer.run()
 
     def offset_for_time(
         self, topic: str, partition: int, timestamp: int

@@ -46,7 +46,14 @@ from seglog.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 
 logger = logging.getLogger(__name__)
 
-_INDEX_SUFFIXES = (filenames.INDEX_SUFFIX, filenames.TIME_INDEX_SUFFIX, filenames.TXN_INDEX_SUFFIX)
+_INDEX_SUFFIXES = (
+    filenames.INDEX_SUFFIX,
+    filenames.TIME_INDEX_SUFFIX,
+    filenames.TXN_INDEX_SUFFIX,
+    filenames.KEY_INDEX_SUFFIX,
+)
+#: A key index being written when the process stopped (see KeyIndexBuilder.write).
+_KEY_INDEX_TMP = filenames.KEY_INDEX_SUFFIX + ".tmp"
 
 
 def _remove_leftovers(directory: Path, env: io.Env) -> None:
@@ -54,7 +61,7 @@ def _remove_leftovers(directory: Path, env: io.Env) -> None:
     swaps: list[Path] = []
     for name in env.listdir(directory):
         path = directory / name
-        if name.endswith(filenames.DELETED_SUFFIX):
+        if name.endswith(filenames.DELETED_SUFFIX) or name.endswith(_KEY_INDEX_TMP):
             env.unlink(path)
         elif name.endswith(filenames.CLEANED_SUFFIX):
             cleaned.append(path)

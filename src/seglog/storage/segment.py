@@ -34,11 +34,13 @@ relative to the base.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from seglog.errors import SeglogError, StorageError
+from seglog.errors import CorruptIndexError, SeglogError, StorageError
 from seglog.records import batch
 from seglog.records.log_entries import EntryInfo
 from seglog.storage import filenames, io
@@ -48,6 +50,11 @@ from seglog.storage.offset_index import OffsetIndex
 from seglog.storage.reader import BatchWalk, scan_tail
 from seglog.storage.results import OffsetPosition, SegmentRead, TimestampAndOffset
 from seglog.storage.time_index import TimeIndex
+
+if TYPE_CHECKING:
+    # Loaded only when a key index is used: it brings numpy and numba.
+    from seglog.storage.key_index import KeyIndexBuilder, KeyIndexFile
+    from seglog.storage.key_search import FoundRecord
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +107,18 @@ class LogSegment:
         self._closed = False
         # Kafka's format is walked by the reader's code, over this segment's reads.
         self._walk = BatchWalk(log_file.read_at, log_file.read_into)
+        # The key index (key.index.enable): off until the owning log turns it on.
+        # An unsealed segment (the active one, or one rolled but not yet written)
+        # keeps it in memory; a sealed one maps its .keyindex at first use.
+        self._key_enabled = False
+        self._key_slots: int | None = None
+        self._key_sealed = True
+        self._key_builder: KeyIndexBuilder | None = None
+        self._key_file: KeyIndexFile | None = None
+        # Lookups, the background indexer and the segment's own moves take it.
+        self._key_lock = threading.Lock()
+        # The log size a sealed segment's .keyindex was last found to cover.
+        self._key_checked_size = -1
 
     # ----------------------------------------------------------------- opening
 
@@ -123,7 +142,8 @@ class LogSegment:
         index = cls._path(directory, base_offset, filenames.INDEX_SUFFIX, suffix)
         tindex = cls._path(directory, base_offset, filenames.TIME_INDEX_SUFFIX, suffix)
         txn = cls._path(directory, base_offset, filenames.TXN_INDEX_SUFFIX, suffix)
-        for stale in (log, index, tindex, txn):
+        keys = cls._path(directory, base_offset, filenames.KEY_INDEX_SUFFIX, suffix)
+        for stale in (log, index, tindex, txn, keys):
             env.unlink(stale)
         segment = cls(
             directory,
@@ -206,6 +226,11 @@ class LogSegment:
     def txn_index_path(self) -> Path:
         """Path of the ``.txnindex`` (aborted transactions; present only once there is one)."""
         return self._path(self.directory, self.base_offset, filenames.TXN_INDEX_SUFFIX, self.suffix)
+
+    @property
+    def key_index_path(self) -> Path:
+        """Path of the ``.keyindex`` (present once the key index was written)."""
+        return self._path(self.directory, self.base_offset, filenames.KEY_INDEX_SUFFIX, self.suffix)
 
     @property
     def log_path(self) -> Path:
@@ -444,13 +469,25 @@ class LogSegment:
             )
 
     def flush(self) -> None:
-        """fsync the ``.log`` and write back both indexes."""
+        """fsync the ``.log`` and write back both indexes.
+
+        Not the key index: a flush may be on a producer's path (``flush.messages``)
+        and a key index write must never delay nor fail an acknowledgement. The
+        background indexer writes it once the segment is rolled, a clean close
+        writes the active one's, and a crash leaves a stale or missing file,
+        which the next lookup or the indexer rebuilds from the log.
+        """
         self._log.fsync()
         self.offset_index.flush()
         self.time_index.flush()
 
     def on_become_inactive(self) -> None:
-        """Seal the segment at roll: final time-index entry, indexes trimmed."""
+        """Seal the segment at roll: final time-index entry, indexes trimmed.
+
+        The key index is only marked sealed here: catching it up is left to the
+        background indexer (or the next flush or lookup), off the append path.
+        """
+        self._key_sealed = True
         self._load_tail_state()
         if self._max_timestamp != batch.NO_TIMESTAMP:
             self.time_index.maybe_append(
@@ -463,6 +500,211 @@ class LogSegment:
         """Make both indexes writable again up to ``size`` bytes (the active segment)."""
         self.offset_index.resize(size)
         self.time_index.resize(size)
+
+    # -------------------------------------------------------------- key index
+
+    def enable_key_index(
+        self,
+        enabled: bool,
+        *,
+        active: bool = False,
+        slot_count: int | None = None,
+        unlink: bool = True,
+    ) -> None:
+        """Keep a key index (``key.index.enable``) or stop keeping one.
+
+        ``active``: the segment takes appends, so its index lives in memory
+        until the segment is rolled or closed. Turning it off drops the index
+        and unlinks the ``.keyindex`` (unless ``unlink`` is False: the owner
+        knows there is none). ``slot_count`` fixes the in-memory
+        table's size (tests force hash collisions with a tiny one).
+        """
+        with self._key_lock:
+            self._key_slots = slot_count
+            if not enabled:
+                self._key_enabled = False
+                self._drop_key_index_locked(unlink=unlink)
+                return
+            self._key_enabled = True
+            if active:
+                self._key_sealed = False
+                if self._key_builder is None:
+                    self._drop_key_index_locked(unlink=unlink)
+                    self._key_builder = self._new_builder()
+
+    @property
+    def key_index_enabled(self) -> bool:
+        """Whether the segment keeps a key index."""
+        return self._key_enabled
+
+    def _new_builder(self) -> KeyIndexBuilder:
+        from seglog.storage.key_index import KeyIndexBuilder
+
+        return KeyIndexBuilder(self.base_offset, self._key_slots)
+
+    def _read_log(self, position: int, length: int) -> bytes:
+        return self._log.read_at(position, length)
+
+    def key_index_pending_bytes(self) -> int:
+        """Log bytes the key index does not cover yet (0 when off or caught up).
+
+        Cheap (no file is opened): what the background indexer has left to do.
+        """
+        if not self._key_enabled:
+            return 0
+        builder, file = self._key_builder, self._key_file
+        if builder is not None:
+            return max(0, self._size - builder.indexed_bytes)
+        if file is not None and file.indexed_bytes == self._size:
+            return 0
+        if self._key_checked_size == self._size:
+            return 0
+        return self._size
+
+    def key_index(self) -> KeyIndexBuilder | KeyIndexFile | None:
+        """The key index, covering the whole ``.log`` as it is now; None when off.
+
+        The active segment's is caught up first; a sealed segment's file is
+        mapped at first use and, when missing, torn or stale, rebuilt from the
+        log and written.
+        """
+        with self._key_lock:
+            if not self._key_enabled:
+                return None
+            return self._key_index_locked(seal=False)
+
+    def find_key(
+        self,
+        key: bytes,
+        *,
+        limit: int | None = None,
+        start_offset: int | None = None,
+        end_offset: int | None = None,
+        from_ms: int | None = None,
+        to_ms: int | None = None,
+    ) -> list[FoundRecord] | None:
+        """The segment's records with ``key``, newest first, at most ``limit``; None when off.
+
+        Bounds as :func:`~seglog.storage.key_search.search_segment`'s. The
+        search runs under the key-index lock: an in-memory index must not grow
+        under it.
+        """
+        from seglog.storage.key_search import search_segment
+
+        found: list[FoundRecord] = []
+        if limit is not None and limit <= 0:
+            return found
+        with self._key_lock:
+            if not self._key_enabled:
+                return None
+            index = self._key_index_locked(seal=False)
+            if index is None:
+                return None
+            for record in search_segment(
+                index,
+                self._read_log,
+                key,
+                start_offset=start_offset,
+                end_offset=end_offset,
+                from_ms=from_ms,
+                to_ms=to_ms,
+            ):
+                found.append(record)
+                if limit is not None and len(found) >= limit:
+                    break
+        return found
+
+    def seal_key_index(self, *, force: bool = False) -> bool:
+        """Bring the key index up to date and, for a sealed segment, onto disk.
+
+        The background indexer's step (and flush's and close's): an unsealed
+        segment's index is only caught up, unless ``force`` (a clean close)
+        writes it too. True when anything was read or written.
+        """
+        with self._key_lock:
+            if not self._key_enabled:
+                return False
+            builder = self._key_builder
+            if builder is not None:
+                before = builder.indexed_bytes
+                builder.catch_up(self._read_log, self._size)
+                if self._key_sealed or force:
+                    builder.write(self.key_index_path, self._env)
+                    if self._key_sealed:
+                        self._key_builder = None
+                        self._key_checked_size = self._size
+                    return True
+                return builder.indexed_bytes != before
+            file = self._key_file
+            if self._key_checked_size == self._size or (
+                file is not None and file.indexed_bytes == self._size
+            ):
+                return False
+            from seglog.storage.key_index import KeyIndexFile
+
+            try:
+                # A whole file left by an earlier run: checked, not rebuilt.
+                found = KeyIndexFile.load(
+                    self.key_index_path, self.base_offset, self._size, self._env
+                )
+            except CorruptIndexError:
+                self._key_index_locked(seal=True)
+                return True
+            found.close()
+            self._key_checked_size = self._size
+            return False
+
+    def _key_index_locked(self, *, seal: bool) -> KeyIndexBuilder | KeyIndexFile | None:
+        from seglog.storage import key_index
+
+        size = self._size
+        builder = self._key_builder
+        if builder is not None:
+            builder.catch_up(self._read_log, size)
+            return builder
+        file = self._key_file
+        if file is not None and file.indexed_bytes == size:
+            return file
+        if file is not None:
+            file.close()
+            self._key_file = None
+        try:
+            file = key_index.KeyIndexFile.load(
+                self.key_index_path, self.base_offset, size, self._env
+            )
+        except CorruptIndexError as exc:
+            logger.debug("building the key index of %s: %s", self.log_path, exc)
+            built = key_index.build(self.base_offset, self._read_log, size, self._key_slots)
+            try:
+                built.write(self.key_index_path, self._env)
+            except StorageError as write_error:
+                # The lookup is still exact from memory; the next one tries again.
+                logger.warning("cannot write %s: %s", self.key_index_path, write_error)
+                return built
+            self._key_checked_size = size
+            if not seal:
+                return built
+            return None
+        self._key_checked_size = size
+        if seal:
+            file.close()
+            return None
+        self._key_file = file
+        return file
+
+    def _drop_key_index(self, *, unlink: bool) -> None:
+        with self._key_lock:
+            self._drop_key_index_locked(unlink=unlink)
+
+    def _drop_key_index_locked(self, *, unlink: bool) -> None:
+        if self._key_file is not None:
+            self._key_file.close()
+            self._key_file = None
+        if self._key_builder is not None:
+            self._key_builder = None
+        self._key_checked_size = -1
+        if unlink:
+            self._env.unlink(self.key_index_path)
 
     # ------------------------------------------------------------------- read
 
@@ -561,8 +803,17 @@ class LogSegment:
     def recover(self) -> int:
         """Rebuild both indexes from the log, cutting it at the first bad entry.
 
-        Returns the number of bytes cut.
+        Returns the number of bytes cut. The key index is dropped, to be
+        rebuilt from what is left (:meth:`key_index`, or the background indexer).
         """
+        with self._key_lock:
+            # Held throughout: the background indexer must not read bytes being cut.
+            self._drop_key_index_locked(unlink=True)
+            if self._key_enabled and not self._key_sealed:
+                self._key_builder = self._new_builder()
+            return self._recover()
+
+    def _recover(self) -> int:
         self.offset_index.truncate()
         self.offset_index.resize(self.max_index_size)
         self.time_index.truncate()
@@ -625,7 +876,19 @@ class LogSegment:
         The entry holding ``offset`` is removed whole, as in Kafka: truncation
         points are batch boundaries.
         """
+        with self._key_lock:
+            # Held throughout: the background indexer must not read bytes being cut.
+            return self._truncate_to(offset)
+
+    def _truncate_to(self, offset: int) -> int:
         found = self.translate_offset(offset)
+        if found is not None:
+            # What is left becomes the active segment: its key index is rebuilt
+            # in memory from the bytes that stay.
+            self._drop_key_index_locked(unlink=True)
+            self._key_sealed = False
+            if self._key_enabled:
+                self._key_builder = self._new_builder()
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.offset_index.resize(self.max_index_size)
@@ -651,6 +914,7 @@ class LogSegment:
     def change_suffix(self, new_suffix: str) -> None:
         """Rename all files of the segment, e.g. to ``.deleted`` or from ``.swap``."""
         old_txn = self.txn_index_path
+        old_keys = self.key_index_path
         self._log.move_to(
             self._path(self.directory, self.base_offset, filenames.LOG_SUFFIX, new_suffix)
         )
@@ -667,7 +931,23 @@ class LogSegment:
         self.time_index.rename_to(
             self._path(self.directory, self.base_offset, filenames.TIME_INDEX_SUFFIX, new_suffix)
         )
-        self._suffix = new_suffix
+        with self._key_lock:
+            if self._key_file is not None:
+                # Mapped under the old name: reopened under the new one at next use.
+                self._key_file.close()
+                self._key_file = None
+            try:
+                self._env.rename(
+                    old_keys,
+                    self._path(
+                        self.directory, self.base_offset, filenames.KEY_INDEX_SUFFIX, new_suffix
+                    ),
+                )
+            except StorageError as exc:
+                # Not written yet (or disabled): nothing to carry along.
+                if not isinstance(exc.__cause__, FileNotFoundError):
+                    raise
+            self._suffix = new_suffix
 
     def close(self) -> None:
         """Trim the indexes and close the files; the segment stays on disk.
@@ -677,6 +957,12 @@ class LogSegment:
         if self._closed:
             return
         self._closed = True
+        try:
+            if self._key_enabled and self._key_builder is not None:
+                # A clean close leaves a key index that covers the whole log.
+                self.seal_key_index(force=True)
+        except SeglogError as exc:
+            logger.warning("cannot write the key index of %s: %s", self.log_path, exc)
         try:
             if self._max_timestamp != batch.NO_TIMESTAMP and self._next_offset is not None:
                 self.time_index.maybe_append(
@@ -688,6 +974,7 @@ class LogSegment:
             # close: Kafka swallows this error too.
             logger.warning("cannot add the last time index entry of %s: %s", self.log_path, exc)
         finally:
+            self._drop_key_index(unlink=False)
             self.offset_index.close()
             self.time_index.close()
             self._log.release()
@@ -699,7 +986,9 @@ class LogSegment:
             self.offset_index.path,
             self.time_index.path,
             self.txn_index_path,
+            self.key_index_path,
         ]
+        self._drop_key_index(unlink=False)
         if not self._closed:
             self._closed = True
             self.offset_index.close()
