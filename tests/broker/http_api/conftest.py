@@ -82,7 +82,7 @@ class Api:
 def create_topic(bootstrap: str, name: str, partitions: int = 1, **config: str) -> None:
     """Create ``name`` with its key index on (and any other ``config``)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic = NewTopic(name, partitions, config={**config})
+    topic = NewTopic(name, partitions, config={"key.index.enable": "true", **config})
     for future in admin.create_topics([topic]).values():
         future.result(30)
 

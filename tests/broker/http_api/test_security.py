@@ -57,7 +57,9 @@ def _prepare(broker: Secured, topic: str, certs: Certs | None = None) -> None:
     """The topic with one record of key k, readable by alice and carol (not bob)."""
     config = confluent(broker.bootstrap, "PLAIN", *ADMIN, certs)
     admin = AdminClient(config)
-    for future in admin.create_topics([NewTopic(topic, 1)]).values():
+    for future in admin.create_topics(
+        [NewTopic(topic, 1, config={"key.index.enable": "true"})]
+    ).values():
         future.result(30)
     bindings = [
         AclBinding(
@@ -159,7 +161,9 @@ def test_mutual_tls_names_the_caller_by_its_certificate(
     )
     wait_listening(port, broker.process.alive, broker.process.log)
     admin = AdminClient({"bootstrap.servers": broker.process.bootstrap})
-    for future in admin.create_topics([NewTopic(topic, 1)]).values():
+    for future in admin.create_topics(
+        [NewTopic(topic, 1, config={"key.index.enable": "true"})]
+    ).values():
         future.result(30)
     anonymous = Api(port, "https", ssl.create_default_context(cafile=str(certs.ca)))
     assert anonymous.records(topic, key="k").status == 200

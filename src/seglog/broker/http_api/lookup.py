@@ -10,8 +10,8 @@ index in memory, where a reader in place would rebuild it from the log for
 every request.
 
 One partition is searched by :func:`find_in_partition`, the one place that
-asks storage. Until the live engine offers lookups by key it reads the
-partition as a consumer from the log start would (:func:`scan_partition`).
+asks storage (:meth:`LogDir.find <seglog.storage.log_dir.LogDir.find>`, through
+the partition's key index; a topic without one is refused, not scanned).
 
 Storage calls block (file reads, an index caught up), so they run in worker
 threads, never on the event loop; the leader serves ``find_key`` on its
@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import heapq
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from seglog.broker.nodes.cluster import Cluster
-from seglog.records import batch
-from seglog.records.record import decode_entry
 from seglog.storage.key_search import FoundRecord
 from seglog.storage.log_dir import LogDir
 from seglog.storage.topic_list import TopicInfo
@@ -73,88 +70,19 @@ class KeyQuery:
 def find_in_partition(
     log_dir: LogDir, topic: str, partition: int, query: KeyQuery
 ) -> list[FoundRecord]:
-    """The key's records in one partition this process leads, newest first (blocking)."""
-    return scan_partition(log_dir, topic, partition, query)
+    """The key's records in one partition this process leads, newest first (blocking).
 
-
-SCAN_CHUNK = 1 << 20
-"""Bytes of batches read at a time by :func:`scan_partition`."""
-
-
-def scan_partition(
-    log_dir: LogDir, topic: str, partition: int, query: KeyQuery
-) -> list[FoundRecord]:
-    """The key's records found by reading the whole partition, oldest to newest (blocking).
-
-    What a consumer from the log start would see: up to the high watermark, or
-    for read_committed up to the last stable offset without the batches of
-    aborted transactions; control batches skipped.
+    KeyIndexDisabledError when the topic keeps no key index.
     """
-    log = log_dir.log(topic, partition)
-    env = log_dir.env
-    start = log.log_start_offset
-    end = log.last_stable_offset if query.read_committed else log.high_watermark
-    aborted: dict[int, list[tuple[int, int]]] = {}
-    if query.read_committed:
-        for txn in log.aborted_transactions(start, end):
-            aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
-    found: list[FoundRecord] = []
-    position = start
-    while position < end:
-        result = log.read(position, SCAN_CHUNK, max_offset=end)
-        if result.data is None:
-            break
-        region = result.data.region
-        view = memoryview(env.pread(region.fd, region.length, region.position, name=region.path))
-        at = 0
-        before = position
-        while at + batch.LOG_OVERHEAD <= len(view):
-            _, size = batch.peek_offset_and_size(view, at)
-            if at + size > len(view):
-                break  # a batch cut by the chunk: read again from its start
-            entry = view[at : at + size]
-            at += size
-            skip = False
-            if batch.peek_magic(entry) == batch.CURRENT_MAGIC:
-                header = batch.read_header(entry)
-                position = max(position, header.last_offset + 1)
-                skip = header.is_control or (
-                    header.is_transactional
-                    and any(
-                        first <= header.base_offset <= last
-                        for first, last in aborted.get(header.producer_id, ())
-                    )
-                )
-                producer_id, transactional = header.producer_id, header.is_transactional
-            else:
-                producer_id, transactional = -1, False
-            if skip:
-                continue
-            for record in decode_entry(entry):
-                position = max(position, record.offset + 1)
-                if not before <= record.offset < end or record.key != query.key:
-                    continue
-                if (query.from_ms is not None and record.timestamp < query.from_ms) or (
-                    query.to_ms is not None and record.timestamp > query.to_ms
-                ):
-                    continue
-                found.append(
-                    FoundRecord(
-                        record.offset,
-                        record.timestamp,
-                        query.key,
-                        record.value,
-                        tuple((h.key, h.value) for h in record.headers),
-                        producer_id,
-                        transactional,
-                        partition,
-                        topic,
-                    )
-                )
-        if position == before:
-            break  # nothing whole was read: the log changed under the reader
-    found.reverse()
-    return found if query.limit is None else found[: query.limit]
+    return log_dir.find(
+        topic,
+        query.key,
+        partition=partition,
+        limit=query.limit,
+        from_ms=query.from_ms,
+        to_ms=query.to_ms,
+        isolation="read_committed" if query.read_committed else "read_uncommitted",
+    )
 
 
 def find_local(
@@ -164,22 +92,18 @@ def find_local(
     return [find_in_partition(log_dir, topic, p, query) for p in partitions]
 
 
-def merge(parts: Sequence[Sequence[FoundRecord]], limit: int | None) -> list[FoundRecord]:
-    """Partitions' answers as one, newest first by timestamp, then offset, up to ``limit``.
+def merge(
+    parts: Sequence[Sequence[FoundRecord]], limit: int | None, *, whole_topic: bool
+) -> list[FoundRecord]:
+    """Partitions' answers as one, up to ``limit``.
 
-    Each part keeps its own order (a partition's records newest by offset,
-    whatever their timestamps): a merge, not a sort.
+    One partition asked for: its own order, newest by offset. A whole topic:
+    newest first by timestamp, then offset, as ``LogDir.find`` orders it.
     """
-    if len(parts) == 1:
-        merged: Iterable[FoundRecord] = parts[0]
-    else:
-        merged = heapq.merge(*parts, key=lambda r: (-r.timestamp, -r.offset, r.partition))
-    out: list[FoundRecord] = []
-    for record in merged:
-        if limit is not None and len(out) >= limit:
-            break
-        out.append(record)
-    return out
+    found = [record for part in parts for record in part]
+    if whole_topic:
+        found.sort(key=lambda r: (r.timestamp, r.offset), reverse=True)
+    return found if limit is None else found[:limit]
 
 
 def record_to_json(record: FoundRecord) -> dict[str, Any]:
@@ -246,6 +170,8 @@ async def find(
     info: TopicInfo,
     partitions: Sequence[int],
     query: KeyQuery,
+    *,
+    whole_topic: bool,
 ) -> list[FoundRecord]:
     """The key's records in ``partitions`` of ``info``, newest first, up to ``query.limit``.
 
@@ -263,4 +189,4 @@ async def find(
             calls.append(asyncio.to_thread(_ask, cluster, node_id, info.name, mine, query))
     answers = await asyncio.gather(*calls)
     parts = [part for answer in answers for part in answer]
-    return merge(parts, query.limit)
+    return merge(parts, query.limit, whole_topic=whole_topic)
