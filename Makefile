@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DATA ?= ./data
 
-.PHONY: run demo pipeline test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-groups bench-spark bench-soak bench-security bodies clean install
+.PHONY: run demo pipeline test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-groups bench-spark bench-key-index bench-soak bench-security bodies clean install
 
 install: $(STAMP)
 
@@ -86,6 +86,10 @@ bench-groups: $(STAMP)
 # Rows per second into Spark: network and files mode beside the bare client.
 bench-spark: $(STAMP)
 	$(BIN)/python bench/spark_bench.py
+
+# The key index: append cost, size, lookups warm and cold, a scan, Spark files mode pruning.
+bench-key-index: $(STAMP)
+	$(BIN)/python bench/key_index_bench.py
 
 # Producers, a rebalancing group, broker kills, topic deletion and retention for a fixed
 # time, then a check that nothing acknowledged was lost or crossed topics.

@@ -124,6 +124,12 @@ async def find_records(request: web.Request) -> web.StreamResponse:
     partition = query["partition"]
     if partition is not None and partition >= info.partitions:
         raise unknown_topic(topic, partition)
+    if not state.log_dir.topic_config(topic).key_index_enable:
+        raise bad_request(
+            f"topic '{topic}' keeps no key index: set key.index.enable=true on it "
+            "(seglog configs --alter --entity-type topics --add-config ...) "
+            "to look records up by key"
+        )
     partitions = range(info.partitions) if partition is None else [partition]
     key_query = lookup.KeyQuery(
         key=key,
@@ -137,7 +143,7 @@ async def find_records(request: web.Request) -> web.StreamResponse:
             state.log_dir, state.cluster, info, partitions, key_query, whole_topic=partition is None
         )
     except KeyIndexDisabledError as exc:
-        # Refused rather than scanned: a scan reads the whole topic, which nobody asked for.
+        # Turned off between the check above and the lookup.
         raise bad_request(str(exc)) from exc
     except UnknownTopicOrPartitionError as exc:
         raise ApiError(404, "UNKNOWN_TOPIC_OR_PARTITION", str(exc)) from exc
