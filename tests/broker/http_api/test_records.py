@@ -13,7 +13,13 @@ from typing import Any, cast
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from seglog.broker.http_api.auth import ConsoleSecurity
 from seglog.broker.http_api.server import application
@@ -186,6 +192,23 @@ def test_unknown_topic_and_partition_are_404(served: ApiBroker, topic: str) -> N
     assert (beyond.status, beyond.body["error_code"]) == (404, 3)
     no_route = served.api.get("/v1/nothing-here")
     assert (no_route.status, no_route.body["error_code"]) == (404, 42)
+
+
+def test_key_index_turned_on_at_run_time(served: ApiBroker, topic: str) -> None:
+    """Records written before the index was turned on are found (built in the background)."""
+    create_topic(served.bootstrap, topic, **{"key.index.enable": "false"})
+    _produce(served.bootstrap, topic, [{"key": b"k", "value": f"v{i}".encode()} for i in range(3)])
+    admin = AdminClient({"bootstrap.servers": served.bootstrap})
+    change = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("key.index.enable", "true", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([change])[change].result(30)
+    found = served.api.records(topic, key="k", all="true").body["records"]
+    assert [r["value"] for r in found] == ["v2", "v1", "v0"]
 
 
 @pytest.mark.parametrize(
