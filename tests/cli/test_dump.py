@@ -90,7 +90,7 @@ def test_not_a_segment_file(tmp_path: Path) -> None:
     other.write_text("hi")
     result = CliRunner().invoke(cli, ["dump-log", str(other)])
     assert result.exit_code != 0
-    assert "not a .log, .index, .timeindex, .txnindex or .snapshot file" in result.output
+    assert "not a .log, .index, .timeindex, .txnindex, .keyindex or .snapshot file" in result.output
 
 
 def test_dump_of_a_producer_snapshot(tmp_path: Path) -> None:
@@ -146,3 +146,24 @@ def test_dump_of_transaction_markers_and_the_txnindex(tmp_path: Path) -> None:
         "version: 0 producerId: 77 firstOffset: 0 lastOffset: 2 lastStableOffset: 3"
         in result.output
     )
+
+
+def test_dump_and_check_a_key_index(tmp_path: Path) -> None:
+    with LogDir.open(tmp_path) as log_dir:
+        log_dir.create_topic("t", 1, {"key.index.enable": "true"})
+        for n in range(30):
+            log_dir.append("t", 0, build_batch([(b"k%d" % (n % 4), b"v" * 40, 1000 + n)]))
+            if n % 10 == 9:
+                log_dir.log("t", 0).roll()
+    partition = tmp_path / "t-0"
+    sealed = sorted(partition.glob("*.keyindex"))
+    assert sealed, "a clean close writes every segment's key index"
+    result = CliRunner().invoke(cli, ["dump-log", *map(str, sealed)])
+    assert result.exit_code == 0, result.output
+    assert "entry: 1 offset: " in result.output and "keyHash: " in result.output
+    # A key index that no longer covers its .log is reported.
+    log = sealed[0].with_suffix(".log")
+    log.write_bytes(log.read_bytes()[:-5])
+    result = CliRunner().invoke(cli, ["dump-log", str(sealed[0])])
+    assert result.exit_code == 2
+    assert "Found stale key index" in result.output

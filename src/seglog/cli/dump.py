@@ -232,6 +232,53 @@ def _dump_time_index(path: Path, verify_only: bool) -> int:
     return problems
 
 
+def _dump_key_index(path: Path, verify_only: bool) -> int:
+    from seglog.storage import key_index
+
+    stem = path.name[:20]
+    if not (stem.isdigit() and path.name[20:] == filenames.KEY_INDEX_SUFFIX):
+        raise click.ClickException(f"{path} is not named <20-digit offset>.keyindex")
+    base = int(stem)
+    log_path = path.with_name(f"{filenames.offset_name(base)}{filenames.LOG_SUFFIX}")
+    click.echo(f"Dumping {path}")
+    try:
+        index = key_index.KeyIndexFile.load(path, base, None)
+    except SeglogError as exc:
+        click.echo(f"  Found invalid key index: {exc}")
+        return 1
+    try:
+        click.echo(
+            f"baseOffset: {base} indexedBytes: {index.indexed_bytes} "
+            f"lastOffset: {index.last_offset} maxTimestamp: {index.max_timestamp} "
+            f"slots: {index.slot_count} entries: {index.entry_count}"
+        )
+        if not verify_only:
+            for n, (key_hash, offset, previous) in enumerate(index.entries(), start=1):
+                click.echo(
+                    f"entry: {n} offset: {offset} keyHash: {key_hash:08x} "
+                    f"slot: {key_hash & (index.slot_count - 1)} previous: {previous}"
+                )
+        data = log_path.read_bytes() if log_path.exists() else None
+        if data is None:
+            click.echo(f"  {log_path.name} is missing: the entries cannot be checked")
+            return 1
+        if len(data) != index.indexed_bytes:
+            click.echo(
+                f"  Found stale key index: it covers {index.indexed_bytes} bytes of "
+                f"{log_path.name}, which holds {len(data)} (seglog rebuilds it)"
+            )
+            return 1
+        built = key_index.build(base, lambda p, n: data[p : p + n], len(data))
+        if built.to_bytes() != path.read_bytes():
+            click.echo(
+                f"  Found key index mismatch: {path.name} is not the index of {log_path.name}"
+            )
+            return 1
+        return 0
+    finally:
+        index.close()
+
+
 def _dump_snapshot(path: Path) -> int:
     click.echo(f"Dumping {path}")
     try:
@@ -270,7 +317,7 @@ def _dump_snapshot(path: Path) -> int:
 def dump_log(
     files: tuple[Path, ...], print_data: bool, verify_index_only: bool, max_bytes: int | None
 ) -> None:
-    """Print the batches of .log files and the entries of index, .snapshot and .txnindex files.
+    """Print the batches of .log files and the entries of index, snapshot and txnindex files.
 
     Index files are checked against the .log beside them. A summary line
     (files, batches, bytes, problems) ends on stderr. Exits with status 2
@@ -331,8 +378,10 @@ def _dump_file(
         return _dump_snapshot(path)
     if name.endswith(filenames.TXN_INDEX_SUFFIX):
         return _dump_txn_index(path)
+    if name.endswith(filenames.KEY_INDEX_SUFFIX):
+        return _dump_key_index(path, verify_index_only)
     raise click.ClickException(
-        f"{path}: not a .log, .index, .timeindex, .txnindex or .snapshot file"
+        f"{path}: not a .log, .index, .timeindex, .txnindex, .keyindex or .snapshot file"
     )
 
 

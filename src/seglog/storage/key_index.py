@@ -444,9 +444,10 @@ class KeyIndexFile:
 
     @classmethod
     def load(
-        cls, path: Path, base_offset: int, log_size: int, env: io.Env | None = None
+        cls, path: Path, base_offset: int, log_size: int | None, env: io.Env | None = None
     ) -> KeyIndexFile:
-        """Map ``path``; CorruptIndexError when it is missing, torn, or stale for ``log_size``."""
+        """Map ``path``; CorruptIndexError when it is missing, torn, or stale for ``log_size``
+        (None: whatever it covers, for tools that report staleness themselves)."""
         env = io.env_or_default(env)
         try:
             fd = env.open(path, os.O_RDONLY)
@@ -501,6 +502,16 @@ class KeyIndexFile:
                 position, _, max_ts = self._batches[row].item()
                 yield Candidate(self.base_offset + delta, position, max_ts)
 
+    @property
+    def slot_count(self) -> int:
+        """The hash table's slots."""
+        return int(self._slot_mask) + 1
+
+    def entries(self) -> Iterator[tuple[int, int, int]]:
+        """Every entry in file order: (key hash, offset, 1 + previous entry or 0)."""
+        for h, delta, previous in self._entries.tolist():
+            yield h, self.base_offset + delta, previous
+
     def close(self) -> None:
         """Drop the map (its pages go when the last lookup in flight lets go)."""
         self._map.close()
@@ -522,7 +533,7 @@ class _BatchLasts:
 
 
 def _check_header(
-    path: Path, head: bytes, size: int, base_offset: int, log_size: int
+    path: Path, head: bytes, size: int, base_offset: int, log_size: int | None
 ) -> tuple[Any, ...]:
     if len(head) < HEADER_SIZE:
         raise CorruptIndexError(f"key index {path} is torn: {size} bytes, no whole header")
@@ -544,7 +555,7 @@ def _check_header(
         raise CorruptIndexError(
             f"key index {path} is torn: {size} bytes, its header says {expected}"
         )
-    if indexed != log_size:
+    if log_size is not None and indexed != log_size:
         raise CorruptIndexError(
             f"key index {path} is stale: it covers {indexed} bytes of a {log_size}-byte log"
         )
