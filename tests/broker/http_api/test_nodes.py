@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from tests.broker.http_api.conftest import Api, create_topic, wait_listening
 from tests.broker.nodes.conftest import Cluster, free_ports, make_cluster
@@ -44,3 +45,9 @@ def test_every_node_answers_for_partitions_of_both_nodes(make_cluster: Any, topi
         ]
         only_1 = api.records(topic, key="k", partition=1).body["records"]
         assert [(r["partition"], r["offset"]) for r in only_1] == [(1, 0)]
+    # Each node tells its own port, where a client that bootstrapped from it finds the API.
+    for node_id, api in ((1, apis[0]), (2, apis[1])):
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap(node_id)})
+        resource = ConfigResource(ResourceType.BROKER, str(node_id))
+        configs = admin.describe_configs([resource])[resource].result(30)
+        assert int(configs["console.port"].value) == api.port

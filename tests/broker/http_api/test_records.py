@@ -13,7 +13,13 @@ from typing import Any, cast
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from seglog.broker.http_api.auth import ConsoleSecurity
 from seglog.broker.http_api.server import application
@@ -152,7 +158,8 @@ def test_read_committed_skips_an_aborted_transaction(served: ApiBroker, topic: s
     producer.begin_transaction()
     producer.produce(topic, key=b"k", value=b"aborted")
     producer.produce(topic, key=b"k", value=b"aborted too")
-    producer.flush(30)  # abort_transaction purges what is not sent yet: these must be in the log
+    # Written before the abort (librdkafka drops what it has not sent when aborting).
+    assert producer.flush(30) == 0
     producer.abort_transaction(30)
 
     committed = served.api.records(
@@ -164,6 +171,17 @@ def test_read_committed_skips_an_aborted_transaction(served: ApiBroker, topic: s
     uncommitted = served.api.records(topic, key="k", all="true").body["records"]
     assert [r["value"] for r in uncommitted] == ["aborted too", "aborted", "committed", "plain"]
 
+    # A transaction still open: read_committed stops at its first offset (the LSO).
+    producer.begin_transaction()
+    producer.produce(topic, key=b"k", value=b"open")
+    assert producer.flush(30) == 0
+    newest = served.api.records(topic, key="k", isolation_level="read_committed")
+    assert [r["value"] for r in newest.body["records"]] == ["committed"]
+    assert [r["value"] for r in served.api.records(topic, key="k").body["records"]] == ["open"]
+    producer.commit_transaction(30)
+    newest = served.api.records(topic, key="k", isolation_level="read_committed")
+    assert [r["value"] for r in newest.body["records"]] == ["open"]
+
 
 def test_unknown_topic_and_partition_are_404(served: ApiBroker, topic: str) -> None:
     missing = served.api.records(f"{topic}-missing", key="k")
@@ -174,6 +192,23 @@ def test_unknown_topic_and_partition_are_404(served: ApiBroker, topic: str) -> N
     assert (beyond.status, beyond.body["error_code"]) == (404, 3)
     no_route = served.api.get("/v1/nothing-here")
     assert (no_route.status, no_route.body["error_code"]) == (404, 42)
+
+
+def test_key_index_turned_on_at_run_time(served: ApiBroker, topic: str) -> None:
+    """Records written before the index was turned on are found (built in the background)."""
+    create_topic(served.bootstrap, topic, **{"key.index.enable": "false"})
+    _produce(served.bootstrap, topic, [{"key": b"k", "value": f"v{i}".encode()} for i in range(3)])
+    admin = AdminClient({"bootstrap.servers": served.bootstrap})
+    change = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("key.index.enable", "true", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([change])[change].result(30)
+    found = served.api.records(topic, key="k", all="true").body["records"]
+    assert [r["value"] for r in found] == ["v2", "v1", "v0"]
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,10 @@ read_committed lookup must stop at), and it holds its active segment's key
 index in memory, where a reader in place would rebuild it from the log for
 every request.
 
+One partition is searched by :func:`find_in_partition`, the one place that
+asks storage (:meth:`LogDir.find <seglog.storage.log_dir.LogDir.find>`, through
+the partition's key index; a topic without one is refused, not scanned).
+
 Storage calls block (file reads, an index caught up), so they run in worker
 threads, never on the event loop; the leader serves ``find_key`` on its
 channel's threads.
@@ -18,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import heapq
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -67,7 +70,10 @@ class KeyQuery:
 def find_in_partition(
     log_dir: LogDir, topic: str, partition: int, query: KeyQuery
 ) -> list[FoundRecord]:
-    """The key's records in one partition this process leads, newest first (blocking)."""
+    """The key's records in one partition this process leads, newest first (blocking).
+
+    KeyIndexDisabledError when the topic keeps no key index.
+    """
     return log_dir.find(
         topic,
         query.key,
@@ -86,22 +92,18 @@ def find_local(
     return [find_in_partition(log_dir, topic, p, query) for p in partitions]
 
 
-def merge(parts: Sequence[Sequence[FoundRecord]], limit: int | None) -> list[FoundRecord]:
-    """Partitions' answers as one, newest first by timestamp, then offset, up to ``limit``.
+def merge(
+    parts: Sequence[Sequence[FoundRecord]], limit: int | None, *, whole_topic: bool
+) -> list[FoundRecord]:
+    """Partitions' answers as one, up to ``limit``.
 
-    Each part keeps its own order (a partition's records newest by offset,
-    whatever their timestamps): a merge, not a sort.
+    One partition asked for: its own order, newest by offset. A whole topic:
+    newest first by timestamp, then offset, as ``LogDir.find`` orders it.
     """
-    if len(parts) == 1:
-        merged: Iterable[FoundRecord] = parts[0]
-    else:
-        merged = heapq.merge(*parts, key=lambda r: (-r.timestamp, -r.offset, r.partition))
-    out: list[FoundRecord] = []
-    for record in merged:
-        if limit is not None and len(out) >= limit:
-            break
-        out.append(record)
-    return out
+    found = [record for part in parts for record in part]
+    if whole_topic:
+        found.sort(key=lambda r: (r.timestamp, r.offset), reverse=True)
+    return found if limit is None else found[:limit]
 
 
 def record_to_json(record: FoundRecord) -> dict[str, Any]:
@@ -168,6 +170,8 @@ async def find(
     info: TopicInfo,
     partitions: Sequence[int],
     query: KeyQuery,
+    *,
+    whole_topic: bool,
 ) -> list[FoundRecord]:
     """The key's records in ``partitions`` of ``info``, newest first, up to ``query.limit``.
 
@@ -185,4 +189,4 @@ async def find(
             calls.append(asyncio.to_thread(_ask, cluster, node_id, info.name, mine, query))
     answers = await asyncio.gather(*calls)
     parts = [part for answer in answers for part in answer]
-    return merge(parts, query.limit)
+    return merge(parts, query.limit, whole_topic=whole_topic)

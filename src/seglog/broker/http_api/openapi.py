@@ -22,7 +22,7 @@ ERROR_SCHEMA: dict[str, Any] = {
     },
 }
 _STATUS_TEXT = {
-    400: "bad parameters",
+    400: "bad parameters, or a topic without key index",
     401: "authentication required or failed (HTTP Basic with a SASL user)",
     403: "not authorized by the ACLs",
     404: "unknown topic or partition",

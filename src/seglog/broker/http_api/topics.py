@@ -29,7 +29,12 @@ from seglog.broker.http_api.routes import (
 )
 from seglog.broker.nodes.channel import ControllerUnavailableError
 from seglog.broker.security.authorizer import Operation
-from seglog.errors import NotLeaderOrFollowerError, StorageError, UnknownTopicOrPartitionError
+from seglog.errors import (
+    KeyIndexDisabledError,
+    NotLeaderOrFollowerError,
+    StorageError,
+    UnknownTopicOrPartitionError,
+)
 from seglog.storage.key_search import FoundRecord
 
 ENCODE_ON_LOOP = 256
@@ -134,7 +139,12 @@ async def find_records(request: web.Request) -> web.StreamResponse:
         read_committed=query["isolation_level"] == "read_committed",
     )
     try:
-        found = await lookup.find(state.log_dir, state.cluster, info, partitions, key_query)
+        found = await lookup.find(
+            state.log_dir, state.cluster, info, partitions, key_query, whole_topic=partition is None
+        )
+    except KeyIndexDisabledError as exc:
+        # Turned off between the check above and the lookup.
+        raise bad_request(str(exc)) from exc
     except UnknownTopicOrPartitionError as exc:
         raise ApiError(404, "UNKNOWN_TOPIC_OR_PARTITION", str(exc)) from exc
     except (ControllerUnavailableError, NotLeaderOrFollowerError) as exc:
