@@ -26,11 +26,16 @@ skips the records of aborted transactions, from the ``.txnindex`` files).
 from __future__ import annotations
 
 import dataclasses
+import heapq
+import itertools
 import os
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from seglog.errors import CorruptIndexError, CorruptRecordError, SeglogError
+from seglog.records import batch
 from seglog.storage import filenames, key_index, reader
+from seglog.storage.key_index import key_hash
 from seglog.storage.key_search import FoundRecord, KeyIndexLike, search_segment
 from seglog.storage.reader import PartitionReader, SegmentReader
 
@@ -38,6 +43,7 @@ __all__ = [
     "UnknownTopicError",
     "find_in_log_dir",
     "find_in_partition",
+    "find_keys_in_range",
     "topic_keeps_key_index",
     "topic_partitions",
 ]
@@ -97,10 +103,10 @@ def find_in_log_dir(
     """The records of ``topic`` with ``key`` in the log directory ``path``, newest first.
 
     One partition (newest first by offset), or every partition of the topic
-    merged newest first by timestamp, then offset (as
-    :meth:`seglog.storage.log_dir.LogDir.find`), at most ``limit`` (None:
-    all). Offsets in ``[start_offset, end_offset)`` and timestamps in
-    ``[from_ms, to_ms]``, each optional. UnknownTopicError for a topic or
+    merged newest first by timestamp, then offset (as the broker's HTTP API
+    merges them), at most ``limit`` (None: all). Offsets in
+    ``[start_offset, end_offset)`` and timestamps in ``[from_ms, to_ms]``,
+    each optional. UnknownTopicError for a topic or
     partition the directory neither holds nor defines.
     """
     root = Path(path)
@@ -112,14 +118,14 @@ def find_in_log_dir(
             raise UnknownTopicError(f"{root} has no partition {topic}-{partition}")
         partitions = [partition]
     starts = reader.log_start_offsets(root)
-    found: list[FoundRecord] = []
+    parts: list[list[FoundRecord]] = []
     for number in partitions:
         directory = root / filenames.partition_dir_name(topic, number)
         try:
             part = PartitionReader(directory)
         except FileNotFoundError:
             continue  # defined, not written yet: nothing to find
-        found.extend(
+        parts.append(
             find_in_partition(
                 part,
                 key,
@@ -134,9 +140,9 @@ def find_in_log_dir(
                 partition=number,
             )
         )
-    if len(partitions) > 1:
-        found.sort(key=lambda r: (r.timestamp, r.offset), reverse=True)
-    return found if limit is None else found[:limit]
+    # Each partition keeps its own order (by offset, whatever the timestamps): a merge.
+    merged = heapq.merge(*parts, key=lambda r: (-r.timestamp, -r.offset, r.partition))
+    return list(itertools.islice(merged, limit))
 
 
 def find_in_partition(
@@ -159,8 +165,79 @@ def find_in_partition(
     when it has none): no record below it, nor below the first segment, is
     returned.
     """
-    if not part.bases:
+    lower, upper = _bounds(part, log_start, start_offset, end_offset, read_committed)
+    if lower >= upper or (limit is not None and limit <= 0):
         return []
+    aborted = reader.AbortedTransactions(part, lower) if read_committed else None
+    found: list[FoundRecord] = []
+    for segment, index in _segments_newest_first(part, lower, upper):
+        for record in search_segment(
+            index,
+            segment.read,
+            key,
+            start_offset=lower,
+            end_offset=upper,
+            from_ms=from_ms,
+            to_ms=to_ms,
+        ):
+            if _aborted(aborted, record):
+                continue
+            found.append(record)
+            if limit is not None and len(found) >= limit:
+                break
+        if limit is not None and len(found) >= limit:
+            break
+    return [dataclasses.replace(r, topic=topic, partition=partition) for r in found]
+
+
+def find_keys_in_range(
+    part: PartitionReader,
+    keys: Collection[bytes],
+    start_offset: int,
+    end_offset: int,
+    *,
+    log_start: int = 0,
+    read_committed: bool = False,
+) -> list[tuple[FoundRecord, int]]:
+    """Every record of ``[start_offset, end_offset)`` whose key is one of ``keys``, in offset
+    order, each with its batch's timestamp type (what a reader of every batch would give).
+
+    What Spark's files mode reads for a ``key = ...`` / ``key IN (...)`` filter;
+    bounds, isolation and the log start as :func:`find_in_partition`.
+    """
+    lower, upper = _bounds(part, log_start, start_offset, end_offset, read_committed)
+    if lower >= upper or not keys:
+        return []
+    aborted = reader.AbortedTransactions(part, lower) if read_committed else None
+    found: dict[int, tuple[FoundRecord, int]] = {}
+    for segment, index in _segments_newest_first(part, lower, upper):
+        batch_types: dict[int, int] = {}
+        for key in set(keys):
+            positions = {c.offset: c.batch_position for c in index.candidates(key_hash(key))}
+            for record in search_segment(
+                index, segment.read, key, start_offset=lower, end_offset=upper
+            ):
+                if _aborted(aborted, record):
+                    continue
+                position = positions[record.offset]
+                if position not in batch_types:
+                    head = segment.read(position, batch.HEADER_SIZE)
+                    batch_types[position] = batch.read_header(head).timestamp_type
+                found[record.offset] = (record, batch_types[position])
+    return [found[offset] for offset in sorted(found)]
+
+
+def _bounds(
+    part: PartitionReader,
+    log_start: int,
+    start_offset: int | None,
+    end_offset: int | None,
+    read_committed: bool,
+) -> tuple[int, int]:
+    """``[lower, upper)``: from the log start, up to the end of the log or the last stable
+    offset, within the bounds asked for (empty when the partition has no segment)."""
+    if not part.bases:
+        return 0, 0
     tail = part.next_offset()
     lower = min(max(part.bases[0], log_start), tail)
     upper = reader.last_stable_offset(part, tail) if read_committed else tail
@@ -168,16 +245,28 @@ def find_in_partition(
         lower = max(lower, start_offset)
     if end_offset is not None:
         upper = min(upper, end_offset)
-    if lower >= upper or (limit is not None and limit <= 0):
-        return []
-    aborted = reader.AbortedTransactions(part, lower) if read_committed else None
-    found: list[FoundRecord] = []
+    return lower, upper
+
+
+def _aborted(aborted: reader.AbortedTransactions | None, record: FoundRecord) -> bool:
+    return (
+        aborted is not None
+        and record.transactional
+        and aborted.holds_offset(record.producer_id, record.offset)
+    )
+
+
+def _segments_newest_first(
+    part: PartitionReader, lower: int, upper: int
+) -> Iterator[tuple[SegmentReader, KeyIndexLike]]:
+    """The segments that may hold offsets in ``[lower, upper)``, newest first, each open with
+    its key index while the caller searches it."""
     bases = part.bases
     for i in range(len(bases) - 1, -1, -1):
         base = bases[i]
         segment_end = bases[i + 1] if i + 1 < len(bases) else None
         if segment_end is not None and segment_end <= lower:
-            break  # this one and every older one lie below the range
+            return  # this one and every older one lie below the range
         if base >= upper:
             continue
         try:
@@ -188,29 +277,11 @@ def find_in_partition(
             index = _segment_index(segment, is_last=segment_end is None)
             if index is None:
                 continue
-            for record in search_segment(
-                index,
-                segment.read,
-                key,
-                start_offset=lower,
-                end_offset=upper,
-                from_ms=from_ms,
-                to_ms=to_ms,
-            ):
-                if (
-                    aborted is not None
-                    and record.transactional
-                    and aborted.holds_offset(record.producer_id, record.offset)
-                ):
-                    continue
-                found.append(record)
-                if limit is not None and len(found) >= limit:
-                    break
-            if isinstance(index, key_index.KeyIndexFile):
-                index.close()
-        if limit is not None and len(found) >= limit:
-            break
-    return [dataclasses.replace(r, topic=topic, partition=partition) for r in found]
+            try:
+                yield segment, index
+            finally:
+                if isinstance(index, key_index.KeyIndexFile):
+                    index.close()
 
 
 def _segment_index(segment: SegmentReader, *, is_last: bool) -> KeyIndexLike | None:
