@@ -221,8 +221,11 @@ def find_keys_in_range(
                     continue
                 position = positions[record.offset]
                 if position not in batch_types:
+                    # The header alone (read_header wants the whole batch): the search
+                    # just read and checked this batch.
                     head = segment.read(position, batch.HEADER_SIZE)
-                    batch_types[position] = batch.read_header(head).timestamp_type
+                    header = batch.BatchHeader._make(batch.HEADER.unpack_from(head))
+                    batch_types[position] = header.timestamp_type
                 found[record.offset] = (record, batch_types[position])
     return [found[offset] for offset in sorted(found)]
 
