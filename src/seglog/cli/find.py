@@ -173,7 +173,7 @@ def _console_url(client: ClientSettings) -> str:
     with reporting("bad client configuration"):
         admin = AdminClient(client.config())
     wait_for_broker(admin, client)
-    with reporting("cannot ask the broker for its HTTP API's port"):
+    with reporting("cannot ask the broker for its HTTP API's port (give --console-url)"):
         brokers: dict[int, Any] = dict(admin.list_topics(timeout=client.timeout).brokers)
 
         def named_first(node: int) -> tuple[bool, int]:
