@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from seglog.cli.find import parse_time
 from seglog.cli.main import cli
 from seglog.records.builder import SimpleRecord, build_batch
+from seglog.storage.key_lookup import find_in_log_dir
 from seglog.storage.log_dir import LogDir
 from tests.broker.conftest import BrokerProcess
 
@@ -242,3 +244,64 @@ def test_broker_errors(make_broker: Callable[..., BrokerProcess], topic: str) ->
 
 def test_a_broker_without_http_api(broker: BrokerProcess, topic: str) -> None:
     one_line_error(run(topic, "k", "--bootstrap-server", broker.bootstrap), "serves no HTTP API")
+
+
+def test_log_dir_read_while_the_broker_writes(
+    make_broker: Callable[..., BrokerProcess], topic: str
+) -> None:
+    """Segments roll and are sealed under the reader: every answer holds what was
+    acknowledged before it began, and only the key's records."""
+    broker = make_broker(**{"internal.log.segment.bytes": "16384"})
+    create(broker.bootstrap, topic, 2, **{"key.index.enable": "true"})
+    acked: list[bytes] = []
+    failed: list[str] = []
+    done = threading.Event()
+
+    def write() -> None:
+        config = {"bootstrap.servers": broker.bootstrap, "linger.ms": 1, "batch.size": 2048}
+        producer = Producer(config)
+
+        def report(err: Any, msg: Any) -> None:
+            if err is not None:
+                failed.append(str(err))
+            elif msg.key() == b"k1":
+                acked.append(msg.value())
+
+        try:
+            for i in range(3000):
+                value = b"%d." % i + b"x" * 100
+                producer.produce(topic, value, b"k%d" % (i % 7), on_delivery=report)
+                producer.poll(0)
+            producer.flush(60)
+        finally:
+            done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    rounds = 0
+    try:
+        while not done.is_set() or rounds < 3:
+            before = set(acked)
+            found = find_in_log_dir(broker.data, topic, b"k1")
+            assert {r.key for r in found} <= {b"k1"}
+            values = [r.value for r in found]
+            assert before <= set(values), sorted(before - set(values))[:5]
+            assert len(values) == len(set(values))
+            rounds += 1
+    finally:
+        writer.join()
+    assert not failed, failed[:3]
+    assert len(find_in_log_dir(broker.data, topic, b"k1")) == len(acked) == 3000 // 7 + 1
+    logs = [p for p in broker.data.iterdir() if p.name.startswith(topic + "-")]
+    assert sum(len(list(d.glob("*.log"))) for d in logs) > 6  # rolled under the reader
+
+    # The broker's indexer seals the rolled segments' .keyindex files: read through them.
+    def sealed() -> bool:
+        return all(len(list(d.glob("*.keyindex"))) == len(list(d.glob("*.log"))) - 1 for d in logs)
+
+    deadline = time.monotonic() + 60
+    while not sealed():
+        assert time.monotonic() < deadline, "the broker sealed no key index"
+        time.sleep(0.1)
+    values = [r.value for r in find_in_log_dir(broker.data, topic, b"k1")]
+    assert sorted(values) == sorted(acked)
