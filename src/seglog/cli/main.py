@@ -99,6 +99,7 @@ def _register() -> None:
     from seglog.cli.consume import consume
     from seglog.cli.demo import demo
     from seglog.cli.dump import dump_log
+    from seglog.cli.find import find
     from seglog.cli.groups import groups
     from seglog.cli.mirror import mirror
     from seglog.cli.offsets import offsets
@@ -117,6 +118,7 @@ def _register() -> None:
     cli.add_command(produce)
     cli.add_command(consume)
     cli.add_command(offsets)
+    cli.add_command(find)
     cli.add_command(groups)
     cli.add_command(mirror)
     cli.add_command(transactions)

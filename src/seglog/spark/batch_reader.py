@@ -24,6 +24,13 @@ filter                                     effect
                                            the segments before it are never
                                            opened; Spark still applies the filter
                                            to the rows read
+``key = b``, ``key IN (...)``              files mode, when every topic read
+                                           keeps key indexes
+                                           (``key.index.enable``): each task
+                                           reads only the records of those keys,
+                                           found through the segments' key
+                                           indexes (exact: Spark does not filter
+                                           again); otherwise not pushed
 =========================================  =====================================
 
 PySpark raises ``DATA_SOURCE_PUSHDOWN_DISABLED`` for a reader that
@@ -74,6 +81,7 @@ class ScanBounds:
     min_offset: int | None = None  # inclusive
     max_offset: int | None = None  # inclusive
     min_timestamp_ms: int | None = None
+    keys: frozenset[bytes] | None = None  # files mode, indexed topics only
 
     def clip(self, ranges: Iterable[OffsetRange]) -> list[OffsetRange]:
         """``ranges`` without the partitions and offsets the bounds exclude."""
@@ -108,16 +116,25 @@ def _int(value: object) -> int | None:
 
 
 class RangePartition(InputPartition):
-    """One Spark task: an offset range of one topic-partition."""
+    """One Spark task: an offset range of one topic-partition (only the records of ``keys``
+    when the scan was pruned to them)."""
 
-    def __init__(self, rng: OffsetRange) -> None:
+    def __init__(self, rng: OffsetRange, keys: frozenset[bytes] | None = None) -> None:
         super().__init__(rng)
         self.range = rng
+        self.keys = keys
 
 
-def read_range(options: SourceOptions, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+def read_range(
+    options: SourceOptions, rng: OffsetRange, keys: frozenset[bytes] | None = None
+) -> Iterator[pa.RecordBatch]:
     """The records of one range as Arrow batches, through a transport opened for the task."""
     with open_transport(options) as transport:
+        if keys is not None and isinstance(transport, FilesTransport):
+            yield from transport.read_keys(
+                rng, keys, options.include_headers, options.fail_on_data_loss
+            )
+            return
         yield from transport.read(rng, options.include_headers, options.fail_on_data_loss)
 
 
@@ -149,7 +166,8 @@ def plan_batch(options: SourceOptions, bounds: ScanBounds | None = None) -> list
             ranges = [
                 _start_at(r, found.get(r.topic_partition)) if r.size > 0 else r for r in ranges
             ]
-        if isinstance(transport, FilesTransport):
+        if isinstance(transport, FilesTransport) and bounds.keys is None:
+            # A pruned scan reads a few records per partition: one task each suffices.
             ranges = [piece for r in ranges for piece in transport.split_by_segments(r)]
     return plan_ranges(ranges, options.min_partitions, options.max_records_per_partition)
 
@@ -187,13 +205,13 @@ class BatchReader(DataSourceReader):
         """One partition per planned offset range; a refusal (Spark's message) is reported
         without the worker's traceback."""
         ranges = refusing(lambda: plan_batch(self.options, self.bounds))
-        return [RangePartition(rng) for rng in ranges]
+        return [RangePartition(rng, self.bounds.keys) for rng in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of the partition's range (none for Spark's placeholder partition)."""
         if not isinstance(partition, RangePartition):
             return iter(())  # nothing to read: Spark plans one empty partition instead of none
-        return read_range(self.options, partition.range)
+        return read_range(self.options, partition.range, partition.keys)
 
 
 _PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
@@ -220,6 +238,7 @@ class FilteringBatchReader(BatchReader):
         still apply: every timestamp filter, and every filter not understood."""
         bounds = self.bounds
         remaining = []
+        prunable: bool | None = None  # asked of the files once, at the first key filter
         for f in filters:
             attribute: tuple[str, ...] = getattr(f, "attribute", ())
             column = attribute[0] if len(attribute) == 1 else None
@@ -230,6 +249,11 @@ class FilteringBatchReader(BatchReader):
                 narrowed = _offset_bounds(bounds, f)
             elif column == "timestamp":
                 bounds = _timestamp_bounds(bounds, f)
+            elif column == "key":
+                if prunable is None:
+                    prunable = refusing(lambda: _keys_indexed(self.options))
+                if prunable:
+                    narrowed = _key_bounds(bounds, f)
             if narrowed is None:
                 remaining.append(f)
             else:
@@ -271,6 +295,35 @@ def _offset_bounds(bounds: ScanBounds, f: Filter) -> ScanBounds | None:
     if hi is not None and (bounds.max_offset is None or hi < bounds.max_offset):
         bounds = replace(bounds, max_offset=hi)
     return bounds
+
+
+def _keys_indexed(options: SourceOptions) -> bool:
+    """Whether a scan by ``options`` can be pruned to keys: files mode, and every topic it
+    reads keeps key indexes (an unindexed topic would be scanned whole by every task)."""
+    if options.path is None:
+        return False
+    with open_transport(options) as transport:
+        assert isinstance(transport, FilesTransport)
+        return transport.keeps_key_indexes(transport.partitions(options.strategy))
+
+
+def _key_value(value: object) -> bytes | None:
+    return bytes(value) if isinstance(value, bytes | bytearray | memoryview) else None
+
+
+def _key_bounds(bounds: ScanBounds, f: Filter) -> ScanBounds | None:
+    if isinstance(f, EqualTo):
+        values: list[object] = [f.value]
+    elif isinstance(f, In):
+        values = list(f.value)
+    else:
+        return None
+    keys = [_key_value(v) for v in values]
+    wanted = frozenset(k for k in keys if k is not None)
+    if not keys or len(wanted) < len(set(keys)):
+        return None  # a null or a value of another type: Spark decides
+    current = bounds.keys
+    return replace(bounds, keys=wanted if current is None else current & wanted)
 
 
 def _timestamp_bounds(bounds: ScanBounds, f: Filter) -> ScanBounds:

@@ -42,10 +42,16 @@ class AbortedTransactions:
         """True for a data batch of an aborted transaction."""
         if not header.is_transactional or header.is_control:
             return False
-        spans = self._spans.get(header.producer_id)
-        return spans is not None and any(
-            first <= header.base_offset <= last for first, last in spans
-        )
+        return self.holds_offset(header.producer_id, header.base_offset)
+
+    def holds_offset(self, producer_id: int, offset: int) -> bool:
+        """True when ``offset`` of a transactional batch of ``producer_id`` was aborted.
+
+        A transactional batch never straddles its marker, so any of its offsets
+        answers as its base offset does (a lookup by key knows only the record's).
+        """
+        spans = self._spans.get(producer_id)
+        return spans is not None and any(first <= offset <= last for first, last in spans)
 
 
 def open_transactions(part: PartitionReader, latest: int) -> dict[int, int]:

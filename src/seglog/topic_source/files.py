@@ -42,13 +42,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from seglog.coordinator import offset_store
 from seglog.errors import CorruptRecordError, SeglogError
 from seglog.records import legacy
-from seglog.storage import filenames, reader
+from seglog.storage import filenames, key_lookup, reader
 from seglog.storage.filenames import is_internal
 from seglog.storage.reader import PartitionReader
 from seglog.topic_source.base import (
@@ -217,6 +217,46 @@ class FilesTopicSource(TopicSource):
             aborted = reader.AbortedTransactions(part, start)
         if start < until:
             yield from _chunks(part, tp, start, until, aborted, lost=lost)
+
+    def read_keys(
+        self,
+        topic: str,
+        partition: int,
+        start: int,
+        until: int,
+        keys: Collection[bytes],
+        *,
+        headers: bool = True,
+        lost: LostCallback | None = None,
+    ) -> Iterator[Rows]:
+        """The records of ``[start, until)`` whose key is one of ``keys``, found through the
+        segments' key indexes (:mod:`seglog.storage.key_lookup`): what :meth:`read` gives,
+        less every other key's records, without reading them."""
+        tp = TopicPartition(topic, partition)
+        part = self._partition(topic, partition)
+        tail = 0 if part is None else part.next_offset()
+        earliest = 0 if part is None else self._start(tp, part, tail)
+        start, until = clip(tp, start, until, earliest, tail, lost)
+        if part is None or start >= until:
+            return
+        rows = Rows()
+        for record, timestamp_type in key_lookup.find_keys_in_range(
+            part, keys, start, until, log_start=earliest, read_committed=self.read_committed
+        ):
+            rows.offsets.append(record.offset)
+            rows.timestamps.append(record.timestamp)
+            rows.timestamp_types.append(timestamp_type)
+            rows.keys.append(record.key)
+            rows.values.append(record.value)
+            if headers:
+                rows.headers.append(list(record.headers) or None)
+        if len(rows):
+            yield rows
+
+    def keeps_key_index(self, topic: str) -> bool:
+        """Whether ``topic`` keeps key indexes (``key.index.enable``), so that a lookup by key
+        reads only the records of the key rather than scanning."""
+        return key_lookup.topic_keeps_key_index(self.root, topic)
 
     # ----------------------------------------------------------------- groups
 
