@@ -19,7 +19,7 @@ from seglog.cli.main import cli
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage.key_lookup import find_in_log_dir
 from seglog.storage.log_dir import LogDir
-from tests.broker.conftest import BrokerProcess
+from tests.broker.conftest import BrokerProcess, free_port
 
 NOW = int(time.time() * 1000) // 1000 * 1000
 BINARY = b"\xff\xfe\x00bin"
@@ -305,3 +305,8 @@ def test_log_dir_read_while_the_broker_writes(
         time.sleep(0.1)
     values = [r.value for r in find_in_log_dir(broker.data, topic, b"k1")]
     assert sorted(values) == sorted(acked)
+
+
+def test_an_http_api_that_does_not_answer() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    one_line_error(run("orders", "k", "--console-url", url), f"cannot reach the HTTP API at {url}")
