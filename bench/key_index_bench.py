@@ -343,17 +343,16 @@ def bench_scan(path: Path, key: bytes, lookup_seconds: float) -> list[Row]:
 
 def bench_spark(path: Path, records: int, repeat: int) -> list[Row]:
     try:
-        from pyspark.sql import SparkSession
         from pyspark.sql.functions import col
+
+        from seglog.spark import local_session
     except ImportError:
         return [Row("spark files mode", "skipped: no PySpark", "", "", "", None)]
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         return [Row("spark files mode", "skipped: no Java", "", "", "", None)]
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("key-index-bench")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
+    # Pushdown on for both topics: only the indexed one's key filter is pushed.
+    spark = local_session(
+        "local[2]", "key-index-bench", spark_sql_python_filterPushdown_enabled="true"
     )
     key = key_of(records // 3)
 
