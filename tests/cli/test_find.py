@@ -310,3 +310,19 @@ def test_log_dir_read_while_the_broker_writes(
 def test_an_http_api_that_does_not_answer() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     one_line_error(run("orders", "k", "--console-url", url), f"cannot reach the HTTP API at {url}")
+
+
+def test_a_kafka_written_directory_without_key_indexes_is_answered_and_left_alone(
+    kafka_partition: Path,
+) -> None:
+    root = kafka_partition.parent
+    before = {p.name: p.read_bytes() for p in kafka_partition.iterdir()}
+    result = CliRunner().invoke(
+        cli, ["find", "orders", "key1005", "--log-dir", str(root), "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("{")]
+    record = json.loads(line)
+    assert (record["offset"], record["key"]) == (1005, "key1005")
+    # Read in place: no key index (nor anything else) written into Kafka's directory.
+    assert {p.name: p.read_bytes() for p in kafka_partition.iterdir()} == before
