@@ -10,6 +10,7 @@ from pathlib import Path
 
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage import retention
+from seglog.storage.cleaner import Cleaner, cleanable_range
 from seglog.storage.log_dir import LogDir
 
 KEYS = (b"k0", b"k1", b"k2", b"k3")
@@ -90,3 +91,72 @@ def test_lookups_stay_exact_while_appending_rolling_and_deleting(tmp_path: Path)
             assert [r.offset for r in log.find(key)] == sorted(
                 (o for o in written[key] if o >= start), reverse=True
             )
+
+
+def test_lookups_find_each_keys_newest_record_while_compacting(tmp_path: Path) -> None:
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic(
+            "compacted",
+            1,
+            {
+                "internal.segment.bytes": "800",
+                "key.index.enable": "true",
+                "cleanup.policy": "compact",
+                "min.cleanable.dirty.ratio": "0.01",
+                "file.delete.delay.ms": "0",
+            },
+        )
+        log = logs.log("compacted", 0)
+        logs.start_background(tick_seconds=0.01)
+        written: dict[bytes, list[int]] = {k: [] for k in KEYS}
+        lock = threading.Lock()
+        failures: list[BaseException] = []
+        done = threading.Event()
+        cleanings = 0
+
+        def write() -> None:
+            nonlocal cleanings
+            cleaner = Cleaner(1 << 20)
+            try:
+                for i in range(RECORDS):
+                    key = KEYS[i % len(KEYS)]
+                    data = build_batch([SimpleRecord(b"value-%d" % i + b"." * 30, key)])
+                    with lock:
+                        written[key].append(log.append(data).first_offset)
+                    if i % 101 == 100:
+                        now = int(time.time() * 1000)
+                        cleaner.clean(cleanable_range(log, 0, now))
+                        cleanings += 1
+            except BaseException as exc:  # handed to the test thread
+                failures.append(exc)
+            finally:
+                done.set()
+
+        writer = threading.Thread(target=write, name="key-index-compacting-writer")
+        writer.start()
+        lookups = 0
+        try:
+            while not done.is_set() or lookups < 20:
+                key = KEYS[lookups % len(KEYS)]
+                with lock:
+                    newest = written[key][-1] if written[key] else None
+                answer = [r.offset for r in log.find(key)]
+                assert answer == sorted(set(answer), reverse=True), answer
+                with lock:
+                    assert set(answer) <= set(written[key])
+                if newest is not None:
+                    # Compaction keeps each key's newest record: it is always found.
+                    assert newest in answer, (key, newest, answer)
+                    assert log.find(key, limit=1)[0].offset >= newest
+                lookups += 1
+        finally:
+            writer.join(timeout=300)
+        assert not failures, failures
+        assert cleanings > 0
+        kept = 0
+        for key in KEYS:
+            answer = [r.offset for r in log.find(key)]
+            assert answer[0] == written[key][-1] and set(answer) <= set(written[key])
+            kept += len(answer)
+        # The cleanings removed records: the lookups ran over cleaned segments.
+        assert kept < RECORDS

@@ -614,7 +614,33 @@ class Log:
                 f"{self._name} keeps no key index: set key.index.enable=true on topic "
                 f"{self.topic} to look records up by key"
             )
-        segments = self._local.segments
+        # A segment replaced while looked at (the cleaner's swap, a split) has
+        # its records in the segments that replaced it: the lookup starts over
+        # on the new list. Each retry follows a change of the list, so it ends.
+        while True:
+            segments = self._local.segments
+            found = self._find_in(
+                segments, key, limit, start_offset, end_offset, from_ms, to_ms, isolation
+            )
+            if found is not None:
+                return found
+            if self._local.segments is segments:
+                raise StorageError(
+                    f"{self._name}: a segment vanished but the segment list did not change"
+                )
+
+    def _find_in(
+        self,
+        segments: Sequence[LogSegment],
+        key: bytes,
+        limit: int | None,
+        start_offset: int | None,
+        end_offset: int | None,
+        from_ms: int | None,
+        to_ms: int | None,
+        isolation: Isolation,
+    ) -> list[FoundRecord] | None:
+        """:meth:`find` over ``segments``; None when one of them was removed meanwhile."""
         lower = self._log_start_offset
         upper = self._high_watermark if isolation == "read_uncommitted" else self.last_stable_offset
         if start_offset is not None:
@@ -648,7 +674,10 @@ class Log:
             except StorageError:
                 if not segment.suffix:
                     raise
-                records = []  # removed (retention, compaction) while looked at
+                # Removed while looked at (retention, compaction): below the
+                # log start offset now, or its records live in a segment that
+                # replaced it; the caller looks again over the new list.
+                return None
             if records is None:
                 continue  # turned off under us: the next lookup refuses
             for record in records:
