@@ -145,9 +145,11 @@ def test_lookups_find_each_keys_newest_record_while_compacting(tmp_path: Path) -
                 with lock:
                     assert set(answer) <= set(written[key])
                 if newest is not None:
-                    # Compaction keeps each key's newest record: it is always found.
-                    assert newest in answer, (key, newest, answer)
-                    assert log.find(key, limit=1)[0].offset >= newest
+                    # Compaction keeps each key's newest record: the lookup finds it,
+                    # or one appended since (which may have let the cleaner drop it).
+                    assert answer and answer[0] >= newest, (key, newest, answer)
+                    first = log.find(key, limit=1)
+                    assert first and first[0].offset >= newest, (key, newest, first)
                 lookups += 1
         finally:
             writer.join(timeout=300)
