@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Literal
 
 from seglog.config import LogConfig
 from seglog.errors import (
+    CorruptRecordError,
     KeyIndexDisabledError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -624,7 +625,11 @@ class Log:
             )
             if found is not None:
                 return found
-            if self._local.segments is segments:
+            with self._lock:
+                # Under the lock a replacement under way has finished: the list
+                # must have changed, else the error was not a removal.
+                unchanged = self._local.segments is segments
+            if unchanged:
                 raise StorageError(
                     f"{self._name}: a segment vanished but the segment list did not change"
                 )
@@ -671,12 +676,15 @@ class Log:
                     from_ms=from_ms,
                     to_ms=to_ms,
                 )
-            except StorageError:
+            except (StorageError, CorruptRecordError):
                 if not segment.suffix:
                     raise
-                # Removed while looked at (retention, compaction): below the
-                # log start offset now, or its records live in a segment that
-                # replaced it; the caller looks again over the new list.
+                return None
+            if segment.suffix:
+                # Removed while looked at (retention, compaction; it is renamed
+                # before its files go): below the log start offset now, or its
+                # records live in a segment that replaced it, and what was read
+                # may be cut short. The caller looks again over the new list.
                 return None
             if records is None:
                 continue  # turned off under us: the next lookup refuses
