@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Literal
 
 from seglog.config import LogConfig
 from seglog.errors import (
+    CorruptRecordError,
     KeyIndexDisabledError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
@@ -614,7 +615,37 @@ class Log:
                 f"{self._name} keeps no key index: set key.index.enable=true on topic "
                 f"{self.topic} to look records up by key"
             )
-        segments = self._local.segments
+        # A segment replaced while looked at (the cleaner's swap, a split) has
+        # its records in the segments that replaced it: the lookup starts over
+        # on the new list. Each retry follows a change of the list, so it ends.
+        while True:
+            segments = self._local.segments
+            found = self._find_in(
+                segments, key, limit, start_offset, end_offset, from_ms, to_ms, isolation
+            )
+            if found is not None:
+                return found
+            with self._lock:
+                # Under the lock a replacement under way has finished: the list
+                # must have changed, else the error was not a removal.
+                unchanged = self._local.segments is segments
+            if unchanged:
+                raise StorageError(
+                    f"{self._name}: a segment vanished but the segment list did not change"
+                )
+
+    def _find_in(
+        self,
+        segments: Sequence[LogSegment],
+        key: bytes,
+        limit: int | None,
+        start_offset: int | None,
+        end_offset: int | None,
+        from_ms: int | None,
+        to_ms: int | None,
+        isolation: Isolation,
+    ) -> list[FoundRecord] | None:
+        """:meth:`find` over ``segments``; None when one of them was removed meanwhile."""
         lower = self._log_start_offset
         upper = self._high_watermark if isolation == "read_uncommitted" else self.last_stable_offset
         if start_offset is not None:
@@ -645,10 +676,16 @@ class Log:
                     from_ms=from_ms,
                     to_ms=to_ms,
                 )
-            except StorageError:
+            except (StorageError, CorruptRecordError):
                 if not segment.suffix:
                     raise
-                records = []  # removed (retention, compaction) while looked at
+                return None
+            if segment.suffix:
+                # Removed while looked at (retention, compaction; it is renamed
+                # before its files go): below the log start offset now, or its
+                # records live in a segment that replaced it, and what was read
+                # may be cut short. The caller looks again over the new list.
+                return None
             if records is None:
                 continue  # turned off under us: the next lookup refuses
             for record in records:
