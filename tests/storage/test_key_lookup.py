@@ -141,3 +141,30 @@ def test_unknown_topics_and_partitions(tmp_path: Path) -> None:
     with pytest.raises(UnknownTopicError):
         find_in_log_dir(tmp_path / "missing", "t", b"k")
     assert find_in_log_dir(tmp_path, "t", b"k") == []
+
+
+def test_a_segment_swapped_away_while_listed_is_looked_up_in_its_replacement(
+    tmp_path: Path,
+) -> None:
+    from seglog.storage.key_lookup import find_in_partition
+    from seglog.storage.reader import PartitionReader
+
+    with LogDir.open(tmp_path) as logs:
+        logs.create_topic("t", 1, {"key.index.enable": "true"})
+        for n in range(30):
+            logs.append("t", 0, build_batch([(b"k%d" % n, b"v%d" % n, 1000 + n)]))
+            if n % 10 == 9:
+                logs.log("t", 0).roll()
+    directory = tmp_path / "t-0"
+    part = PartitionReader(directory)  # lists segments 0, 10, 20 (and the empty 30)
+    assert part.bases[:3] == [0, 10, 20]
+    # What a cleaner's swap does: segments 0 and 10 become one segment at 0.
+    merged = (directory / "00000000000000000000.log").read_bytes() + (
+        directory / "00000000000000000010.log"
+    ).read_bytes()
+    for name in os.listdir(directory):
+        if name.startswith(("00000000000000000000.", "00000000000000000010.")):
+            os.unlink(directory / name)
+    (directory / "00000000000000000000.log").write_bytes(merged)
+    found = find_in_partition(part, b"k15", limit=None)
+    assert [(r.offset, r.value) for r in found] == [(15, b"v15")]

@@ -145,6 +145,16 @@ def find_in_log_dir(
     return list(itertools.islice(merged, limit))
 
 
+class _ListingChanged(Exception):
+    """A segment listed by the reader is gone (retention, or the cleaner's swap)."""
+
+
+#: How often a lookup lists a partition's segments again when one of them went
+#: while it read: a cleaner's swap replaces segments, and the records it kept are
+#: in the new ones. After this many, a vanished segment is passed over.
+_RELISTS = 5
+
+
 def find_in_partition(
     part: PartitionReader,
     key: bytes,
@@ -165,12 +175,48 @@ def find_in_partition(
     when it has none): no record below it, nor below the first segment, is
     returned.
     """
+    for attempt in range(_RELISTS + 1):
+        try:
+            return _find_in_partition(
+                part,
+                key,
+                log_start,
+                limit,
+                start_offset,
+                end_offset,
+                from_ms,
+                to_ms,
+                read_committed,
+                topic,
+                partition,
+                relist=attempt < _RELISTS,
+            )
+        except _ListingChanged:
+            part = PartitionReader(part.directory)
+    raise AssertionError("unreachable: the last attempt passes vanished segments over")
+
+
+def _find_in_partition(
+    part: PartitionReader,
+    key: bytes,
+    log_start: int,
+    limit: int | None,
+    start_offset: int | None,
+    end_offset: int | None,
+    from_ms: int | None,
+    to_ms: int | None,
+    read_committed: bool,
+    topic: str,
+    partition: int,
+    *,
+    relist: bool,
+) -> list[FoundRecord]:
     lower, upper = _bounds(part, log_start, start_offset, end_offset, read_committed)
     if lower >= upper or (limit is not None and limit <= 0):
         return []
     aborted = reader.AbortedTransactions(part, lower) if read_committed else None
     found: list[FoundRecord] = []
-    for segment, index in _segments_newest_first(part, lower, upper):
+    for segment, index in _segments_newest_first(part, lower, upper, relist=relist):
         for record in search_segment(
             index,
             segment.read,
@@ -205,12 +251,38 @@ def find_keys_in_range(
     What Spark's files mode reads for a ``key = ...`` / ``key IN (...)`` filter;
     bounds, isolation and the log start as :func:`find_in_partition`.
     """
+    for attempt in range(_RELISTS + 1):
+        try:
+            return _find_keys_in_range(
+                part,
+                keys,
+                start_offset,
+                end_offset,
+                log_start,
+                read_committed,
+                relist=attempt < _RELISTS,
+            )
+        except _ListingChanged:
+            part = PartitionReader(part.directory)
+    raise AssertionError("unreachable: the last attempt passes vanished segments over")
+
+
+def _find_keys_in_range(
+    part: PartitionReader,
+    keys: Collection[bytes],
+    start_offset: int,
+    end_offset: int,
+    log_start: int,
+    read_committed: bool,
+    *,
+    relist: bool,
+) -> list[tuple[FoundRecord, int]]:
     lower, upper = _bounds(part, log_start, start_offset, end_offset, read_committed)
     if lower >= upper or not keys:
         return []
     aborted = reader.AbortedTransactions(part, lower) if read_committed else None
     found: dict[int, tuple[FoundRecord, int]] = {}
-    for segment, index in _segments_newest_first(part, lower, upper):
+    for segment, index in _segments_newest_first(part, lower, upper, relist=relist):
         batch_types: dict[int, int] = {}
         for key in set(keys):
             positions = {c.offset: c.batch_position for c in index.candidates(key_hash(key))}
@@ -260,10 +332,14 @@ def _aborted(aborted: reader.AbortedTransactions | None, record: FoundRecord) ->
 
 
 def _segments_newest_first(
-    part: PartitionReader, lower: int, upper: int
+    part: PartitionReader, lower: int, upper: int, *, relist: bool = False
 ) -> Iterator[tuple[SegmentReader, KeyIndexLike]]:
     """The segments that may hold offsets in ``[lower, upper)``, newest first, each open with
-    its key index while the caller searches it."""
+    its key index while the caller searches it.
+
+    A listed segment that is gone raises _ListingChanged with ``relist`` (the
+    caller lists again: a swap's new segments hold what it kept), else is passed over.
+    """
     bases = part.bases
     for i in range(len(bases) - 1, -1, -1):
         base = bases[i]
@@ -275,6 +351,8 @@ def _segments_newest_first(
         try:
             segment = part.open_segment(base)
         except FileNotFoundError:
+            if relist:
+                raise _ListingChanged from None
             continue  # removed (retention, compaction) since the listing
         with segment:
             index = _segment_index(segment, is_last=segment_end is None)
