@@ -49,6 +49,7 @@ from typing import Any
 import click
 
 from seglog.cli._client import ClientError, ClientSettings, connection_options, resolve
+from seglog.storage.key_search import record_json
 
 #: What a lookup asks for, over either path.
 Query = dict[str, Any]
@@ -91,18 +92,8 @@ def parse_time(text: str, fail: Any = None) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _text_or_base64(data: bytes | None) -> tuple[str | None, str | None]:
-    """``(text, "utf8")`` where ``data`` is UTF-8, else ``(base64, "base64")``; None: null."""
-    if data is None:
-        return None, None
-    try:
-        return data.decode("utf-8"), "utf8"
-    except UnicodeDecodeError:
-        return base64.b64encode(data).decode("ascii"), "base64"
-
-
 def _bytes_of(text: str | None, encoding: str | None) -> bytes | None:
-    """The inverse of :func:`_text_or_base64`."""
+    """The inverse of :func:`~seglog.storage.key_search.text_or_base64`."""
     if text is None:
         return None
     return base64.b64decode(text) if encoding == "base64" else text.encode("utf-8")
@@ -130,28 +121,7 @@ def _from_log_dir(root: Path, topic: str, key: bytes, query: Query) -> list[dict
             "its segments were scanned",
             err=True,
         )
-    out = []
-    for record in found:
-        key_text, key_encoding = _text_or_base64(record.key)
-        value, value_encoding = _text_or_base64(record.value)
-        headers = []
-        for name, header_value in record.headers:
-            text, encoding = _text_or_base64(header_value)
-            headers.append({"key": name, "value": text, "value_encoding": encoding})
-        out.append(
-            {
-                "topic": record.topic,
-                "partition": record.partition,
-                "offset": record.offset,
-                "timestamp": record.timestamp,
-                "key": key_text,
-                "key_encoding": key_encoding,
-                "value": value,
-                "value_encoding": value_encoding,
-                "headers": headers,
-            }
-        )
-    return out
+    return [record_json(record) for record in found]
 
 
 # ---------------------------------------------------------------- broker

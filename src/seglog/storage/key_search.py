@@ -10,9 +10,10 @@ not read at all.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from seglog.errors import CorruptRecordError
 from seglog.records import batch
@@ -43,6 +44,38 @@ class FoundRecord:
     transactional: bool
     partition: int = -1
     topic: str = ""
+
+
+def text_or_base64(data: bytes | None) -> tuple[str | None, str | None]:
+    """``(text, "utf8")`` where ``data`` is UTF-8, else ``(base64, "base64")``; None: null."""
+    if data is None:
+        return None, None
+    try:
+        return data.decode("utf-8"), "utf8"
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode("ascii"), "base64"
+
+
+def record_json(record: FoundRecord) -> dict[str, Any]:
+    """A found record as JSON values, the shape the HTTP API and ``seglog find`` print:
+    bytes as text where they are UTF-8, else base64, with their ``*_encoding``."""
+    key, key_encoding = text_or_base64(record.key)
+    value, value_encoding = text_or_base64(record.value)
+    headers = []
+    for name, header_value in record.headers:
+        text, encoding = text_or_base64(header_value)
+        headers.append({"key": name, "value": text, "value_encoding": encoding})
+    return {
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "key": key,
+        "key_encoding": key_encoding,
+        "value": value,
+        "value_encoding": value_encoding,
+        "headers": headers,
+    }
 
 
 def search_segment(

@@ -35,43 +35,12 @@ from seglog.errors import (
     StorageError,
     UnknownTopicOrPartitionError,
 )
-from seglog.storage.key_search import FoundRecord
+from seglog.storage.key_search import FoundRecord, record_json
 
 ENCODE_ON_LOOP = 256
 """Answers of up to this many records are encoded on the event loop, larger ones in a thread."""
 
 # ---------------------------------------------------------------- encoding
-
-
-def _text_or_base64(data: bytes | None) -> tuple[str | None, str | None]:
-    """``(text, "utf8")`` where ``data`` is UTF-8, else ``(base64, "base64")``; None: null."""
-    if data is None:
-        return None, None
-    try:
-        return data.decode("utf-8"), "utf8"
-    except UnicodeDecodeError:
-        return base64.b64encode(data).decode("ascii"), "base64"
-
-
-def record_json(record: FoundRecord) -> dict[str, Any]:
-    """One found record as the API answers it."""
-    key, key_encoding = _text_or_base64(record.key)
-    value, value_encoding = _text_or_base64(record.value)
-    headers = []
-    for name, header_value in record.headers:
-        text, encoding = _text_or_base64(header_value)
-        headers.append({"key": name, "value": text, "value_encoding": encoding})
-    return {
-        "topic": record.topic,
-        "partition": record.partition,
-        "offset": record.offset,
-        "timestamp": record.timestamp,
-        "key": key,
-        "key_encoding": key_encoding,
-        "value": value,
-        "value_encoding": value_encoding,
-        "headers": headers,
-    }
 
 
 # ---------------------------------------------------------------- handlers
