@@ -98,7 +98,10 @@ def test_partitions_stop_at_the_reserve_and_the_broker_serves_on(tmp_path: Path)
         held = [socket.create_connection(("127.0.0.1", broker.port)) for _ in range(80)]
         try:
             answered = sum(_answers(sock) for sock in held)
-            assert 0 < answered < len(held)
+            # How many are answered before the reserve's half is reached depends on what
+            # else holds descriptors at that moment (clients' sockets not yet closed):
+            # none may be. What must hold: not all, and the producer is still served.
+            assert answered < len(held)
             _produce(broker, created[0], 100, producer)
         finally:
             for sock in held:
