@@ -25,7 +25,7 @@ from seglog.broker.dispatch import NODES_LISTENER, handle_frame
 from seglog.broker.dynamic_config import DynamicConfigs, effective_settings
 from seglog.broker.handlers.groups import load_groups
 from seglog.broker.handlers.transactions import stop_transaction_timers
-from seglog.broker.http_api import lookup as http_lookup
+from seglog.broker.http_api import partition_query
 from seglog.broker.http_api.auth import ConsoleSecurity
 from seglog.broker.http_api.server import ConsoleServer
 from seglog.broker.limits import Connections
@@ -214,8 +214,9 @@ class Broker:
 
         node.handlers["reload"] = reload
         log_dir = self.log_dir
-        # Another node's HTTP API asks for a key's records in this node's partitions.
-        node.handlers[http_lookup.FIND_OP] = lambda request: http_lookup.serve_find(
+        # Another node's HTTP API asks about partitions this node leads (key lookups,
+        # summaries, segments, records): one op for every question.
+        node.handlers[partition_query.OP] = lambda request: partition_query.serve(
             log_dir, request
         )
         peer_session = Session(NODES_LISTENER, between_nodes=True)

@@ -29,11 +29,14 @@ from seglog.storage.segment import LogSegment
 Predicate = Callable[[LogSegment, LogSegment | None], bool]
 
 
-def _deletable_prefix(log: Log, predicate: Predicate) -> int:
+def _deletable_prefix(log: Log, predicate: Predicate, skip: int = 0) -> int:
+    """How many segments from ``skip`` on the rule removes (what is left after ``skip`` went)."""
     segments = log.segments
     high_watermark = log.high_watermark
     count = 0
     for i, segment in enumerate(segments):
+        if i < skip:
+            continue
         following = segments[i + 1] if i + 1 < len(segments) else None
         upper = following.base_offset if following is not None else log.log_end_offset
         if upper > high_watermark:
@@ -97,3 +100,38 @@ def delete_old_segments(log: Log, now_ms: int) -> int:
         removed += delete_retention_ms_breached(log, now_ms)
         removed += delete_retention_size_breached(log)
     return removed
+
+
+def due_segments(log: Log, now_ms: int) -> int:
+    """How many of the oldest segments the next pass of :func:`delete_old_segments` removes.
+
+    The same rules in the same order, without removing anything: what one
+    rule would take is skipped by the next, as the pass does.
+    """
+    start = log.log_start_offset
+    due = _deletable_prefix(
+        log, lambda segment, following: following is not None and following.base_offset <= start
+    )
+    config = log.config
+    if not config.delete:
+        return due
+    if config.retention_ms >= 0:
+        retention_ms = config.retention_ms
+        due += _deletable_prefix(
+            log,
+            lambda segment, following: now_ms - segment.largest_timestamp > retention_ms,
+            due,
+        )
+    if config.retention_bytes >= 0:
+        segments = log.segments
+        remaining = log.size - sum(s.size for s in segments[:due]) - config.retention_bytes
+
+        def over(segment: LogSegment, following: LogSegment | None) -> bool:
+            nonlocal remaining
+            if remaining > 0 and segment.size <= remaining:
+                remaining -= segment.size
+                return True
+            return False
+
+        due += _deletable_prefix(log, over, due)
+    return due

@@ -1,41 +1,31 @@
 """A key's records over a topic's partitions, whichever node leads each.
 
-Alone, a broker searches its own partitions. One node of several searches
-the partitions it leads and asks each other leader for its own, over the
-nodes' control channel (op ``find_key``), then merges the answers. Asking the
-leader rather than reading its files in place: only the leader knows its
-partitions' high watermark, last stable offset and open transactions (what a
-read_committed lookup must stop at), and it holds its active segment's key
-index in memory, where a reader in place would rebuild it from the log for
-every request.
+Each partition is searched by its leader, asked the question
+:data:`QUESTION` through :mod:`.partition_query` (only the leader knows its
+partitions' last stable offset and open transactions, which a read_committed
+lookup must stop at, and it holds its active segment's key index in memory);
+the answers are merged here.
 
 One partition is searched by :func:`find_in_partition`, the one place that
 asks storage (:meth:`LogDir.find <seglog.storage.log_dir.LogDir.find>`, through
 the partition's key index; a topic without one is refused, not scanned).
-
-Storage calls block (file reads, an index caught up), so they run in worker
-threads, never on the event loop; the leader serves ``find_key`` on its
-channel's threads.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from seglog.broker.http_api import partition_query
 from seglog.broker.nodes.cluster import Cluster
 from seglog.storage.key_search import FoundRecord
 from seglog.storage.log_dir import LogDir
 from seglog.storage.topic_list import TopicInfo
 
-FIND_OP = "find_key"
-"""The control-channel op a node serves for the partitions it leads."""
-PEER_TIMEOUT = 30.0
-"""How long a node waits for another node's part of a lookup."""
+QUESTION = "find_key"
+"""The partition question of a lookup (see :mod:`.partition_query`)."""
 
 
 @dataclass(frozen=True)
@@ -83,13 +73,6 @@ def find_in_partition(
         to_ms=query.to_ms,
         isolation="read_committed" if query.read_committed else "read_uncommitted",
     )
-
-
-def find_local(
-    log_dir: LogDir, topic: str, partitions: Iterable[int], query: KeyQuery
-) -> list[list[FoundRecord]]:
-    """Each partition's records, newest first (blocking)."""
-    return [find_in_partition(log_dir, topic, p, query) for p in partitions]
 
 
 def merge(
@@ -142,26 +125,13 @@ def record_from_json(data: dict[str, Any]) -> FoundRecord:
     )
 
 
-def serve_find(log_dir: LogDir, request: dict[str, Any]) -> dict[str, Any]:
-    """The leader's side of ``find_key``: its partitions' answers (on a channel thread)."""
-    query = KeyQuery.from_json(request["query"])
-    parts = find_local(
-        log_dir, str(request["topic"]), [int(p) for p in request["partitions"]], query
-    )
-    return {"ok": True, "parts": [[record_to_json(r) for r in part] for part in parts]}
+def _answer(log_dir: LogDir, topic: str, partition: int, args: dict[str, Any]) -> Any:
+    """The leader's answer to :data:`QUESTION` for one partition."""
+    query = KeyQuery.from_json(args)
+    return [record_to_json(r) for r in find_in_partition(log_dir, topic, partition, query)]
 
 
-def _ask(
-    cluster: Cluster, node_id: int, topic: str, partitions: list[int], query: KeyQuery
-) -> list[list[FoundRecord]]:
-    request = {
-        "op": FIND_OP,
-        "topic": topic,
-        "partitions": partitions,
-        "query": query.to_json(),
-    }
-    answer = cluster.control(node_id, request, PEER_TIMEOUT)
-    return [[record_from_json(r) for r in part] for part in answer["parts"]]
+partition_query.register(QUESTION, _answer)
 
 
 async def find(
@@ -178,15 +148,8 @@ async def find(
     ControllerUnavailableError when a leader of one of them does not answer;
     the storage layer's errors as they are.
     """
-    by_leader: defaultdict[int, list[int]] = defaultdict(list)
-    for partition in partitions:
-        by_leader[cluster.leader(info, partition)].append(partition)
-    calls = []
-    for node_id, mine in sorted(by_leader.items()):
-        if node_id == cluster.node_id:
-            calls.append(asyncio.to_thread(find_local, log_dir, info.name, mine, query))
-        else:
-            calls.append(asyncio.to_thread(_ask, cluster, node_id, info.name, mine, query))
-    answers = await asyncio.gather(*calls)
-    parts = [part for answer in answers for part in answer]
+    answers = await partition_query.ask(
+        log_dir, cluster, info, partitions, QUESTION, query.to_json()
+    )
+    parts = [[record_from_json(r) for r in part] for part in answers]
     return merge(parts, query.limit, whole_topic=whole_topic)
