@@ -382,6 +382,9 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     # seglog's: the console's HTTP API (lookup by key, topics), off unless a port is given.
     _broker("console.host", Type.STRING, "127.0.0.1"),
     _broker("console.port", Type.INT, None, between(0, 65535)),
+    # seglog's: whether the console may write (produce a test message, reset group offsets);
+    # off, the API is read-only whatever the ACLs allow.
+    _broker("console.write.enable", Type.BOOLEAN, False),
     _broker("nodes", Type.STRING, "1"),
     # Static in Kafka; seglog also lets these two change at run time (for later creations).
     _broker("auto.create.topics.enable", Type.BOOLEAN, True, dynamic=_CLUSTER),

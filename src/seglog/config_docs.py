@@ -86,6 +86,10 @@ DESCRIPTIONS: dict[str, str] = {
         "port; node i of `--nodes` on this port + i"
     ),
     "console.host": "the address the HTTP API binds",
+    "console.write.enable": (
+        "let the HTTP API write (produce a test record, reset a group's offsets); "
+        "off, those routes answer 403 whatever the ACLs allow"
+    ),
     "nodes": "broker processes over the one log directory (`auto`: one per core)",
     "auto.create.topics.enable": "create a topic when a client asks for one that does not exist",
     "num.partitions": "partitions of an automatically created topic",

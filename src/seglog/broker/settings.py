@@ -156,6 +156,8 @@ class BrokerSettings:
     """Where the HTTP API listens (``console.host``)."""
     console_port: int | None = None
     """The HTTP API's port (``console.port``; None: not served, 0: any free port)."""
+    console_write_enable: bool = False
+    """Whether the HTTP API may write: produce, reset offsets (``console.write.enable``)."""
     nodes: int = 1
     """How many broker processes (nodes) share the log directory (``nodes``)."""
     log_defaults: LogConfig = field(default_factory=LogConfig)
@@ -286,6 +288,7 @@ class BrokerSettings:
             metrics_port=config["metrics.port"],
             console_host=config["console.host"] or "",
             console_port=config["console.port"],
+            console_write_enable=bool(config["console.write.enable"]),
             nodes=node_count(config["nodes"]),
             log_defaults=LogConfig.from_broker_properties(config),
             log_dir_settings=LogDirSettings.from_properties(config),

@@ -21,6 +21,9 @@ from confluent_kafka.admin import (
 
 from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.http_api.conftest import TIMEOUT, Api, ApiBroker, create_topic, wait_listening
+from tests.broker.http_api.test_security import ADMIN, _prepare, _start
+from tests.broker.security.conftest import Secured
+from tests.broker.security.test_sasl import confluent
 
 StartBroker = Callable[..., ApiBroker]
 
@@ -365,3 +368,36 @@ def test_cleaner_marks_and_dirty_ratio_match_the_cleaner(tmp_path: Path, topic: 
     finally:
         if process.process is not None:
             process.stop()
+
+
+def test_acls_decide_what_is_seen(secured_broker: Callable[..., Secured], topic: str) -> None:
+    """alice may READ the topic (so DESCRIBE it), bob nothing; admin is a super user."""
+    broker, api = _start(secured_broker, "SASL_PLAINTEXT")
+    _prepare(broker, topic)
+    admin = AdminClient(confluent(broker.bootstrap, "PLAIN", *ADMIN))
+    cid = str(admin.describe_cluster().result(30).cluster_id)
+    alice, bob = ("alice", "alice-secret"), ("bob", "bob-secret")
+    paths = [
+        topic_path(cid, topic),
+        topic_path(cid, topic, "/partitions"),
+        topic_path(cid, topic, "/partitions/0"),
+        f"/v1/topics/{topic}/partitions/0/segments",
+        f"/v1/topics/{topic}/partitions/0/records?offset=0",
+    ]
+    for path in paths:
+        assert api.get(path, auth=alice).status == 200, path
+        denied = api.get(path, auth=bob)
+        assert (denied.status, denied.body["error_code"]) == (403, 29), path
+        assert api.get(path).status == 401
+    # Without DESCRIBE, a missing topic is not told apart from a hidden one.
+    assert api.get(topic_path(cid, f"{topic}-missing"), auth=bob).status == 403
+    assert api.get(topic_path(cid, f"{topic}-missing"), auth=ADMIN).status == 404
+    listed = api.get(f"/v3/clusters/{cid}/topics", auth=bob).body["data"]
+    assert topic not in [t["topic_name"] for t in listed]
+    listed = api.get(f"/v3/clusters/{cid}/topics", auth=alice).body["data"]
+    assert topic in [t["topic_name"] for t in listed]
+    # The configs need DESCRIBE_CONFIGS, which READ does not give.
+    assert api.get(topic_path(cid, topic, "/configs"), auth=alice).status == 403
+    assert api.get(topic_path(cid, topic, "/configs"), auth=ADMIN).status == 200
+    records = api.get(f"/v1/topics/{topic}/partitions/0/records", auth=alice, offset=0).body
+    assert [r["value"] for r in records["records"]] == ["secret value"]
