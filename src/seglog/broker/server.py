@@ -216,9 +216,7 @@ class Broker:
         log_dir = self.log_dir
         # Another node's HTTP API asks about partitions this node leads (key lookups,
         # summaries, segments, records): one op for every question.
-        node.handlers[partition_query.OP] = lambda request: partition_query.serve(
-            log_dir, request
-        )
+        node.handlers[partition_query.OP] = lambda request: partition_query.serve(log_dir, request)
         peer_session = Session(NODES_LISTENER, between_nodes=True)
 
         async def from_peer(frame: memoryview) -> list[Any] | None:

@@ -51,3 +51,47 @@ def test_every_node_answers_for_partitions_of_both_nodes(make_cluster: Any, topi
         resource = ConfigResource(ResourceType.BROKER, str(node_id))
         configs = admin.describe_configs([resource])[resource].result(30)
         assert int(configs["console.port"].value) == api.port
+
+
+def test_topic_partition_segment_and_record_routes_on_any_node(
+    make_cluster: Any, topic: str
+) -> None:
+    console = free_ports(2)
+    cluster: Cluster = make_cluster(2, **{"console.port": str(console)})
+    apis = [Api(console), Api(console + 1)]
+    for api in apis:
+        wait_listening(
+            api.port,
+            lambda: cluster.process is not None and cluster.process.poll() is None,
+            cluster.log,
+        )
+    create_topic(cluster.bootstrap(), topic, partitions=2)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(), "linger.ms": 0})
+    for i in range(5):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % 2, timestamp=1000 + i)
+        producer.flush(30)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    cid = str(admin.describe_cluster().result(30).cluster_id)
+    answers = []
+    for api in apis:
+        base = f"/v3/clusters/{cid}/topics/{topic}"
+        listed = api.get(f"/v3/clusters/{cid}/topics").body["data"]
+        [item] = [t for t in listed if t["topic_name"] == topic]
+        assert item["record_count"] == 5
+        parts = api.get(f"{base}/partitions").body["data"]
+        # Node 1 leads partition 0, node 2 partition 1; each told by its leader.
+        assert [(p["leader"]["broker_id"], p["high_watermark"]) for p in parts] == [(1, 3), (2, 2)]
+        assert api.get(f"{base}/partitions/1").body == parts[1]
+        segments = api.get(f"/v1/topics/{topic}/partitions/1/segments").body
+        assert (segments["partition"], segments["high_watermark"]) == (1, 2)
+        assert [s["active"] for s in segments["segments"]] == [True]
+        page = api.get(f"/v1/topics/{topic}/partitions/1/records", offset=0).body
+        assert [(r["offset"], r["value"], r["timestamp"]) for r in page["records"]] == [
+            (0, "v1", 1001),
+            (1, "v3", 1003),
+        ]
+        by_time = api.get(f"/v1/topics/{topic}/partitions/0/records", timestamp=1002).body
+        assert [r["value"] for r in by_time["records"]] == ["v2", "v4"]
+        answers.append((item, parts, page))
+    assert answers[0] == answers[1]
