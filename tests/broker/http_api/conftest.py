@@ -73,6 +73,24 @@ class Api:
             with error:
                 return Answer(error.code, json.loads(error.read()), dict(error.headers))
 
+    def post(self, path: str, body: Any, *, auth: tuple[str, str] | None = None) -> Answer:
+        """POST ``body`` as JSON."""
+        request = urllib.request.Request(
+            self.url(path),
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        if auth is not None:
+            token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT, context=self.context) as reply:
+                return Answer(reply.status, json.loads(reply.read()), dict(reply.headers))
+        except urllib.error.HTTPError as error:
+            with error:
+                return Answer(error.code, json.loads(error.read()), dict(error.headers))
+
     def records(
         self, topic: str, *, auth: tuple[str, str] | None = None, **params: object
     ) -> Answer:

@@ -27,7 +27,11 @@ ADMIN = ("admin", "admin-secret")
 
 
 def _start(
-    secured_broker: Callable[..., Secured], protocol: str, certs: Certs | None = None
+    secured_broker: Callable[..., Secured],
+    protocol: str,
+    certs: Certs | None = None,
+    *,
+    write: bool = False,
 ) -> tuple[Secured, Api]:
     port = free_port()
     broker = secured_broker(
@@ -43,6 +47,7 @@ def _start(
                 "console.port": str(port),
                 # A failed attempt waits this long before its 401, as a failed SASL login does.
                 "connection.failed.authentication.delay.ms": "50",
+                "console.write.enable": "true" if write else "false",
             },
         ),
     )

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from seglog.broker.http_api import browse, openapi, topics, v3_topics
+from seglog.broker.http_api import browse, openapi, produce, topics, v3_topics
 from seglog.broker.http_api.auth import ConsoleSecurity
 from seglog.broker.http_api.errors import ApiError
 from seglog.broker.http_api.routes import SECURITY, STATE, Handler, Route, json_response
@@ -44,7 +44,13 @@ OPENAPI = Route(
     authenticated=False,
 )
 
-ROUTES: tuple[Route, ...] = (*topics.ROUTES, *v3_topics.ROUTES, *browse.ROUTES, OPENAPI)
+ROUTES: tuple[Route, ...] = (
+    *topics.ROUTES,
+    *v3_topics.ROUTES,
+    *browse.ROUTES,
+    *produce.ROUTES,
+    OPENAPI,
+)
 """Every route served; add a route here (and its module) to serve and document it."""
 
 
