@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from tests.broker.http_api.conftest import Api, create_topic, wait_listening
@@ -95,3 +96,49 @@ def test_topic_partition_segment_and_record_routes_on_any_node(
         assert [r["value"] for r in by_time["records"]] == ["v2", "v4"]
         answers.append((item, parts, page))
     assert answers[0] == answers[1]
+
+
+def test_produce_reaches_the_leader_from_either_node(make_cluster: Any, topic: str) -> None:
+    console = free_ports(2)
+    cluster: Cluster = make_cluster(
+        2, **{"console.port": str(console), "console.write.enable": "true"}
+    )
+    apis = [Api(console), Api(console + 1)]
+    for api in apis:
+        wait_listening(
+            api.port,
+            lambda: cluster.process is not None and cluster.process.poll() is None,
+            cluster.log,
+        )
+    create_topic(cluster.bootstrap(), topic, partitions=2)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    cid = str(admin.describe_cluster().result(30).cluster_id)
+    path = f"/v3/clusters/{cid}/topics/{topic}/records"
+    offsets = []
+    # Each node produces to the partition it leads and to the other's.
+    for api in apis:
+        for partition in (0, 1):
+            body = {
+                "partition_id": partition,
+                "value": {"type": "STRING", "data": f"via {api.port} to {partition}"},
+            }
+            answer = api.post(path, body)
+            assert answer.status == 200, answer.body
+            offsets.append((partition, answer.body["offset"]))
+    assert offsets == [(0, 0), (1, 0), (0, 1), (1, 1)]
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap(),
+            "group.id": topic,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    got: dict[int, list[str]] = {0: [], 1: []}
+    deadline = time.monotonic() + 60
+    while sum(len(v) for v in got.values()) < 4 and time.monotonic() < deadline:
+        message = consumer.poll(1.0)
+        if message is not None and message.error() is None:
+            got[message.partition()].append(message.value().decode())
+    consumer.close()
+    assert got == {p: [f"via {api.port} to {p}" for api in apis] for p in (0, 1)}
