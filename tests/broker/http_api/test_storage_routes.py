@@ -401,3 +401,40 @@ def test_acls_decide_what_is_seen(secured_broker: Callable[..., Secured], topic:
     assert api.get(topic_path(cid, topic, "/configs"), auth=ADMIN).status == 200
     records = api.get(f"/v1/topics/{topic}/partitions/0/records", auth=alice, offset=0).body
     assert [r["value"] for r in records["records"]] == ["secret value"]
+
+
+def test_browse_read_committed(served: ApiBroker, topic: str) -> None:
+    create_topic(served.bootstrap, topic)
+    producer = Producer(
+        {"bootstrap.servers": served.bootstrap, "transactional.id": f"tx-{topic}", "linger.ms": 0}
+    )
+    producer.init_transactions(30)
+    for outcome in ("commit", "abort", "open"):
+        producer.begin_transaction()
+        for i in range(2):
+            producer.produce(topic, value=f"{outcome}-{i}".encode())
+        producer.flush(30)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        elif outcome == "abort":
+            producer.abort_transaction(30)
+    path = f"/v1/topics/{topic}/partitions/0/records"
+    # Offsets: commit 0-1, marker 2, abort 3-4, marker 5, open 6-7.
+    committed = served.api.get(path, offset=0, isolation_level="read_committed").body
+    assert [r["value"] for r in committed["records"]] == ["commit-0", "commit-1"]
+    assert committed["next_offset"] == 6  # the last stable offset
+    everything = served.api.get(path, offset=0).body
+    assert [r["value"] for r in everything["records"]] == [
+        "commit-0",
+        "commit-1",
+        "abort-0",
+        "abort-1",
+        "open-0",
+        "open-1",
+    ]
+    assert everything["next_offset"] == everything["high_watermark"] == 8
+    parts = served.api.get(
+        f"/v3/clusters/{cluster_id(served.bootstrap)}/topics/{topic}/partitions/0"
+    ).body
+    assert (parts["last_stable_offset"], parts["high_watermark"]) == (6, 8)
+    producer.abort_transaction(30)
