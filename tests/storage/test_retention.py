@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from seglog.config import LogConfig
 from seglog.storage import retention
 from tests.storage.conftest import BASE_TS, LogFactory, make_batch
@@ -80,3 +82,33 @@ def test_deleted_segments_are_renamed_then_unlinked_after_delay(open_log: LogFac
             assert segment.log_path.exists()
             segment.delete()
             assert not segment.log_path.exists()
+
+
+@pytest.mark.parametrize(
+    ("config", "now_offset"),
+    [
+        (LogConfig(segment_bytes=600, retention_ms=5000), 9000),
+        (LogConfig(segment_bytes=600, retention_ms=1000), 10**9),
+        (LogConfig(segment_bytes=600, retention_bytes=1000, retention_ms=-1), 0),
+        (LogConfig(segment_bytes=600, retention_bytes=1500, retention_ms=6000), 9000),
+        (LogConfig(segment_bytes=600, retention_ms=-1, retention_bytes=-1), 10**12),
+        (LogConfig(segment_bytes=600, cleanup_policy="compact", retention_ms=1), 10**12),
+    ],
+)
+def test_due_segments_foretells_the_pass(
+    open_log: LogFactory, config: LogConfig, now_offset: int
+) -> None:
+    log = open_log(config)
+    for i in range(12):
+        keys = [b"k%d" % i] if config.compact else None
+        log.append(
+            make_batch([bytes([i]) * 200], timestamp=BASE_TS + i * 1000, keys=keys), now_ms=BASE_TS
+        )
+    log.increment_log_start_offset(log.segments[1].base_offset)
+    foretold = retention.due_segments(log, BASE_TS + now_offset)
+    first_kept = (
+        log.segments[foretold].base_offset if foretold < len(log.segments) else log.log_end_offset
+    )
+    assert retention.delete_old_segments(log, BASE_TS + now_offset) == foretold
+    assert log.segments[0].base_offset == first_kept
+    assert retention.due_segments(log, BASE_TS + now_offset) == 0
