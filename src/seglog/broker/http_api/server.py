@@ -16,7 +16,15 @@ from typing import Any
 
 from aiohttp import web
 
-from seglog.broker.http_api import browse, openapi, produce, topics, v3_cluster, v3_topics
+from seglog.broker.http_api import (
+    browse,
+    consumer_groups,
+    openapi,
+    produce,
+    topics,
+    v3_cluster,
+    v3_topics,
+)
 from seglog.broker.http_api.auth import ConsoleSecurity
 from seglog.broker.http_api.errors import ApiError
 from seglog.broker.http_api.routes import SECURITY, STATE, Handler, Route, json_response
@@ -52,6 +60,7 @@ ROUTES: tuple[Route, ...] = (
     *browse.ROUTES,
     *produce.ROUTES,
     *v3_cluster.ROUTES,
+    *consumer_groups.ROUTES,
     OPENAPI,
 )
 """Every route served; add a route here (and its module) to serve and document it."""
