@@ -20,6 +20,7 @@ from seglog.broker.http_api import (
     browse,
     consumer_groups,
     openapi,
+    overview,
     produce,
     topics,
     v3_cluster,
@@ -61,6 +62,7 @@ ROUTES: tuple[Route, ...] = (
     *produce.ROUTES,
     *v3_cluster.ROUTES,
     *consumer_groups.ROUTES,
+    *overview.ROUTES,
     OPENAPI,
 )
 """Every route served; add a route here (and its module) to serve and document it."""
@@ -99,6 +101,7 @@ def application(state: BrokerState, security: ConsoleSecurity) -> web.Applicatio
     app = web.Application(middlewares=[_errors])
     app[STATE] = state
     app[SECURITY] = security
+    app[overview.SAMPLER] = overview.ThroughputSampler(state)
     for route in ROUTES:
         app.router.add_route(route.method, route.path, route.handler, name=route.operation_id)
     return app
@@ -136,6 +139,7 @@ class ConsoleServer:
             await runner.cleanup()
             raise
         self._runner = runner
+        self._app[overview.SAMPLER].start()
 
     @property
     def scheme(self) -> str:
@@ -153,4 +157,5 @@ class ConsoleServer:
         """Stop accepting, let the requests under way finish, release the port."""
         if self._runner is not None:
             runner, self._runner = self._runner, None
+            await self._app[overview.SAMPLER].stop()
             await runner.cleanup()
