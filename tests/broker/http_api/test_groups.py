@@ -28,11 +28,13 @@ def consume(consumer: Consumer, count: int) -> None:
     consumer.commit(asynchronous=False)
 
 
-def wait_for(api: Api, path: str, done: Callable[[Any], bool]) -> Any:
+def wait_for(
+    api: Api, path: str, done: Callable[[Any], bool], *, auth: tuple[str, str] | None = None
+) -> Any:
     """GET ``path`` until its body satisfies ``done`` (the group settles in its own time)."""
     deadline = time.monotonic() + TIMEOUT
     while True:
-        answer = api.get(path)
+        answer = api.get(path, auth=auth)
         if answer.status == 200 and done(answer.body):
             return answer.body
         assert time.monotonic() < deadline, answer.body

@@ -22,6 +22,7 @@ from seglog.broker.http_api import (
     openapi,
     overview,
     produce,
+    security_views,
     topics,
     v3_cluster,
     v3_topics,
@@ -63,6 +64,7 @@ ROUTES: tuple[Route, ...] = (
     *v3_cluster.ROUTES,
     *consumer_groups.ROUTES,
     *overview.ROUTES,
+    *security_views.ROUTES,
     OPENAPI,
 )
 """Every route served; add a route here (and its module) to serve and document it."""
