@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 
 from tests.broker.http_api.conftest import TIMEOUT, Api, ApiBroker, create_topic
 from tests.broker.http_api.test_storage_routes import cluster_id, produce
@@ -147,8 +147,6 @@ def test_lag_rises_and_falls(api_broker: StartBroker, topic: str, protocol: str)
     # The committed offsets are those a new member starts from.
     again = new_consumer(served.bootstrap, group, protocol)
     try:
-        from confluent_kafka import TopicPartition
-
         offsets = again.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], 30)
         assert [tp.offset for tp in offsets] == [3, 7]
     finally:
