@@ -44,6 +44,7 @@ OFFSET_FETCH_VERSION = 9
 LIST_OFFSETS_VERSION = 7
 FIND_COORDINATOR_VERSION = 4
 OFFSET_COMMIT_VERSION = 9
+_GONE = error_codes.code_for("GROUP_ID_NOT_FOUND")
 LATEST = -1
 EARLIEST = -2
 
@@ -189,9 +190,15 @@ def _consumer(described: dict[str, Any], node: int) -> Group:
 
 
 async def _describe(
-    request: web.Request, node: int, classic: list[str], consumer: list[str]
+    request: web.Request,
+    node: int,
+    classic: list[str],
+    consumer: list[str],
+    *,
+    listing: bool = False,
 ) -> list[Group]:
-    """Groups described by their coordinator ``node``; errors raised (403, 404)."""
+    """Groups described by their coordinator ``node``; errors raised (403, 404), but when
+    ``listing``, a group gone since it was listed is left out."""
     out: list[Group] = []
     if consumer:
         answer = await ask(
@@ -202,6 +209,8 @@ async def _describe(
             node_id=node,
         )
         for described in answer["groups"]:
+            if listing and described["error_code"] == _GONE:
+                continue
             if described["error_code"] != 0:
                 raise refused(
                     described["error_code"],
@@ -220,6 +229,8 @@ async def _describe(
         for described in answer["groups"]:
             if described["error_code"] != 0:
                 raise refused(described["error_code"], None, f"group '{described['group_id']}'")
+            if listing and described["group_state"] == "Dead":
+                continue
             out.append(_classic(described, node))
     return out
 
@@ -258,7 +269,7 @@ async def _listed(request: web.Request) -> list[Group]:
             raise refused(answer["error_code"], None, f"listing node {node}'s groups")
         classic = [g["group_id"] for g in answer["groups"] if g["group_type"] != "consumer"]
         consumer = [g["group_id"] for g in answer["groups"] if g["group_type"] == "consumer"]
-        return await _describe(request, node, classic, consumer)
+        return await _describe(request, node, classic, consumer, listing=True)
 
     per_node = await asyncio.gather(*(of(n) for n in nodes))
     return sorted((g for groups in per_node for g in groups), key=lambda g: g.group_id)
