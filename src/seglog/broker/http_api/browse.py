@@ -75,6 +75,16 @@ _PATH = (
     Param("topic", "string", "the topic", location="path"),
     Param("partition", "integer", "the partition", location="path", minimum=0),
 )
+BROWSED_RECORD_SCHEMA: dict[str, Any] = {
+    **RECORD_SCHEMA,
+    "properties": {
+        **RECORD_SCHEMA["properties"],
+        # A browsed record may have no key (a lookup's always has one).
+        "key": {"type": "string", "nullable": True},
+        "key_encoding": {"type": "string", "enum": ["utf8", "base64"], "nullable": True},
+    },
+}
+"""A record as a lookup answers it, its key possibly null."""
 SEGMENT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -158,7 +168,7 @@ RECORDS = Route(
         "type": "object",
         "required": ["records", "next_offset", "log_start_offset", "high_watermark"],
         "properties": {
-            "records": {"type": "array", "items": RECORD_SCHEMA},
+            "records": {"type": "array", "items": BROWSED_RECORD_SCHEMA},
             "next_offset": _INT,
             "log_start_offset": _INT,
             "high_watermark": _INT,

@@ -191,8 +191,10 @@ def records(log_dir: LogDir, topic: str, partition: int, args: dict[str, Any]) -
             break  # retention moved the log start past ``position`` meanwhile
         if result.data is None:
             break
-        region = result.data.region
-        data = log_dir.env.pread(region.fd, region.length, region.position, name=region.path)
+        # The region holds its segment's file open until released: a segment that
+        # retention or the cleaner removes meanwhile is still read whole.
+        with result.data.region as region:
+            data = log_dir.env.pread(region.fd, region.length, region.position, name=region.path)
         moved = False
         for header, batch_records in _entries(data):
             skip = False

@@ -147,6 +147,9 @@ def _timestamp(given: Any) -> int:
     if given is None:
         return int(datetime.datetime.now(datetime.UTC).timestamp() * 1000)
     if isinstance(given, int) and not isinstance(given, bool):
+        if given < 0:
+            # As a Kafka producer refuses one: -1 means "no timestamp" in a batch.
+            raise bad_request(f"timestamp: must not be negative, got {given}")
         return given
     if isinstance(given, str):
         try:
@@ -155,7 +158,10 @@ def _timestamp(given: Any) -> int:
             raise bad_request(f"timestamp: not ISO 8601: {given!r}") from None
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=datetime.UTC)
-        return int(parsed.timestamp() * 1000)
+        ms = int(parsed.timestamp() * 1000)
+        if ms < 0:
+            raise bad_request(f"timestamp: before 1970 is not a Kafka timestamp: {given!r}")
+        return ms
     raise bad_request("timestamp: ISO 8601 text or epoch milliseconds")
 
 

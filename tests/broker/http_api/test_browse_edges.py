@@ -1,0 +1,79 @@
+"""Record browsing over compressed batches and keyless records; produce's timestamp checks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Producer
+
+from tests.broker.http_api.conftest import ApiBroker, create_topic
+from tests.broker.http_api.test_storage_routes import cluster_id, consume
+
+StartBroker = Callable[..., ApiBroker]
+BASE_MS = 1_700_000_000_000
+COUNT = 40
+
+
+def _page(served: ApiBroker, topic: str, **params: object) -> dict[str, Any]:
+    answer = served.api.get(f"/v1/topics/{topic}/partitions/0/records", **params)
+    assert answer.status == 200, answer.body
+    body: dict[str, Any] = answer.body
+    return body
+
+
+def test_browse_inside_compressed_batches(api_broker: StartBroker, topic: str) -> None:
+    served = api_broker()
+    create_topic(served.bootstrap, topic)
+    # Several records a batch, compressed: a page starts and stops inside batches.
+    producer = Producer(
+        {"bootstrap.servers": served.bootstrap, "compression.type": "zstd", "linger.ms": 100}
+    )
+    for i in range(COUNT):
+        key = None if i % 3 == 0 else f"k{i}".encode()
+        producer.produce(topic, value=f"v{i}".encode(), key=key, timestamp=BASE_MS + i * 1000)
+    assert producer.flush(30) == 0
+    consumed = consume(served.bootstrap, topic, 0, COUNT)
+    assert len(consumed) == COUNT
+
+    # Walked a page at a time from an offset inside a batch, every record as consumed.
+    walked: list[dict[str, Any]] = []
+    offset = 5
+    while True:
+        page = _page(served, topic, offset=offset, limit=7)
+        if not page["records"]:
+            assert page["next_offset"] == offset == page["high_watermark"] == COUNT
+            break
+        walked += page["records"]
+        offset = page["next_offset"]
+    assert [r["offset"] for r in walked] == list(range(5, COUNT))
+    for record, message in zip(walked, consumed[5:], strict=True):
+        assert record["offset"] == message.offset()
+        assert record["timestamp"] == message.timestamp()[1]
+        assert record["value"] == message.value().decode()
+        if message.key() is None:
+            assert (record["key"], record["key_encoding"]) == (None, None)
+        else:
+            assert (record["key"], record["key_encoding"]) == (message.key().decode(), "utf8")
+
+    # By time: the first record at or after, also between two records' timestamps.
+    page = _page(served, topic, timestamp=BASE_MS + 12_500, limit=2)
+    assert [r["offset"] for r in page["records"]] == [13, 14]
+    page = _page(served, topic, timestamp=BASE_MS + 12_000, limit=1)
+    assert [r["offset"] for r in page["records"]] == [12]
+    page = _page(served, topic, timestamp=BASE_MS + COUNT * 1000)
+    assert page["records"] == []
+    assert page["next_offset"] == COUNT
+
+
+def test_produce_refuses_a_negative_timestamp(api_broker: StartBroker, topic: str) -> None:
+    served = api_broker(**{"console.write.enable": "true"})
+    create_topic(served.bootstrap, topic)
+    path = f"/v3/clusters/{cluster_id(served.bootstrap)}/topics/{topic}/records"
+    for stamp in (-5, "1969-12-31T23:59:59Z"):
+        answer = served.api.post(path, {"partition_id": 0, "timestamp": stamp})
+        assert (answer.status, answer.body["error_code"]) == (400, 42), answer.body
+    answer = served.api.post(path, {"partition_id": 0, "timestamp": "1970-01-01T00:00:01Z"})
+    assert answer.status == 200, answer.body
+    [message] = consume(served.bootstrap, topic, 0, 1)
+    assert (message.offset(), message.timestamp()[1]) == (0, 1000)
