@@ -7,6 +7,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from seglog.broker.http_api import partition_facts
 from tests.broker.http_api.conftest import ApiBroker, create_topic
 from tests.broker.http_api.test_storage_routes import cluster_id, consume
 
@@ -77,3 +78,32 @@ def test_produce_refuses_a_negative_timestamp(api_broker: StartBroker, topic: st
     assert answer.status == 200, answer.body
     [message] = consume(served.bootstrap, topic, 0, 1)
     assert (message.offset(), message.timestamp()[1]) == (0, 1000)
+
+
+def test_a_page_of_large_records_stops_at_its_byte_bound(
+    api_broker: StartBroker, topic: str
+) -> None:
+    served = api_broker()
+    create_topic(served.bootstrap, topic)
+    size, count = 900_000, 10
+    producer = Producer({"bootstrap.servers": served.bootstrap, "linger.ms": 0})
+    for i in range(count):
+        producer.produce(topic, value=bytes([65 + i]) * size)
+    assert producer.flush(30) == 0
+
+    first = _page(served, topic, offset=0, limit=count)
+    # The record that reaches the bound ends the page.
+    expected = -(-partition_facts.PAGE_BYTES // size)
+    assert expected < count
+    assert [r["offset"] for r in first["records"]] == list(range(expected))
+    assert first["next_offset"] == expected
+    # Paged on from next_offset, every record comes, whole.
+    records = list(first["records"])
+    offset = first["next_offset"]
+    while offset < count:
+        page = _page(served, topic, offset=offset, limit=count)
+        assert page["records"]
+        records += page["records"]
+        offset = page["next_offset"]
+    assert [r["offset"] for r in records] == list(range(count))
+    assert [r["value"] for r in records] == [chr(65 + i) * size for i in range(count)]
