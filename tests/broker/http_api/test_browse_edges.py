@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from seglog.broker.http_api import partition_facts
 from tests.broker.http_api.conftest import ApiBroker, create_topic
@@ -107,3 +107,19 @@ def test_a_page_of_large_records_stops_at_its_byte_bound(
         offset = page["next_offset"]
     assert [r["offset"] for r in records] == list(range(count))
     assert [r["value"] for r in records] == [chr(65 + i) * size for i in range(count)]
+
+
+def test_produce_to_an_internal_topic_is_a_client_error(
+    api_broker: StartBroker, topic: str
+) -> None:
+    served = api_broker(**{"console.write.enable": "true"})
+    create_topic(served.bootstrap, topic)
+    # A committed offset: the offsets topic exists.
+    consumer = Consumer({"bootstrap.servers": served.bootstrap, "group.id": f"g-{topic}"})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    consumer.close()
+    cid = cluster_id(served.bootstrap)
+    path = f"/v3/clusters/{cid}/topics/__consumer_offsets/records"
+    answer = served.api.post(path, {"partition_id": 0, "value": {"type": "STRING", "data": "x"}})
+    # Kafka's INVALID_TOPIC_EXCEPTION: not retriable, so not a 503 to try again.
+    assert (answer.status, answer.body["error_code"]) == (400, 17), answer.body

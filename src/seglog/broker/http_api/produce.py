@@ -179,6 +179,7 @@ _STATUS = {
     "RECORD_LIST_TOO_LARGE": 400,
     "MESSAGE_TOO_LARGE": 400,
     "INVALID_REQUIRED_ACKS": 400,
+    "UNKNOWN_SERVER_ERROR": 500,
 }
 
 
@@ -231,7 +232,10 @@ async def produce(request: web.Request) -> web.StreamResponse:
     if code != 0:
         name = error_codes.name_for(code)
         message = answer.get("error_message") or f"the broker refused the record: {name}"
-        raise ApiError(_STATUS.get(name, 503), name, str(message))
+        # Unlisted: a retriable error (a leader moving, a timeout) is worth trying again
+        # (503); any other is the request's own fault and would fail again alike (400).
+        status = _STATUS.get(name, 503 if error_codes.is_retriable(code) else 400)
+        raise ApiError(status, name, str(message))
     appended = int(answer.get("log_append_time_ms", -1))
     stamp = appended if appended >= 0 else timestamp
     return json_response(
