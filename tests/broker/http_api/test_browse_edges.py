@@ -6,10 +6,21 @@ from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from seglog.broker.http_api import partition_facts
 from tests.broker.http_api.conftest import ApiBroker, create_topic
+from tests.broker.http_api.test_security import ADMIN, _prepare, _start
 from tests.broker.http_api.test_storage_routes import cluster_id, consume
+from tests.broker.security.conftest import Secured
+from tests.broker.security.test_sasl import confluent
 
 StartBroker = Callable[..., ApiBroker]
 BASE_MS = 1_700_000_000_000
@@ -123,3 +134,36 @@ def test_produce_to_an_internal_topic_is_a_client_error(
     answer = served.api.post(path, {"partition_id": 0, "value": {"type": "STRING", "data": "x"}})
     # Kafka's INVALID_TOPIC_EXCEPTION: not retriable, so not a 503 to try again.
     assert (answer.status, answer.body["error_code"]) == (400, 17), answer.body
+
+
+def test_configs_need_describe_configs_alone(
+    secured_broker: Callable[..., Secured], topic: str
+) -> None:
+    """bob may DESCRIBE_CONFIGS the topic and nothing else: he sees its configs, as
+    DescribeConfigs shows them to him, but not the topic itself."""
+    broker, api = _start(secured_broker, "SASL_PLAINTEXT")
+    _prepare(broker, topic)
+    admin = AdminClient(confluent(broker.bootstrap, "PLAIN", *ADMIN))
+    binding = AclBinding(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        "User:bob",
+        "*",
+        AclOperation.DESCRIBE_CONFIGS,
+        AclPermissionType.ALLOW,
+    )
+    for future in admin.create_acls([binding]).values():
+        future.result(30)
+    cid = str(admin.describe_cluster().result(30).cluster_id)
+    bob = ("bob", "bob-secret")
+    configs = api.get(f"/v3/clusters/{cid}/topics/{topic}/configs", auth=bob)
+    assert configs.status == 200, configs.body
+    by_name = {c["name"]: c for c in configs.body["data"]}
+    assert by_name["key.index.enable"]["value"] == "true"
+    assert api.get(f"/v3/clusters/{cid}/topics/{topic}", auth=bob).status == 403
+    # alice may READ (so DESCRIBE) but not DESCRIBE_CONFIGS.
+    alice = api.get(f"/v3/clusters/{cid}/topics/{topic}/configs", auth=("alice", "alice-secret"))
+    assert (alice.status, alice.body["error_code"]) == (403, 29)
+    missing = api.get(f"/v3/clusters/{cid}/topics/{topic}-missing/configs", auth=ADMIN)
+    assert missing.status == 404
