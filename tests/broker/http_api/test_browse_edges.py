@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,8 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    NewPartitions,
+    NewTopic,
     ResourcePatternType,
     ResourceType,
 )
@@ -167,3 +170,49 @@ def test_configs_need_describe_configs_alone(
     assert (alice.status, alice.body["error_code"]) == (403, 29)
     missing = api.get(f"/v3/clusters/{cid}/topics/{topic}-missing/configs", auth=ADMIN)
     assert missing.status == 404
+
+
+def test_topic_list_while_topics_are_deleted_and_grown(api_broker: StartBroker, topic: str) -> None:
+    """Every list answered while topics go and gain partitions is whole: a topic deleted
+    after it was listed is left out, a topic growing is listed as it was or as it is."""
+    served = api_broker()
+    admin = AdminClient({"bootstrap.servers": served.bootstrap})
+    doomed = [f"{topic}-d{i:03d}" for i in range(60)]
+    growing = [f"{topic}-g{i:03d}" for i in range(20)]
+    for future in admin.create_topics([NewTopic(n, 2) for n in doomed + growing]).values():
+        future.result(60)
+    cid = cluster_id(served.bootstrap)
+    changes_done = threading.Event()
+    failures: list[BaseException] = []
+
+    def change() -> None:
+        try:
+            for name in doomed:
+                admin.delete_topics([name])[name].result(60)
+            for name in growing:
+                admin.create_partitions([NewPartitions(name, 4)])[name].result(60)
+        except BaseException as exc:  # reported by the test's thread
+            failures.append(exc)
+        finally:
+            changes_done.set()
+
+    changer = threading.Thread(target=change)
+    changer.start()
+    lists = 0
+    while not changes_done.is_set() or lists == 0:
+        answer = served.api.get(f"/v3/clusters/{cid}/topics")
+        assert answer.status == 200, answer.body
+        mine = {
+            t["topic_name"]: t for t in answer.body["data"] if t["topic_name"].startswith(topic)
+        }
+        assert set(mine) <= set(doomed + growing)
+        assert set(growing) <= set(mine)
+        for name in growing:
+            assert mine[name]["partitions_count"] in (2, 4)
+        lists += 1
+    changer.join()
+    assert failures == []
+    final = served.api.get(f"/v3/clusters/{cid}/topics").body["data"]
+    mine = {t["topic_name"]: t for t in final if t["topic_name"].startswith(topic)}
+    assert sorted(mine) == growing
+    assert all(mine[n]["partitions_count"] == 4 for n in growing)

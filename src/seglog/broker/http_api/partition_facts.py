@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from seglog.broker.http_api import partition_query
-from seglog.errors import OffsetOutOfRangeError, StorageError
+from seglog.errors import OffsetOutOfRangeError, StorageError, UnknownTopicOrPartitionError
 from seglog.records import batch
 from seglog.records import record as record_codec
 from seglog.storage import checkpoints, retention
@@ -41,9 +41,15 @@ PAGE_BYTES = 4 << 20
 answered as JSON, so its size is bounded whatever the records' sizes and ``limit``."""
 
 
-def summary(log_dir: LogDir, topic: str, partition: int, args: dict[str, Any]) -> dict[str, Any]:
-    """The partition's offsets and sizes (from memory)."""
-    log = log_dir.log(topic, partition)
+def summary(
+    log_dir: LogDir, topic: str, partition: int, args: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The partition's offsets and sizes (from memory); None if it is gone (deleted since
+    the topic was listed: the list leaves the topic out rather than failing)."""
+    try:
+        log = log_dir.log(topic, partition)
+    except UnknownTopicOrPartitionError:
+        return None
     return {
         "log_start_offset": log.log_start_offset,
         "high_watermark": log.high_watermark,

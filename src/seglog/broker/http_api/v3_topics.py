@@ -21,6 +21,7 @@ from seglog.broker.http_api.errors import unknown_topic
 from seglog.broker.http_api.routes import SECURITY, Param, Route, json_response
 from seglog.broker.http_api.topic_access import (
     Caller,
+    as_clients_see,
     caller,
     check_cluster,
     partition_of,
@@ -28,7 +29,6 @@ from seglog.broker.http_api.topic_access import (
     state_of,
     storage_errors,
     topic_for,
-    visible,
 )
 from seglog.broker.security.authorizer import Operation
 from seglog.storage.filenames import is_internal
@@ -54,18 +54,33 @@ def _listing(kind: str, url: str, data: list[dict[str, Any]]) -> dict[str, Any]:
 
 async def _summaries(
     request: web.Request, infos: list[TopicInfo]
-) -> dict[str, list[dict[str, Any]]]:
-    """Each topic's partitions' summaries, asked of their leaders all at once."""
+) -> dict[str, list[dict[str, Any]] | None]:
+    """Each topic's partitions' summaries, asked of their leaders all at once (None for a
+    topic that a partition's leader no longer has: deleted meanwhile)."""
     state = state_of(request)
     targets = [(info, p) for info in infos for p in range(info.partitions)]
     with storage_errors():
         answers = await partition_query.ask_many(
             state.log_dir, state.cluster, targets, partition_facts.SUMMARY
         )
-    out: dict[str, list[dict[str, Any]]] = {info.name: [] for info in infos}
+    parts: dict[str, list[dict[str, Any]]] = {info.name: [] for info in infos}
+    gone: set[str] = set()
     for (info, _), answer in zip(targets, answers, strict=True):
-        out[info.name].append(answer)
-    return out
+        if answer is None:
+            gone.add(info.name)
+        else:
+            parts[info.name].append(answer)
+    return {name: None if name in gone else found for name, found in parts.items()}
+
+
+def _parts_of(
+    summaries: dict[str, list[dict[str, Any]] | None], info: TopicInfo
+) -> list[dict[str, Any]]:
+    """One topic's summaries (404 if it was deleted meanwhile)."""
+    parts = summaries[info.name]
+    if parts is None:
+        raise unknown_topic(info.name)
+    return parts
 
 
 def _topic_item(
@@ -111,17 +126,23 @@ async def list_topics(request: web.Request) -> web.StreamResponse:
     check_cluster(request)
     who: Caller = await caller(request)
     security = request.app[SECURITY]
+    seen = (as_clients_see(info) for info in state_of(request).log_dir.topics().values())
     infos = sorted(
         (
             info
-            for name, info in state_of(request).log_dir.topics().items()
-            if visible(info)
-            and allowed(security, who.principal, who.host, Operation.DESCRIBE, name)
+            for info in seen
+            if info is not None
+            and allowed(security, who.principal, who.host, Operation.DESCRIBE, info.name)
         ),
         key=lambda info: info.name,
     )
     summaries = await _summaries(request, infos)
-    data = [_topic_item(request, info, summaries[info.name]) for info in infos]
+    # A topic deleted since it was listed is left out, not an error of the whole list.
+    data = [
+        _topic_item(request, info, parts)
+        for info in infos
+        if (parts := summaries[info.name]) is not None
+    ]
     url = f"/v3/clusters/{state_of(request).cluster_id}/topics"
     return json_response(_listing("KafkaTopicList", url, data))
 
@@ -131,7 +152,7 @@ async def get_topic(request: web.Request) -> web.StreamResponse:
     check_cluster(request)
     info = topic_for(request, await caller(request), request.match_info["topic"])
     summaries = await _summaries(request, [info])
-    return json_response(_topic_item(request, info, summaries[info.name]))
+    return json_response(_topic_item(request, info, _parts_of(summaries, info)))
 
 
 async def topic_configs(request: web.Request) -> web.StreamResponse:
@@ -143,8 +164,8 @@ async def topic_configs(request: web.Request) -> web.StreamResponse:
     # nor does DESCRIBE imply it); checked before the topic's existence is told.
     require(request.app[SECURITY], who.principal, who.host, Operation.DESCRIBE_CONFIGS, name)
     state = state_of(request)
-    info = state.log_dir.topic(name)
-    if info is None or not visible(info):
+    info = as_clients_see(state.log_dir.topic(name))
+    if info is None:
         raise unknown_topic(name)
     values = state.log_dir.topic_config(info.name).to_properties()
     entries = config_handler.topic_entries(state, values, info.overrides)
@@ -171,7 +192,7 @@ async def list_partitions(request: web.Request) -> web.StreamResponse:
     """The topic's partitions, with their leaders' offsets and sizes."""
     check_cluster(request)
     info = topic_for(request, await caller(request), request.match_info["topic"])
-    parts = (await _summaries(request, [info]))[info.name]
+    parts = _parts_of(await _summaries(request, [info]), info)
     data = [_partition_item(request, info, p, part) for p, part in enumerate(parts)]
     url = f"{_topic_url(request, info.name)}/partitions"
     return json_response(_listing("KafkaPartitionList", url, data))
@@ -188,6 +209,8 @@ async def get_partition(request: web.Request) -> web.StreamResponse:
         [part] = await partition_query.ask(
             state.log_dir, state.cluster, info, [partition], partition_facts.SUMMARY
         )
+    if part is None:
+        raise unknown_topic(info.name, partition)
     return json_response(_partition_item(request, info, partition, part))
 
 
