@@ -141,6 +141,19 @@ def test_topics_partitions_and_configs(served: ApiBroker, topic: str) -> None:
         assert answer.status == 404, path
         assert set(answer.body) == {"error_code", "message"}
     assert api.get(topic_path(cid, topic, "/partitions/x")).status == 400
+    # Every route is in the OpenAPI document.
+    documented = api.get("/openapi.json").body["paths"]
+    for path in (
+        "/v3/clusters/{cluster_id}/topics",
+        "/v3/clusters/{cluster_id}/topics/{topic}",
+        "/v3/clusters/{cluster_id}/topics/{topic}/configs",
+        "/v3/clusters/{cluster_id}/topics/{topic}/partitions",
+        "/v3/clusters/{cluster_id}/topics/{topic}/partitions/{partition_id}",
+        "/v3/clusters/{cluster_id}/topics/{topic}/records",
+        "/v1/topics/{topic}/partitions/{partition}/segments",
+        "/v1/topics/{topic}/partitions/{partition}/records",
+    ):
+        assert path in documented, path
 
 
 def test_a_thousand_topics_are_all_listed(served: ApiBroker, topic: str) -> None:

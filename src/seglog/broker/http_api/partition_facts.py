@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from seglog.broker.http_api import partition_query
-from seglog.errors import OffsetOutOfRangeError, StorageError
+from seglog.errors import OffsetOutOfRangeError, StorageError, UnknownTopicOrPartitionError
 from seglog.records import batch
 from seglog.records import record as record_codec
 from seglog.storage import checkpoints, retention
@@ -37,9 +37,21 @@ READ_BYTES = 1 << 20
 """Bytes of log read at a time while gathering a page of records."""
 
 
-def summary(log_dir: LogDir, topic: str, partition: int, args: dict[str, Any]) -> dict[str, Any]:
-    """The partition's offsets and sizes (from memory)."""
-    log = log_dir.log(topic, partition)
+def summary(
+    log_dir: LogDir, topic: str, partition: int, args: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The partition's offsets and sizes (from memory).
+
+    With ``args["tolerant"]``, None for a partition that cannot be read
+    (offline, or deleted meanwhile) instead of its error: one such partition
+    does not hide a whole list of topics.
+    """
+    try:
+        log = log_dir.log(topic, partition)
+    except (StorageError, UnknownTopicOrPartitionError):
+        if args.get("tolerant"):
+            return None
+        raise
     return {
         "log_start_offset": log.log_start_offset,
         "high_watermark": log.high_watermark,

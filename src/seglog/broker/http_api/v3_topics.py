@@ -52,18 +52,23 @@ def _listing(kind: str, url: str, data: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def _summaries(
-    request: web.Request, infos: list[TopicInfo]
+    request: web.Request, infos: list[TopicInfo], *, tolerant: bool = False
 ) -> dict[str, list[dict[str, Any]]]:
-    """Each topic's partitions' summaries, asked of their leaders all at once."""
+    """Each topic's partitions' summaries, asked of their leaders all at once.
+
+    ``tolerant``: a partition that cannot be read (offline) is left out of
+    its topic's sums rather than failing the answer.
+    """
     state = state_of(request)
     targets = [(info, p) for info in infos for p in range(info.partitions)]
     with storage_errors():
         answers = await partition_query.ask_many(
-            state.log_dir, state.cluster, targets, partition_facts.SUMMARY
+            state.log_dir, state.cluster, targets, partition_facts.SUMMARY, {"tolerant": tolerant}
         )
     out: dict[str, list[dict[str, Any]]] = {info.name: [] for info in infos}
     for (info, _), answer in zip(targets, answers, strict=True):
-        out[info.name].append(answer)
+        if answer is not None:
+            out[info.name].append(answer)
     return out
 
 
@@ -119,7 +124,8 @@ async def list_topics(request: web.Request) -> web.StreamResponse:
         ),
         key=lambda info: info.name,
     )
-    summaries = await _summaries(request, infos)
+    # A topic deleted or a partition gone offline meanwhile must not fail the whole list.
+    summaries = await _summaries(request, infos, tolerant=True)
     data = [_topic_item(request, info, summaries[info.name]) for info in infos]
     url = f"/v3/clusters/{state_of(request).cluster_id}/topics"
     return json_response(_listing("KafkaTopicList", url, data))
