@@ -24,6 +24,17 @@ from seglog.broker.http_api.topic_access import (
 from seglog.broker.http_api.topics import RECORD_SCHEMA
 from seglog.broker.security.authorizer import Operation
 
+BROWSED_RECORD_SCHEMA: dict[str, Any] = {
+    **RECORD_SCHEMA,
+    "properties": {
+        **RECORD_SCHEMA["properties"],
+        # Unlike a key lookup's, a browsed record may have no key.
+        "key": {"type": "string", "nullable": True},
+        "key_encoding": {"type": "string", "enum": ["utf8", "base64"], "nullable": True},
+    },
+}
+"""A record as :data:`~.topics.RECORD_SCHEMA`, its key nullable."""
+
 MAX_LIMIT = 500
 """The most records one page holds."""
 
@@ -75,16 +86,6 @@ _PATH = (
     Param("topic", "string", "the topic", location="path"),
     Param("partition", "integer", "the partition", location="path", minimum=0),
 )
-BROWSED_RECORD_SCHEMA: dict[str, Any] = {
-    **RECORD_SCHEMA,
-    "properties": {
-        **RECORD_SCHEMA["properties"],
-        # A browsed record may have no key (a lookup's always has one).
-        "key": {"type": "string", "nullable": True},
-        "key_encoding": {"type": "string", "enum": ["utf8", "base64"], "nullable": True},
-    },
-}
-"""A record as a lookup answers it, its key possibly null."""
 SEGMENT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {

@@ -44,12 +44,18 @@ answered as JSON, so its size is bounded whatever the records' sizes and ``limit
 def summary(
     log_dir: LogDir, topic: str, partition: int, args: dict[str, Any]
 ) -> dict[str, Any] | None:
-    """The partition's offsets and sizes (from memory); None if it is gone (deleted since
-    the topic was listed: the list leaves the topic out rather than failing)."""
+    """The partition's offsets and sizes (from memory).
+
+    With ``args["tolerant"]``, None for a partition that cannot be read
+    (offline, or deleted meanwhile) instead of its error: one such partition
+    does not hide a whole list of topics.
+    """
     try:
         log = log_dir.log(topic, partition)
-    except UnknownTopicOrPartitionError:
-        return None
+    except (StorageError, UnknownTopicOrPartitionError):
+        if args.get("tolerant"):
+            return None
+        raise
     return {
         "log_start_offset": log.log_start_offset,
         "high_watermark": log.high_watermark,

@@ -53,34 +53,24 @@ def _listing(kind: str, url: str, data: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def _summaries(
-    request: web.Request, infos: list[TopicInfo]
-) -> dict[str, list[dict[str, Any]] | None]:
-    """Each topic's partitions' summaries, asked of their leaders all at once (None for a
-    topic that a partition's leader no longer has: deleted meanwhile)."""
+    request: web.Request, infos: list[TopicInfo], *, tolerant: bool = False
+) -> dict[str, list[dict[str, Any]]]:
+    """Each topic's partitions' summaries, asked of their leaders all at once.
+
+    ``tolerant``: a partition that cannot be read (offline) is left out of
+    its topic's sums rather than failing the answer.
+    """
     state = state_of(request)
     targets = [(info, p) for info in infos for p in range(info.partitions)]
     with storage_errors():
         answers = await partition_query.ask_many(
-            state.log_dir, state.cluster, targets, partition_facts.SUMMARY
+            state.log_dir, state.cluster, targets, partition_facts.SUMMARY, {"tolerant": tolerant}
         )
-    parts: dict[str, list[dict[str, Any]]] = {info.name: [] for info in infos}
-    gone: set[str] = set()
+    out: dict[str, list[dict[str, Any]]] = {info.name: [] for info in infos}
     for (info, _), answer in zip(targets, answers, strict=True):
-        if answer is None:
-            gone.add(info.name)
-        else:
-            parts[info.name].append(answer)
-    return {name: None if name in gone else found for name, found in parts.items()}
-
-
-def _parts_of(
-    summaries: dict[str, list[dict[str, Any]] | None], info: TopicInfo
-) -> list[dict[str, Any]]:
-    """One topic's summaries (404 if it was deleted meanwhile)."""
-    parts = summaries[info.name]
-    if parts is None:
-        raise unknown_topic(info.name)
-    return parts
+        if answer is not None:
+            out[info.name].append(answer)
+    return out
 
 
 def _topic_item(
@@ -136,13 +126,9 @@ async def list_topics(request: web.Request) -> web.StreamResponse:
         ),
         key=lambda info: info.name,
     )
-    summaries = await _summaries(request, infos)
-    # A topic deleted since it was listed is left out, not an error of the whole list.
-    data = [
-        _topic_item(request, info, parts)
-        for info in infos
-        if (parts := summaries[info.name]) is not None
-    ]
+    # A topic deleted or a partition gone offline meanwhile must not fail the whole list.
+    summaries = await _summaries(request, infos, tolerant=True)
+    data = [_topic_item(request, info, summaries[info.name]) for info in infos]
     url = f"/v3/clusters/{state_of(request).cluster_id}/topics"
     return json_response(_listing("KafkaTopicList", url, data))
 
@@ -152,7 +138,7 @@ async def get_topic(request: web.Request) -> web.StreamResponse:
     check_cluster(request)
     info = topic_for(request, await caller(request), request.match_info["topic"])
     summaries = await _summaries(request, [info])
-    return json_response(_topic_item(request, info, _parts_of(summaries, info)))
+    return json_response(_topic_item(request, info, summaries[info.name]))
 
 
 async def topic_configs(request: web.Request) -> web.StreamResponse:
@@ -192,7 +178,7 @@ async def list_partitions(request: web.Request) -> web.StreamResponse:
     """The topic's partitions, with their leaders' offsets and sizes."""
     check_cluster(request)
     info = topic_for(request, await caller(request), request.match_info["topic"])
-    parts = _parts_of(await _summaries(request, [info]), info)
+    parts = (await _summaries(request, [info]))[info.name]
     data = [_partition_item(request, info, p, part) for p, part in enumerate(parts)]
     url = f"{_topic_url(request, info.name)}/partitions"
     return json_response(_listing("KafkaPartitionList", url, data))
@@ -209,8 +195,6 @@ async def get_partition(request: web.Request) -> web.StreamResponse:
         [part] = await partition_query.ask(
             state.log_dir, state.cluster, info, [partition], partition_facts.SUMMARY
         )
-    if part is None:
-        raise unknown_topic(info.name, partition)
     return json_response(_partition_item(request, info, partition, part))
 
 
