@@ -16,7 +16,17 @@ from typing import Any
 
 from aiohttp import web
 
-from seglog.broker.http_api import browse, openapi, produce, topics, v3_topics
+from seglog.broker.http_api import (
+    browse,
+    consumer_groups,
+    openapi,
+    overview,
+    produce,
+    security_views,
+    topics,
+    v3_cluster,
+    v3_topics,
+)
 from seglog.broker.http_api.auth import ConsoleSecurity
 from seglog.broker.http_api.errors import ApiError
 from seglog.broker.http_api.routes import SECURITY, STATE, Handler, Route, json_response
@@ -25,6 +35,8 @@ from seglog.protocol import error_codes
 
 logger = logging.getLogger(__name__)
 
+CONSOLE_HEADER = "X-Seglog-Console"
+"""Sent as ``1`` by the console's page: a 401 then comes without ``WWW-Authenticate``."""
 SHUTDOWN_SECONDS = 30.0
 """How long stopping waits for requests under way."""
 
@@ -49,6 +61,10 @@ ROUTES: tuple[Route, ...] = (
     *v3_topics.ROUTES,
     *browse.ROUTES,
     *produce.ROUTES,
+    *v3_cluster.ROUTES,
+    *consumer_groups.ROUTES,
+    *overview.ROUTES,
+    *security_views.ROUTES,
     OPENAPI,
 )
 """Every route served; add a route here (and its module) to serve and document it."""
@@ -62,6 +78,9 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except ApiError as exc:
         response = json_response(exc.body(), exc.status)
         response.headers.update(exc.headers)
+        if request.headers.get(CONSOLE_HEADER) == "1":
+            # The console's own page asks: its login form, not the browser's prompt.
+            response.headers.popall("WWW-Authenticate", None)
         return response
     except web.HTTPException as exc:
         if exc.status < 400:
@@ -84,6 +103,7 @@ def application(state: BrokerState, security: ConsoleSecurity) -> web.Applicatio
     app = web.Application(middlewares=[_errors])
     app[STATE] = state
     app[SECURITY] = security
+    app[overview.SAMPLER] = overview.ThroughputSampler(state)
     for route in ROUTES:
         app.router.add_route(route.method, route.path, route.handler, name=route.operation_id)
     return app
@@ -121,6 +141,7 @@ class ConsoleServer:
             await runner.cleanup()
             raise
         self._runner = runner
+        self._app[overview.SAMPLER].start()
 
     @property
     def scheme(self) -> str:
@@ -138,4 +159,5 @@ class ConsoleServer:
         """Stop accepting, let the requests under way finish, release the port."""
         if self._runner is not None:
             runner, self._runner = self._runner, None
+            await self._app[overview.SAMPLER].stop()
             await runner.cleanup()
