@@ -16,7 +16,14 @@ from typing import Any
 
 from aiohttp import web
 
-from seglog.broker.http_api import browse, openapi, produce, topics, v3_topics
+from seglog.broker.http_api import (
+    browse,
+    console_static,
+    openapi,
+    produce,
+    topics,
+    v3_topics,
+)
 from seglog.broker.http_api.auth import ConsoleSecurity
 from seglog.broker.http_api.errors import ApiError
 from seglog.broker.http_api.routes import SECURITY, STATE, Handler, Route, json_response
@@ -49,6 +56,7 @@ ROUTES: tuple[Route, ...] = (
     *v3_topics.ROUTES,
     *browse.ROUTES,
     *produce.ROUTES,
+    *console_static.ROUTES,
     OPENAPI,
 )
 """Every route served; add a route here (and its module) to serve and document it."""
