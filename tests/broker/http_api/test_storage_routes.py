@@ -308,6 +308,10 @@ def test_segments_past_retention_are_what_retention_deletes(tmp_path: Path, topi
             s["base_offset"] for s in survivors
         ]
         assert not any(s["past_retention"] for s in after["segments"])
+        # Browsing from below the log start starts at it.
+        page = api.get(f"/v1/topics/{topic}/partitions/0/records", offset=0, limit=1).body
+        assert page["log_start_offset"] == after["log_start_offset"]
+        assert [r["offset"] for r in page["records"]] == [after["log_start_offset"]]
     finally:
         if process.process is not None:
             process.stop()
