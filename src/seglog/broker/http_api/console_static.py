@@ -107,6 +107,7 @@ ROUTES = (
         "The console (HTML page)",
         response={"type": "string"},
         authenticated=False,
+        content_type="text/html",
     ),
     Route(
         "GET",
@@ -118,5 +119,6 @@ ROUTES = (
         response={"type": "string"},
         errors=(404,),
         authenticated=False,
+        content_type="application/octet-stream",
     ),
 )

@@ -156,8 +156,12 @@ async function whoami() {
     me = await api("/v1/whoami");
   } catch (error) {
     if (error instanceof HttpError && error.status === 404) {
-      // A broker without /v1/whoami: no authentication, read-only.
-      me = { principal: null, authentication: "none", write_enabled: false };
+      // A broker without /v1/whoami: read-only; whether credentials are needed (and these
+      // are right) is told by a route that every principal may call.
+      await api("/v1/topics");
+      const token = sessionStorage.getItem(AUTH_KEY);
+      const principal = token ? `User:${new TextDecoder().decode(Uint8Array.from(atob(token), (c) => c.charCodeAt(0))).split(":")[0]}` : null;
+      me = { principal, authentication: token ? "basic" : "none", write_enabled: false };
     } else {
       throw error;
     }
@@ -399,7 +403,7 @@ async function topicPage(root, alive, query, topic) {
   );
   const partsBox = h("div");
   const segBox = h("div", { "data-testid": "segments" });
-  const configBox = h("div");
+  const configBox = h("div", { "data-testid": "config-section" });
   root.append(h("h2", { text: "Partitions" }), partsBox, h("h2", { text: "Segments" }), legend(), segBox, h("h2", { text: "Configs" }), configBox);
   const byOffsets = h("input", { type: "checkbox", "data-testid": "width-by-offsets" });
   segBox.before(h("label", {}, byOffsets, " width by offsets (not size)"));
