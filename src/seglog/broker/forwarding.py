@@ -56,6 +56,42 @@ def host_text(packed: bytes) -> str:
         return ""
 
 
+def envelope(frame: bytes | memoryview, principal: str, host: str) -> dict[str, Any]:
+    """An Envelope request's body carrying ``frame`` as sent by ``principal`` from ``host``."""
+    return {
+        "request_data": bytes(frame),
+        "request_principal": principal.encode(),
+        "client_host_address": host_bytes(host),
+    }
+
+
+async def send_enveloped(
+    cluster: Cluster, node_id: int, frame: bytes | memoryview, principal: str, host: str
+) -> bytes:
+    """Have node ``node_id`` handle ``frame`` as ``principal`` from ``host``; its response frame.
+
+    :class:`EnvelopeRefusedError` when the node answers the Envelope with an
+    error; ControllerUnavailableError when it cannot be reached.
+    """
+    answer = await cluster.call(
+        node_id, ApiKey.ENVELOPE, 0, envelope(frame, principal, host), ANSWER_TIMEOUT
+    )
+    data = answer.get("response_data")
+    code = int(answer.get("error_code", 0))
+    if code != 0 or data is None:
+        raise EnvelopeRefusedError(error_codes.name_for(code) if code else "UNKNOWN_SERVER_ERROR")
+    return bytes(data)
+
+
+class EnvelopeRefusedError(Exception):
+    """A node answered an Envelope with an error (its Kafka name is the message)."""
+
+    @property
+    def error(self) -> str:
+        """Kafka's name of the error."""
+        return str(self.args[0])
+
+
 def _entries(api_key: int, body: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """The response's list of entries and one identifying value set per requested entry."""
     if api_key == ApiKey.CREATE_TOPICS:
@@ -93,17 +129,10 @@ async def forward(
     """Have the controller handle the request ``frame``; the response chunks to send back."""
     timeout = max(0, int(body.get("timeout_ms") or 0)) / 1000
     deadline = time.monotonic() + timeout
-    envelope = {
-        "request_data": bytes(frame),
-        "request_principal": principal.encode(),
-        "client_host_address": host_bytes(host),
-    }
     while True:
         try:
             await cluster.await_controller(deadline - time.monotonic())
-            answer = await cluster.call(
-                cluster.controller_id, ApiKey.ENVELOPE, 0, envelope, ANSWER_TIMEOUT
-            )
+            data = await send_enveloped(cluster, cluster.controller_id, frame, principal, host)
         except ControllerTimeoutError as exc:
             return failed_response(header, body, "REQUEST_TIMED_OUT", str(exc))
         except ControllerUnavailableError as exc:
@@ -115,10 +144,7 @@ async def forward(
                 return failed_response(header, body, "REQUEST_TIMED_OUT", message)
             await asyncio.sleep(_RETRY_PAUSE)
             continue
-        data = answer.get("response_data")
-        if answer.get("error_code", 0) != 0 or data is None:
-            code = int(answer.get("error_code", 0))
-            error = error_codes.name_for(code) if code else "UNKNOWN_SERVER_ERROR"
-            logger.warning("the controller refused a forwarded request: %s", error)
-            return failed_response(header, body, error, "the controller refused the request")
-        return [bytes(data)]
+        except EnvelopeRefusedError as exc:
+            logger.warning("the controller refused a forwarded request: %s", exc.error)
+            return failed_response(header, body, exc.error, "the controller refused the request")
+        return [data]

@@ -2,7 +2,7 @@
 
 The record goes through the broker's own Produce path as the caller: a
 Produce request, built here, is handled by the broker's handler with the
-caller's principal and address (:func:`ask`), so the ACLs (WRITE on the
+caller's principal and address (:func:`~.kafka_calls.ask`), so the ACLs (WRITE on the
 topic), quotas and metrics are those of a Kafka client; with ``--nodes`` it
 is sent to the partition's leader in an Envelope, as a node forwards
 administration to the controller. Only when ``console.write.enable`` is true:
@@ -14,82 +14,25 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime
-import itertools
 import json
 import random
 from typing import Any
 
 from aiohttp import web
 
-from seglog.broker.dispatch import CloseConnection, handle_frame
-from seglog.broker.forwarding import ANSWER_TIMEOUT, host_bytes
 from seglog.broker.http_api.errors import ApiError, bad_request
-from seglog.broker.http_api.routes import SECURITY, STATE, Param, Route, json_response
+from seglog.broker.http_api.kafka_calls import ask
+from seglog.broker.http_api.routes import STATE, Param, Route, json_response
 from seglog.broker.http_api.topic_access import caller, check_cluster, partition_of, topic_for
-from seglog.broker.security.listener import ListenerSecurity
-from seglog.broker.security.session import Session
 from seglog.protocol import error_codes
 from seglog.protocol.api_keys import ApiKey
-from seglog.protocol.headers import decode_response, encode_request
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage.key_index import key_hash
 
 PRODUCE_VERSION = 9
 """The Produce version sent (the first flexible one; any the broker serves would do)."""
 PRODUCE_TIMEOUT_MS = 30_000
-CLIENT_ID = "seglog-console"
-"""The client id the broker's logs and quotas see for the console's requests."""
 READ_ONLY = "the console is read-only: set console.write.enable=true"
-
-_correlation = itertools.count(1)
-
-
-async def ask(
-    request: web.Request,
-    api_key: int,
-    version: int,
-    body: dict[str, Any],
-    *,
-    node_id: int | None = None,
-) -> dict[str, Any]:
-    """A Kafka request handled as the HTTP caller; the decoded response body.
-
-    Through :func:`~seglog.broker.dispatch.handle_frame` with a session of
-    the caller's principal and address and the broker's authorizer; to
-    another node (``node_id``) in an Envelope, handled there the same way.
-    """
-    state = request.app[STATE]
-    who = await caller(request)
-    frame = encode_request(api_key, version, next(_correlation) & 0x7FFFFFFF, CLIENT_ID, body)
-    if node_id is None or node_id == state.cluster.node_id:
-        listener = state.settings.listeners[0]
-        session = Session(
-            listener,
-            host=who.host,
-            principal=who.principal,
-            security=ListenerSecurity(listener, authorizer=request.app[SECURITY].authorizer),
-        )
-        try:
-            chunks = await handle_frame(state, memoryview(frame), session)
-        except CloseConnection as exc:
-            raise ApiError(400, "INVALID_REQUEST", str(exc)) from exc
-        if chunks is None:
-            return {}
-        data = b"".join(bytes(c) for c in chunks)
-    else:
-        envelope = {
-            "request_data": frame,
-            "request_principal": who.principal.encode(),
-            "client_host_address": host_bytes(who.host),
-        }
-        answer = await state.cluster.call(node_id, ApiKey.ENVELOPE, 0, envelope, ANSWER_TIMEOUT)
-        code = int(answer.get("error_code", 0))
-        if code != 0 or answer.get("response_data") is None:
-            name = error_codes.name_for(code) if code else "UNKNOWN_SERVER_ERROR"
-            raise ApiError(503, name, f"node {node_id} did not handle the request: {name}")
-        data = bytes(answer["response_data"])
-    return decode_response(api_key, version, data)[1]
-
 
 # ---------------------------------------------------------------- the body
 
@@ -147,6 +90,9 @@ def _timestamp(given: Any) -> int:
     if given is None:
         return int(datetime.datetime.now(datetime.UTC).timestamp() * 1000)
     if isinstance(given, int) and not isinstance(given, bool):
+        if given < 0:
+            # As a Kafka producer refuses one: -1 means "no timestamp" in a batch.
+            raise bad_request(f"timestamp: must not be negative, got {given}")
         return given
     if isinstance(given, str):
         try:
@@ -155,7 +101,10 @@ def _timestamp(given: Any) -> int:
             raise bad_request(f"timestamp: not ISO 8601: {given!r}") from None
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=datetime.UTC)
-        return int(parsed.timestamp() * 1000)
+        ms = int(parsed.timestamp() * 1000)
+        if ms < 0:
+            raise bad_request(f"timestamp: before 1970 is not a Kafka timestamp: {given!r}")
+        return ms
     raise bad_request("timestamp: ISO 8601 text or epoch milliseconds")
 
 
@@ -173,6 +122,7 @@ _STATUS = {
     "RECORD_LIST_TOO_LARGE": 400,
     "MESSAGE_TOO_LARGE": 400,
     "INVALID_REQUIRED_ACKS": 400,
+    "UNKNOWN_SERVER_ERROR": 500,
 }
 
 
@@ -225,7 +175,10 @@ async def produce(request: web.Request) -> web.StreamResponse:
     if code != 0:
         name = error_codes.name_for(code)
         message = answer.get("error_message") or f"the broker refused the record: {name}"
-        raise ApiError(_STATUS.get(name, 503), name, str(message))
+        # Unlisted: a retriable error (a leader moving, a timeout) is worth trying again
+        # (503); any other is the request's own fault and would fail again alike (400).
+        status = _STATUS.get(name, 503 if error_codes.is_retriable(code) else 400)
+        raise ApiError(status, name, str(message))
     appended = int(answer.get("log_append_time_ms", -1))
     stamp = appended if appended >= 0 else timestamp
     return json_response(

@@ -19,9 +19,13 @@ from aiohttp import web
 from seglog.broker.http_api import (
     browse,
     console_static,
+    consumer_groups,
     openapi,
+    overview,
     produce,
+    security_views,
     topics,
+    v3_cluster,
     v3_topics,
 )
 from seglog.broker.http_api.auth import ConsoleSecurity
@@ -32,6 +36,8 @@ from seglog.protocol import error_codes
 
 logger = logging.getLogger(__name__)
 
+CONSOLE_HEADER = "X-Seglog-Console"
+"""Sent as ``1`` by the console's page: a 401 then comes without ``WWW-Authenticate``."""
 SHUTDOWN_SECONDS = 30.0
 """How long stopping waits for requests under way."""
 
@@ -56,6 +62,10 @@ ROUTES: tuple[Route, ...] = (
     *v3_topics.ROUTES,
     *browse.ROUTES,
     *produce.ROUTES,
+    *v3_cluster.ROUTES,
+    *consumer_groups.ROUTES,
+    *overview.ROUTES,
+    *security_views.ROUTES,
     *console_static.ROUTES,
     OPENAPI,
 )
@@ -70,6 +80,9 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except ApiError as exc:
         response = json_response(exc.body(), exc.status)
         response.headers.update(exc.headers)
+        if request.headers.get(CONSOLE_HEADER) == "1":
+            # The console's own page asks: its login form, not the browser's prompt.
+            response.headers.popall("WWW-Authenticate", None)
         return response
     except web.HTTPException as exc:
         if exc.status < 400:
@@ -92,6 +105,7 @@ def application(state: BrokerState, security: ConsoleSecurity) -> web.Applicatio
     app = web.Application(middlewares=[_errors])
     app[STATE] = state
     app[SECURITY] = security
+    app[overview.SAMPLER] = overview.ThroughputSampler(state)
     for route in ROUTES:
         app.router.add_route(route.method, route.path, route.handler, name=route.operation_id)
     return app
@@ -129,6 +143,7 @@ class ConsoleServer:
             await runner.cleanup()
             raise
         self._runner = runner
+        self._app[overview.SAMPLER].start()
 
     @property
     def scheme(self) -> str:
@@ -146,4 +161,5 @@ class ConsoleServer:
         """Stop accepting, let the requests under way finish, release the port."""
         if self._runner is not None:
             runner, self._runner = self._runner, None
+            await self._app[overview.SAMPLER].stop()
             await runner.cleanup()
