@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker.http_api.conftest import TIMEOUT, Api, ApiBroker, create_topic
@@ -271,11 +271,73 @@ def test_overview_page(api_broker: StartBroker, page: Any) -> None:
     broker = api_broker()
     if not route_exists(broker.api, "/v1/overview"):
         pytest.skip("GET /v1/overview is not served by this broker yet")
+    topic = f"busy-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, [(None, b"v" * 1000)] * 20)
     page.goto(console(broker.api))
     page.locator('[data-testid="brokers"] tbody tr').first.wait_for()
-    page.locator('svg[data-testid="throughput-chart"]').wait_for()
     assert page.locator('[data-testid="version"]').text_content() != ""
+    # The sampler's first samples (every 5 s) reach the chart as the page polls.
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=throughput-chart] polyline')"
+        "?.getAttribute('points').split(' ').length >= 2",
+        timeout=WAIT_MS * 2,
+    )
+    assert "Produce" in page.locator('[data-testid="requests"]').text_content()
     shoot(page, "overview")
+
+
+def test_write_mode_produces_and_resets_offsets(api_broker: StartBroker, page: Any) -> None:
+    broker = api_broker(**{"console.write.enable": "true"})
+    topic = f"written-{uuid.uuid4().hex[:6]}"
+    group = f"reset-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 1)
+    page.goto(console(broker.api) + f"#/messages/{urllib.parse.quote(topic)}")
+    form = page.locator('[data-testid="produce"]')
+    form.wait_for()
+    form.locator('input[name="key"]').fill("typed-key")
+    form.locator('textarea[name="value"]').fill('{"typed": true}')
+    form.locator('input[name="json"]').check()
+    form.locator("button").click()
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=produce-status]')"
+        "?.textContent === 'written at partition 0 offset 0'"
+    )
+    page.fill('[data-testid="key"]', "typed-key")
+    page.click('[data-testid="key-search"] button')
+    found = page.locator('[data-testid="records"] tbody tr').first
+    found.wait_for()
+    assert found.locator("td.value").text_content() == '{"typed":true}'
+    shoot(page, "messages-produced")
+
+    # An empty group with a committed offset: reset to the earliest.
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    consumer.close()
+    page.goto(console(broker.api) + f"#/groups/{urllib.parse.quote(group)}")
+    reset = page.locator('[data-testid="reset"]')
+    reset.wait_for()
+    reset.locator('input[name="topic"]').fill(topic)
+    reset.locator('select[name="to"]').select_option("earliest")
+    reset.locator("button").click()
+    page.wait_for_function(
+        f"() => document.querySelector('[data-testid=reset-status]')"
+        f"?.textContent === '{topic}-0: 0'"
+    )
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=total-lag]')?.textContent === '1'"
+    )
+    shoot(page, "group-reset")
+
+
+def test_read_only_console_shows_no_write_forms(api_broker: StartBroker, page: Any) -> None:
+    broker = api_broker()
+    topic = f"readonly-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 1)
+    page.goto(console(broker.api) + f"#/messages/{urllib.parse.quote(topic)}")
+    page.locator('[data-testid="browse"]').wait_for()
+    page.locator('[data-testid="key-search"]').wait_for()
+    assert page.locator('[data-testid="produce"]').count() == 0
 
 
 def test_security_page(secured_broker: Callable[..., Secured], page: Any) -> None:
