@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DATA ?= ./data
 
-.PHONY: run demo pipeline test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-groups bench-spark bench-key-index bench-soak bench-security bodies clean install
+.PHONY: run demo pipeline test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-groups bench-spark bench-key-index bench-soak bench-security bench-console bodies clean install
 
 install: $(STAMP)
 
@@ -17,6 +17,11 @@ $(STAMP): pyproject.toml
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq kcat; \
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq kcat; fi; } \
 	  || echo "kcat could not be installed: its tests will be skipped"
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium (Debian package) for the console's browser tests"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium; fi; } \
+	  || echo "chromium could not be installed: the console's browser tests will be skipped"
 	@command -v openssl >/dev/null 2>&1 || { \
 	  echo "installing openssl (Debian package): the TLS tests make their certificates with it"; \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq openssl; \
@@ -99,6 +104,11 @@ bench-soak: $(STAMP)
 # Produce and consume over SASL_SSL beside PLAINTEXT, and what a secured connection costs.
 bench-security: $(STAMP)
 	$(BIN)/python bench/security_bench.py
+
+# Produce and consume throughput with and without a console page open (Chromium polling),
+# and the render time of a 1,000-topic topics page.
+bench-console: $(STAMP)
+	$(BIN)/python bench/console_bench.py
 
 # The typed request and response bodies (src/seglog/protocol/bodies/), written from
 # the message tables; tests/protocol/test_bodies.py fails until they are current.

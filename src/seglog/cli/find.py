@@ -127,8 +127,12 @@ def _from_log_dir(root: Path, topic: str, key: bytes, query: Query) -> list[dict
 # ---------------------------------------------------------------- broker
 
 
-def _console_url(client: ClientSettings) -> str:
-    """The HTTP API's base URL: the port the broker tells, on the bootstrap server's host."""
+def console_url(client: ClientSettings, *, hint: str = ", or give --console-url") -> str:
+    """The HTTP API's base URL: the port the broker tells, on the bootstrap server's host.
+
+    ``hint`` ends the error said when the broker serves none (what else the
+    command could be given).
+    """
     from confluent_kafka.admin import (  # type: ignore[attr-defined]
         AdminClient,
         ConfigResource,
@@ -161,11 +165,14 @@ def _console_url(client: ClientSettings) -> str:
     if value in (None, "", "0"):
         raise ClientError(
             f"the broker at {first} serves no HTTP API: start it with --console-port N "
-            "(console.port), or give --console-url"
+            f"(console.port){hint}"
         )
     scheme = "https" if _protocol(client) in _SSL_PROTOCOLS else "http"
     shown = f"[{host}]" if ":" in host else host
     return f"{scheme}://{shown}:{value}"
+
+
+_told_console_url = console_url  # inside find(), its --console-url option shadows the name
 
 
 def _protocol(client: ClientSettings) -> str:
@@ -387,6 +394,6 @@ def find(
         records = _from_log_dir(log_dir, topic, key_bytes, query)
     else:
         client = resolve(bootstrap_server, command_config, properties, timeout)
-        base = console_url or _console_url(client)
+        base = console_url or _told_console_url(client)
         records = _from_broker(base, client, topic, key_bytes, query)
     _print(records, output)

@@ -96,6 +96,7 @@ def cli(ctx: click.Context, log_level: str | None) -> None:
 def _register() -> None:
     from seglog.cli.acls import acls
     from seglog.cli.configs import configs
+    from seglog.cli.console import console
     from seglog.cli.consume import consume
     from seglog.cli.demo import demo
     from seglog.cli.dump import dump_log
@@ -125,6 +126,7 @@ def _register() -> None:
     cli.add_command(users)
     cli.add_command(acls)
     cli.add_command(configs)
+    cli.add_command(console)
 
 
 _register()

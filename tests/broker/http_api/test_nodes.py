@@ -95,6 +95,8 @@ def test_topic_partition_segment_and_record_routes_on_any_node(
         by_time = api.get(f"/v1/topics/{topic}/partitions/0/records", timestamp=1002).body
         assert [r["value"] for r in by_time["records"]] == ["v2", "v4"]
         answers.append((item, parts, page))
+        for path in (f"{base}/partitions/2", f"/v1/topics/{topic}/partitions/2/segments"):
+            assert api.get(path).status == 404
     assert answers[0] == answers[1]
 
 

@@ -141,6 +141,19 @@ def test_topics_partitions_and_configs(served: ApiBroker, topic: str) -> None:
         assert answer.status == 404, path
         assert set(answer.body) == {"error_code", "message"}
     assert api.get(topic_path(cid, topic, "/partitions/x")).status == 400
+    # Every route is in the OpenAPI document.
+    documented = api.get("/openapi.json").body["paths"]
+    for path in (
+        "/v3/clusters/{cluster_id}/topics",
+        "/v3/clusters/{cluster_id}/topics/{topic}",
+        "/v3/clusters/{cluster_id}/topics/{topic}/configs",
+        "/v3/clusters/{cluster_id}/topics/{topic}/partitions",
+        "/v3/clusters/{cluster_id}/topics/{topic}/partitions/{partition_id}",
+        "/v3/clusters/{cluster_id}/topics/{topic}/records",
+        "/v1/topics/{topic}/partitions/{partition}/segments",
+        "/v1/topics/{topic}/partitions/{partition}/records",
+    ):
+        assert path in documented, path
 
 
 def test_a_thousand_topics_are_all_listed(served: ApiBroker, topic: str) -> None:
@@ -295,6 +308,10 @@ def test_segments_past_retention_are_what_retention_deletes(tmp_path: Path, topi
             s["base_offset"] for s in survivors
         ]
         assert not any(s["past_retention"] for s in after["segments"])
+        # Browsing from below the log start starts at it.
+        page = api.get(f"/v1/topics/{topic}/partitions/0/records", offset=0, limit=1).body
+        assert page["log_start_offset"] == after["log_start_offset"]
+        assert [r["offset"] for r in page["records"]] == [after["log_start_offset"]]
     finally:
         if process.process is not None:
             process.stop()

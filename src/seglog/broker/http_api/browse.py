@@ -24,6 +24,17 @@ from seglog.broker.http_api.topic_access import (
 from seglog.broker.http_api.topics import RECORD_SCHEMA
 from seglog.broker.security.authorizer import Operation
 
+BROWSED_RECORD_SCHEMA: dict[str, Any] = {
+    **RECORD_SCHEMA,
+    "properties": {
+        **RECORD_SCHEMA["properties"],
+        # Unlike a key lookup's, a browsed record may have no key.
+        "key": {"type": "string", "nullable": True},
+        "key_encoding": {"type": "string", "enum": ["utf8", "base64"], "nullable": True},
+    },
+}
+"""A record as :data:`~.topics.RECORD_SCHEMA`, its key nullable."""
+
 MAX_LIMIT = 500
 """The most records one page holds."""
 
@@ -158,7 +169,7 @@ RECORDS = Route(
         "type": "object",
         "required": ["records", "next_offset", "log_start_offset", "high_watermark"],
         "properties": {
-            "records": {"type": "array", "items": RECORD_SCHEMA},
+            "records": {"type": "array", "items": BROWSED_RECORD_SCHEMA},
             "next_offset": _INT,
             "log_start_offset": _INT,
             "high_watermark": _INT,

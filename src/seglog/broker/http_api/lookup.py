@@ -125,13 +125,17 @@ def record_from_json(data: dict[str, Any]) -> FoundRecord:
     )
 
 
-def _answer(log_dir: LogDir, topic: str, partition: int, args: dict[str, Any]) -> Any:
+def _answer(log_dir: LogDir, topic: str, partition: int, args: dict[str, Any]) -> list[FoundRecord]:
     """The leader's answer to :data:`QUESTION` for one partition."""
-    query = KeyQuery.from_json(args)
-    return [record_to_json(r) for r in find_in_partition(log_dir, topic, partition, query)]
+    return find_in_partition(log_dir, topic, partition, KeyQuery.from_json(args))
 
 
-partition_query.register(QUESTION, _answer)
+partition_query.register(
+    QUESTION,
+    _answer,
+    to_json=lambda part: [record_to_json(r) for r in part],
+    from_json=lambda part: [record_from_json(r) for r in part],
+)
 
 
 async def find(
@@ -151,5 +155,4 @@ async def find(
     answers = await partition_query.ask(
         log_dir, cluster, info, partitions, QUESTION, query.to_json()
     )
-    parts = [[record_from_json(r) for r in part] for part in answers]
-    return merge(parts, query.limit, whole_topic=whole_topic)
+    return merge(answers, query.limit, whole_topic=whole_topic)

@@ -53,7 +53,7 @@ def _operation(route: Route) -> dict[str, Any]:
     responses: dict[str, Any] = {
         "200": {
             "description": "OK",
-            "content": {"application/json": {"schema": dict(route.response)}},
+            "content": {route.content_type: {"schema": dict(route.response)}},
         }
     }
     for status in route.errors:

@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from seglog.broker.http_api import partition_query
-from seglog.errors import OffsetOutOfRangeError, StorageError
+from seglog.errors import OffsetOutOfRangeError, StorageError, UnknownTopicOrPartitionError
 from seglog.records import batch
 from seglog.records import record as record_codec
 from seglog.storage import checkpoints, retention
@@ -35,11 +35,27 @@ RECORDS = "records"
 
 READ_BYTES = 1 << 20
 """Bytes of log read at a time while gathering a page of records."""
+PAGE_BYTES = 4 << 20
+"""A page stops at the record that brings its keys, values and headers to this many bytes
+(it holds one record at least): a page is held whole in memory, sent between nodes and
+answered as JSON, so its size is bounded whatever the records' sizes and ``limit``."""
 
 
-def summary(log_dir: LogDir, topic: str, partition: int, args: dict[str, Any]) -> dict[str, Any]:
-    """The partition's offsets and sizes (from memory)."""
-    log = log_dir.log(topic, partition)
+def summary(
+    log_dir: LogDir, topic: str, partition: int, args: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The partition's offsets and sizes (from memory).
+
+    With ``args["tolerant"]``, None for a partition that cannot be read
+    (offline, or deleted meanwhile) instead of its error: one such partition
+    does not hide a whole list of topics.
+    """
+    try:
+        log = log_dir.log(topic, partition)
+    except (StorageError, UnknownTopicOrPartitionError):
+        if args.get("tolerant"):
+            return None
+        raise
     return {
         "log_start_offset": log.log_start_offset,
         "high_watermark": log.high_watermark,
@@ -144,6 +160,15 @@ def _record_json(topic: str, partition: int, record: record_codec.Record) -> dic
     }
 
 
+def _size(record: record_codec.Record) -> int:
+    """The bytes a record's key, value and headers take."""
+    return (
+        len(record.key or b"")
+        + len(record.value or b"")
+        + sum(len(h.key) + len(h.value or b"") for h in record.headers)
+    )
+
+
 def _aborted(log: Log, start: int, end: int) -> dict[int, list[tuple[int, int]]]:
     spans: dict[int, list[tuple[int, int]]] = {}
     for txn in log.aborted_transactions(start, end):
@@ -183,16 +208,19 @@ def records(log_dir: LogDir, topic: str, partition: int, args: dict[str, Any]) -
         position = int(args["offset"])
     position = max(position, log_start)
     out: list[dict[str, Any]] = []
+    size = 0
     aborted = _aborted(log, position, end) if read_committed and position < end else {}
-    while len(out) < limit and position < end:
+    while len(out) < limit and size < PAGE_BYTES and position < end:
         try:
             result = log.read(position, READ_BYTES, max_offset=end)
         except OffsetOutOfRangeError:
             break  # retention moved the log start past ``position`` meanwhile
         if result.data is None:
             break
-        region = result.data.region
-        data = log_dir.env.pread(region.fd, region.length, region.position, name=region.path)
+        # The region holds its segment's file open until released: a segment that
+        # retention or the cleaner removes meanwhile is still read whole.
+        with result.data.region as region:
+            data = log_dir.env.pread(region.fd, region.length, region.position, name=region.path)
         moved = False
         for header, batch_records in _entries(data):
             skip = False
@@ -209,15 +237,17 @@ def records(log_dir: LogDir, topic: str, partition: int, args: dict[str, Any]) -
                     continue
                 if not skip and not (header is not None and header.is_control):
                     out.append(_record_json(topic, partition, rec))
+                    size += _size(rec)
                 position = rec.offset + 1
                 moved = True
-                if len(out) >= limit:
+                if len(out) >= limit or size >= PAGE_BYTES:
                     break
-            if header is not None and header.last_offset >= position and len(out) < limit:
+            full = len(out) >= limit or size >= PAGE_BYTES
+            if header is not None and header.last_offset >= position and not full:
                 # A batch emptied by compaction, or a control batch: past it.
                 position = min(header.last_offset + 1, end)
                 moved = True
-            if len(out) >= limit:
+            if full:
                 break
         if not moved:
             break

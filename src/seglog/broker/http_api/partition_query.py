@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from seglog.broker.nodes.cluster import Cluster
@@ -35,16 +36,45 @@ PEER_TIMEOUT = 30.0
 """How long a node waits for another node's answers."""
 
 Question = Callable[[LogDir, str, int, dict[str, Any]], Any]
-"""A question about one partition this process leads: its answer as JSON values (blocking)."""
+"""A question about one partition this process leads: its answer (blocking)."""
+Codec = Callable[[Any], Any]
 
-_QUESTIONS: dict[str, Question] = {}
+
+def _same(value: Any) -> Any:
+    return value
 
 
-def register(name: str, question: Question) -> None:
-    """Make ``question`` askable as ``name`` (once per name)."""
-    if _QUESTIONS.get(name, question) is not question:
+@dataclass(frozen=True)
+class _Registered:
+    question: Question
+    to_json: Codec
+    from_json: Codec
+
+
+_QUESTIONS: dict[str, _Registered] = {}
+
+
+def register(
+    name: str, question: Question, *, to_json: Codec = _same, from_json: Codec = _same
+) -> None:
+    """Make ``question`` askable as ``name`` (once per name).
+
+    An answer that is not JSON values already crosses the control channel as
+    ``to_json(answer)`` and is read back with ``from_json``; answered here, it
+    is used as it is (a key lookup's records are not encoded for nothing).
+    """
+    entry = _Registered(question, to_json, from_json)
+    known = _QUESTIONS.get(name)
+    if known is not None and known.question is not question:
         raise ValueError(f"partition question {name!r} is registered twice")
-    _QUESTIONS[name] = question
+    _QUESTIONS[name] = entry
+
+
+def _registered(name: str) -> _Registered:
+    entry = _QUESTIONS.get(name)
+    if entry is None:
+        raise SeglogError(f"no partition question named {name!r}")
+    return entry
 
 
 Target = tuple[str, int]
@@ -55,24 +85,25 @@ def answer_local(
     log_dir: LogDir, name: str, targets: Sequence[Target], args: dict[str, Any]
 ) -> list[Any]:
     """The answers of partitions this process leads, in order (blocking)."""
-    question = _QUESTIONS.get(name)
-    if question is None:
-        raise SeglogError(f"no partition question named {name!r}")
+    question = _registered(name).question
     return [question(log_dir, topic, partition, args) for topic, partition in targets]
 
 
 def serve(log_dir: LogDir, request: dict[str, Any]) -> dict[str, Any]:
     """The leader's side of :data:`OP` (on a channel thread)."""
     targets = [(str(topic), int(partition)) for topic, partition in request["targets"]]
-    parts = answer_local(log_dir, str(request["question"]), targets, dict(request["args"]))
-    return {"ok": True, "parts": parts}
+    name = str(request["question"])
+    parts = answer_local(log_dir, name, targets, dict(request["args"]))
+    to_json = _registered(name).to_json
+    return {"ok": True, "parts": [to_json(part) for part in parts]}
 
 
 def _ask_node(
     cluster: Cluster, node_id: int, name: str, targets: list[Target], args: dict[str, Any]
 ) -> list[Any]:
     request = {"op": OP, "question": name, "targets": targets, "args": args}
-    return list(cluster.control(node_id, request, PEER_TIMEOUT)["parts"])
+    from_json = _registered(name).from_json
+    return [from_json(part) for part in cluster.control(node_id, request, PEER_TIMEOUT)["parts"]]
 
 
 async def ask_many(

@@ -90,6 +90,9 @@ def _timestamp(given: Any) -> int:
     if given is None:
         return int(datetime.datetime.now(datetime.UTC).timestamp() * 1000)
     if isinstance(given, int) and not isinstance(given, bool):
+        if given < 0:
+            # As a Kafka producer refuses one: -1 means "no timestamp" in a batch.
+            raise bad_request(f"timestamp: must not be negative, got {given}")
         return given
     if isinstance(given, str):
         try:
@@ -98,7 +101,10 @@ def _timestamp(given: Any) -> int:
             raise bad_request(f"timestamp: not ISO 8601: {given!r}") from None
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=datetime.UTC)
-        return int(parsed.timestamp() * 1000)
+        ms = int(parsed.timestamp() * 1000)
+        if ms < 0:
+            raise bad_request(f"timestamp: before 1970 is not a Kafka timestamp: {given!r}")
+        return ms
     raise bad_request("timestamp: ISO 8601 text or epoch milliseconds")
 
 
@@ -116,6 +122,7 @@ _STATUS = {
     "RECORD_LIST_TOO_LARGE": 400,
     "MESSAGE_TOO_LARGE": 400,
     "INVALID_REQUIRED_ACKS": 400,
+    "UNKNOWN_SERVER_ERROR": 500,
 }
 
 
@@ -168,7 +175,10 @@ async def produce(request: web.Request) -> web.StreamResponse:
     if code != 0:
         name = error_codes.name_for(code)
         message = answer.get("error_message") or f"the broker refused the record: {name}"
-        raise ApiError(_STATUS.get(name, 503), name, str(message))
+        # Unlisted: a retriable error (a leader moving, a timeout) is worth trying again
+        # (503); any other is the request's own fault and would fail again alike (400).
+        status = _STATUS.get(name, 503 if error_codes.is_retriable(code) else 400)
+        raise ApiError(status, name, str(message))
     appended = int(answer.get("log_append_time_ms", -1))
     stamp = appended if appended >= 0 else timestamp
     return json_response(

@@ -80,6 +80,8 @@ class Route:
     """The error statuses it may answer (each with the error body)."""
     authenticated: bool = True
     """Whether it asks for credentials when the broker has SASL users."""
+    content_type: str = "application/json"
+    """The media type of a 200 answer (the console's page and assets are not JSON)."""
 
     def query(self, request: web.Request) -> dict[str, Any]:
         """The query parameters given, parsed; each absent one at its default.

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from seglog.broker.http_api import (
     browse,
+    console_static,
     consumer_groups,
     openapi,
     overview,
@@ -65,6 +66,7 @@ ROUTES: tuple[Route, ...] = (
     *consumer_groups.ROUTES,
     *overview.ROUTES,
     *security_views.ROUTES,
+    *console_static.ROUTES,
     OPENAPI,
 )
 """Every route served; add a route here (and its module) to serve and document it."""

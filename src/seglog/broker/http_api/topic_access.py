@@ -45,13 +45,21 @@ def visible(info: TopicInfo | None) -> bool:
     return info is not None and not info.deleting and info.creating_from != 0
 
 
+def as_clients_see(info: TopicInfo | None) -> TopicInfo | None:
+    """The topic as clients see it: None while created or deleted; while partitions are
+    added, without them (their logs may not be open yet)."""
+    if info is None or info.deleting:
+        return None
+    return info.before_creation()
+
+
 def topic_for(request: web.Request, who: Caller, topic: str, *operations: Operation) -> TopicInfo:
     """The topic, checking DESCRIBE first (without it the topic's existence is not told),
     then 404 if unknown, then each of ``operations``."""
     security = request.app[SECURITY]
     require(security, who.principal, who.host, Operation.DESCRIBE, topic)
-    info = request.app[STATE].log_dir.topic(topic)
-    if info is None or not visible(info):
+    info = as_clients_see(request.app[STATE].log_dir.topic(topic))
+    if info is None:
         raise unknown_topic(topic)
     for operation in operations:
         require(security, who.principal, who.host, operation, topic)

@@ -16,10 +16,12 @@ from aiohttp import web
 
 from seglog.broker.handlers import configs as config_handler
 from seglog.broker.http_api import partition_facts, partition_query
-from seglog.broker.http_api.auth import allowed
+from seglog.broker.http_api.auth import allowed, require
+from seglog.broker.http_api.errors import unknown_topic
 from seglog.broker.http_api.routes import SECURITY, Param, Route, json_response
 from seglog.broker.http_api.topic_access import (
     Caller,
+    as_clients_see,
     caller,
     check_cluster,
     partition_of,
@@ -27,7 +29,6 @@ from seglog.broker.http_api.topic_access import (
     state_of,
     storage_errors,
     topic_for,
-    visible,
 )
 from seglog.broker.security.authorizer import Operation
 from seglog.storage.filenames import is_internal
@@ -52,18 +53,23 @@ def _listing(kind: str, url: str, data: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def _summaries(
-    request: web.Request, infos: list[TopicInfo]
+    request: web.Request, infos: list[TopicInfo], *, tolerant: bool = False
 ) -> dict[str, list[dict[str, Any]]]:
-    """Each topic's partitions' summaries, asked of their leaders all at once."""
+    """Each topic's partitions' summaries, asked of their leaders all at once.
+
+    ``tolerant``: a partition that cannot be read (offline) is left out of
+    its topic's sums rather than failing the answer.
+    """
     state = state_of(request)
     targets = [(info, p) for info in infos for p in range(info.partitions)]
     with storage_errors():
         answers = await partition_query.ask_many(
-            state.log_dir, state.cluster, targets, partition_facts.SUMMARY
+            state.log_dir, state.cluster, targets, partition_facts.SUMMARY, {"tolerant": tolerant}
         )
     out: dict[str, list[dict[str, Any]]] = {info.name: [] for info in infos}
     for (info, _), answer in zip(targets, answers, strict=True):
-        out[info.name].append(answer)
+        if answer is not None:
+            out[info.name].append(answer)
     return out
 
 
@@ -110,16 +116,18 @@ async def list_topics(request: web.Request) -> web.StreamResponse:
     check_cluster(request)
     who: Caller = await caller(request)
     security = request.app[SECURITY]
+    seen = (as_clients_see(info) for info in state_of(request).log_dir.topics().values())
     infos = sorted(
         (
             info
-            for name, info in state_of(request).log_dir.topics().items()
-            if visible(info)
-            and allowed(security, who.principal, who.host, Operation.DESCRIBE, name)
+            for info in seen
+            if info is not None
+            and allowed(security, who.principal, who.host, Operation.DESCRIBE, info.name)
         ),
         key=lambda info: info.name,
     )
-    summaries = await _summaries(request, infos)
+    # A topic deleted or a partition gone offline meanwhile must not fail the whole list.
+    summaries = await _summaries(request, infos, tolerant=True)
     data = [_topic_item(request, info, summaries[info.name]) for info in infos]
     url = f"/v3/clusters/{state_of(request).cluster_id}/topics"
     return json_response(_listing("KafkaTopicList", url, data))
@@ -136,10 +144,15 @@ async def get_topic(request: web.Request) -> web.StreamResponse:
 async def topic_configs(request: web.Request) -> web.StreamResponse:
     """The topic's configs, each with its source; a sensitive value is null."""
     check_cluster(request)
-    info = topic_for(
-        request, await caller(request), request.match_info["topic"], Operation.DESCRIBE_CONFIGS
-    )
+    who = await caller(request)
+    name = request.match_info["topic"]
+    # DESCRIBE_CONFIGS alone, as Kafka's DescribeConfigs asks (it does not imply DESCRIBE,
+    # nor does DESCRIBE imply it); checked before the topic's existence is told.
+    require(request.app[SECURITY], who.principal, who.host, Operation.DESCRIBE_CONFIGS, name)
     state = state_of(request)
+    info = as_clients_see(state.log_dir.topic(name))
+    if info is None:
+        raise unknown_topic(name)
     values = state.log_dir.topic_config(info.name).to_properties()
     entries = config_handler.topic_entries(state, values, info.overrides)
     base = _topic_url(request, info.name)
