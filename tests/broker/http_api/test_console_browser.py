@@ -9,8 +9,10 @@ the tests are skipped, saying so.
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
+import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
@@ -24,6 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker.http_api.conftest import TIMEOUT, Api, ApiBroker, create_topic
 from tests.broker.http_api.test_security import _prepare, _start
 from tests.broker.security.conftest import Secured
+from tests.broker.security.test_sasl import confluent
 
 playwright_sync = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (pip install -e .[dev])"
@@ -347,6 +350,14 @@ def test_security_page(secured_broker: Callable[..., Secured], page: Any) -> Non
         pytest.skip("GET /v1/users is not served by this broker yet")
     topic = f"guarded-{uuid.uuid4().hex[:6]}"
     _prepare(broker, topic)
+    # A transaction left open: listed, with its partition.
+    transactional = Producer(
+        {**confluent(broker.bootstrap, "PLAIN", *admin), "transactional.id": f"tx-{topic}"}
+    )
+    transactional.init_transactions(30)
+    transactional.begin_transaction()
+    transactional.produce(topic, value=b"pending")
+    assert transactional.flush(30) == 0
     page.goto(console(api) + "#/security")
     page.fill('input[name="user"]', admin[0])
     page.fill('input[name="password"]', admin[1])
@@ -355,6 +366,9 @@ def test_security_page(secured_broker: Callable[..., Secured], page: Any) -> Non
     page.locator('[data-testid="acls"] table').wait_for()
     assert "carol" in page.locator('[data-testid="users"]').text_content()
     assert "User:alice" in page.locator('[data-testid="acls"]').text_content()
+    pending = page.locator('[data-testid="transactions"] tbody tr').filter(has_text=f"tx-{topic}")
+    pending.wait_for()
+    assert f"{topic}-0" in pending.text_content()
     shoot(page, "security")
 
 
@@ -374,3 +388,32 @@ def test_a_thousand_topics_page(api_broker: StartBroker, page: Any) -> None:
     page.fill('[data-testid="topic-filter"]', "t099")
     assert page.locator('[data-testid="topics"] tbody tr:not([hidden])').count() == 10
     shoot(page, "topics-1000")
+
+
+def test_browse_by_time(api_broker: StartBroker, page: Any) -> None:
+    broker = api_broker()
+    topic = f"timed-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 1)
+    # Ten minutes ago, on a whole second (within message.timestamp.before.max.ms).
+    base = (int(time.time()) - 600) * 1000
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(5):
+        producer.produce(topic, key=f"k{i}", value=f"v{i}", timestamp=base + 1000 * i)
+    assert producer.flush(30) == 0
+    assert (
+        broker.api.get(f"/v1/topics/{topic}/partitions/0/records", offset=0).body["high_watermark"]
+        == 5
+    )
+    page.goto(console(broker.api) + f"#/messages/{urllib.parse.quote(topic)}")
+    browse = page.locator('[data-testid="browse"]')
+    browse.wait_for()
+    browse.locator('select[name="mode"]').select_option("timestamp")
+    # ISO-8601, as a user types it: the first record at or after is offset 3.
+    typed = datetime.datetime.fromtimestamp((base + 2500) / 1000, datetime.UTC)
+    browse.locator('input[name="from"]').fill(typed.isoformat(timespec="milliseconds"))
+    browse.locator('button[type="submit"]').click()
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=records] tbody tr')?.dataset.offset === '3'"
+    )
+    assert page.locator('[data-testid="records"] tbody tr').count() == 2
+    shoot(page, "messages-by-time")
