@@ -165,3 +165,35 @@ def test_unknown_group_and_read_only(api_broker: StartBroker, topic: str) -> Non
     )
     assert (refused.status, refused.body["error_code"]) == (403, 42)
     assert "console.write.enable=true" in refused.body["message"]
+
+
+def test_reset_by_timestamp_and_out_of_range_offsets(api_broker: StartBroker, topic: str) -> None:
+    served = api_broker(**{"console.write.enable": "true"})
+    api = served.api
+    create_topic(served.bootstrap, topic)
+    produce(
+        served.bootstrap, topic, [{"value": b"v", "timestamp": 1000 * (i + 1)} for i in range(5)]
+    )
+    group = f"g-{topic}"
+    path = f"/v1/groups/{group}/offsets/reset"
+
+    def reset(to: Any) -> Any:
+        answer = api.post(path, {"topic": topic, "to": to})
+        assert answer.status == 200, answer.body
+        return [x["offset"] for x in answer.body["offsets"]]
+
+    # A group with no offsets yet: the reset commits them, as Kafka's tool does.
+    assert reset({"timestamp": 2500}) == [2]  # the first record at or after the time
+    assert reset({"timestamp": 0}) == [0]
+    assert reset({"timestamp": 10**13}) == [5]  # after every record: the end
+    assert reset({"offset": 99}) == [5]  # beyond the end: the end
+    assert reset({"offset": 3}) == [3]
+    cid = api.get("/v1/whoami").body["cluster_id"]
+    lags = api.get(f"/v3/clusters/{cid}/consumer-groups/{group}/lags").body["data"]
+    assert [(x["current_offset"], x["log_end_offset"], x["lag"]) for x in lags] == [(3, 5, 2)]
+    one = api.get(f"/v3/clusters/{cid}/consumer-groups/{group}").body
+    assert (one["is_simple"], one["state"], one["type"]) == (True, "EMPTY", "CLASSIC")
+    bad = api.post(path, {"topic": topic, "to": "yesterday"})
+    assert (bad.status, bad.body["error_code"]) == (400, 42)
+    missing = api.post(path, {"topic": f"{topic}-missing", "to": "latest"})
+    assert missing.status == 404

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.broker.http_api.conftest import Api, create_topic, wait_listening
@@ -84,3 +84,28 @@ def test_groups_of_both_coordinators_on_either_node(make_cluster: Any, topic: st
         assert [tp.offset for tp in committed] == [0, 0]
     finally:
         check.close()
+
+
+def test_transactions_of_both_coordinators_on_either_node(make_cluster: Any, topic: str) -> None:
+    console = free_ports(2)
+    cluster: Cluster = make_cluster(2, **{"console.port": str(console)})
+    apis = [Api(console), Api(console + 1)]
+    for api in apis:
+        wait_listening(
+            api.port,
+            lambda: cluster.process is not None and cluster.process.poll() is None,
+            cluster.log,
+        )
+    create_topic(cluster.bootstrap(), topic, partitions=2)
+    ids = [f"t{i}-{topic}" for i in range(6)]
+    for tid in ids:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap(), "transactional.id": tid})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, value=tid.encode(), partition=0)
+        producer.commit_transaction(30)
+    for api in apis:
+        listed = api.get("/v1/transactions").body["transactions"]
+        assert [t["transactional_id"] for t in listed] == sorted(ids)
+        assert {t["state"] for t in listed} <= {"CompleteCommit", "PrepareCommit"}
+        assert not any(t["hanging"] for t in listed)

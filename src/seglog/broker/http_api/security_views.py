@@ -24,6 +24,7 @@ from seglog.broker.http_api.routes import Param, Route, json_response
 from seglog.broker.http_api.topic_access import caller, check_cluster, state_of
 from seglog.broker.http_api.v3_cluster import cluster_url, list_schema, listing, obj
 from seglog.broker.security.authorizer import Operation, PatternType, Permission, ResourceType
+from seglog.protocol import error_codes
 from seglog.protocol.api_keys import ApiKey
 
 DESCRIBE_ACLS_VERSION = 3
@@ -59,9 +60,12 @@ async def acls(request: web.Request) -> web.StreamResponse:
             "permission_type": Permission.ANY,
         },
     )
+    url = f"{cluster_url(request)}/acls"
+    if answer["error_code"] == error_codes.code_for("SECURITY_DISABLED"):
+        # No authorizer: no ACL exists and everyone may do everything; nothing to list.
+        return json_response(listing("KafkaAclList", url, []))
     if answer["error_code"] != 0:
         raise refused(answer["error_code"], answer.get("error_message"), "DescribeAcls")
-    url = f"{cluster_url(request)}/acls"
     data = [
         {
             "kind": "KafkaAcl",
