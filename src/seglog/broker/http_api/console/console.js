@@ -237,7 +237,13 @@ function route() {
     for (const link of document.querySelectorAll("nav a")) {
       link.classList.toggle("current", link.dataset.page === name);
     }
-    const args = match.slice(1).map(decodeURIComponent);
+    let args;
+    try {
+      args = match.slice(1).map(decodeURIComponent);
+    } catch {
+      main.replaceChildren(h("p", { text: "Malformed address." }));
+      return;
+    }
     const root = h("div", { "data-page": name });
     main.replaceChildren(root);
     const alive = () => mine === generation;
