@@ -603,7 +603,7 @@ function recordsTable(records, format) {
         { "data-offset": r.offset },
         cell(r.partition, "num"),
         cell(r.offset, "num"),
-        cell(time(r.timestamp)),
+        cell(time(r.timestamp), "time"),
         h("td", { class: "key" }, showValue(r.key, r.key_encoding, format === "json" ? "text" : format)),
         h("td", { class: "value" }, showValue(r.value, r.value_encoding, format)),
         h(
