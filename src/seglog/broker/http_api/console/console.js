@@ -441,12 +441,13 @@ async function topicPage(root, alive, query, topic) {
     segBox.replaceChildren(...answers.map((a) => (a instanceof Node ? a : segmentsView(a, byOffsets.checked))));
   };
   byOffsets.addEventListener("change", drawAll);
-  for (const p of partitions) {
-    try {
-      answers.push(await api(`/v1/topics/${enc(topic)}/partitions/${p.partition_id}/segments`));
-    } catch (error) {
-      answers.push(failure(error, "segments"));
-    }
+  // A few partitions at a time: a topic of many partitions neither waits for each in turn
+  // nor floods the broker.
+  for (let first = 0; first < partitions.length; first += 8) {
+    const chunk = partitions.slice(first, first + 8).map((p) =>
+      api(`/v1/topics/${enc(topic)}/partitions/${p.partition_id}/segments`).catch((error) => failure(error, "segments")),
+    );
+    answers.push(...(await Promise.all(chunk)));
     if (!alive()) return;
   }
   drawAll();
