@@ -9,8 +9,10 @@ the tests are skipped, saying so.
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
+import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
@@ -24,6 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.broker.http_api.conftest import TIMEOUT, Api, ApiBroker, create_topic
 from tests.broker.http_api.test_security import _prepare, _start
 from tests.broker.security.conftest import Secured
+from tests.broker.security.test_sasl import confluent
 
 playwright_sync = pytest.importorskip(
     "playwright.sync_api", reason="playwright is not installed (pip install -e .[dev])"
@@ -79,12 +82,6 @@ def shoot(page: Any, name: str) -> None:
 
 def console(api: Api) -> str:
     return f"{api.scheme}://127.0.0.1:{api.port}/"
-
-
-def route_exists(api: Api, path: str, auth: tuple[str, str] | None = None) -> bool:
-    """Whether the broker serves ``path`` (an unknown route answers 404 with a 404 body)."""
-    answer = api.get(path, auth=auth)
-    return not (answer.status == 404 and answer.body.get("message") == "Not Found")
 
 
 def produce(
@@ -171,18 +168,9 @@ def test_topic_segments_and_messages(api_broker: StartBroker, page: Any) -> None
 
 def test_a_group_s_lag_rises_and_falls(api_broker: StartBroker, page: Any) -> None:
     broker = api_broker()
-    cid = (
-        broker.api.get("/v1/whoami").body.get("cluster_id")
-        if route_exists(broker.api, "/v1/whoami")
-        else None
-    )
     topic = f"lagged-{uuid.uuid4().hex[:6]}"
     group = f"readers-{uuid.uuid4().hex[:6]}"
     create_topic(broker.bootstrap, topic, 1)
-    page.goto(console(broker.api))
-    cid = cid or page.locator('meta[name="seglog-cluster-id"]').get_attribute("content")
-    if not route_exists(broker.api, f"/v3/clusters/{cid}/consumer-groups"):
-        pytest.skip("GET /v3/clusters/{c}/consumer-groups is not served by this broker yet")
     produce(broker.bootstrap, topic, [(None, b"v")] * 10)
     consumer = Consumer(
         {
@@ -269,8 +257,6 @@ def test_a_user_is_refused_a_page_it_may_not_see(
 
 def test_overview_page(api_broker: StartBroker, page: Any) -> None:
     broker = api_broker()
-    if not route_exists(broker.api, "/v1/overview"):
-        pytest.skip("GET /v1/overview is not served by this broker yet")
     topic = f"busy-{uuid.uuid4().hex[:6]}"
     create_topic(broker.bootstrap, topic, 1)
     produce(broker.bootstrap, topic, [(None, b"v" * 1000)] * 20)
@@ -343,10 +329,16 @@ def test_read_only_console_shows_no_write_forms(api_broker: StartBroker, page: A
 def test_security_page(secured_broker: Callable[..., Secured], page: Any) -> None:
     broker, api = _start(secured_broker, "SASL_PLAINTEXT")
     admin = ("admin", "admin-secret")
-    if not route_exists(api, "/v1/users", admin):
-        pytest.skip("GET /v1/users is not served by this broker yet")
     topic = f"guarded-{uuid.uuid4().hex[:6]}"
     _prepare(broker, topic)
+    # A transaction left open: listed, with its partition.
+    transactional = Producer(
+        {**confluent(broker.bootstrap, "PLAIN", *admin), "transactional.id": f"tx-{topic}"}
+    )
+    transactional.init_transactions(30)
+    transactional.begin_transaction()
+    transactional.produce(topic, value=b"pending")
+    assert transactional.flush(30) == 0
     page.goto(console(api) + "#/security")
     page.fill('input[name="user"]', admin[0])
     page.fill('input[name="password"]', admin[1])
@@ -355,6 +347,9 @@ def test_security_page(secured_broker: Callable[..., Secured], page: Any) -> Non
     page.locator('[data-testid="acls"] table').wait_for()
     assert "carol" in page.locator('[data-testid="users"]').text_content()
     assert "User:alice" in page.locator('[data-testid="acls"]').text_content()
+    pending = page.locator('[data-testid="transactions"] tbody tr').filter(has_text=f"tx-{topic}")
+    pending.wait_for()
+    assert f"{topic}-0" in pending.text_content()
     shoot(page, "security")
 
 
@@ -374,3 +369,73 @@ def test_a_thousand_topics_page(api_broker: StartBroker, page: Any) -> None:
     page.fill('[data-testid="topic-filter"]', "t099")
     assert page.locator('[data-testid="topics"] tbody tr:not([hidden])').count() == 10
     shoot(page, "topics-1000")
+
+
+def test_browse_by_time(api_broker: StartBroker, page: Any) -> None:
+    broker = api_broker()
+    topic = f"timed-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 1)
+    # Ten minutes ago, on a whole second (within message.timestamp.before.max.ms).
+    base = (int(time.time()) - 600) * 1000
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(5):
+        producer.produce(topic, key=f"k{i}", value=f"v{i}", timestamp=base + 1000 * i)
+    assert producer.flush(30) == 0
+    assert (
+        broker.api.get(f"/v1/topics/{topic}/partitions/0/records", offset=0).body["high_watermark"]
+        == 5
+    )
+    page.goto(console(broker.api) + f"#/messages/{urllib.parse.quote(topic)}")
+    browse = page.locator('[data-testid="browse"]')
+    browse.wait_for()
+    browse.locator('select[name="mode"]').select_option("timestamp")
+    # ISO-8601, as a user types it: the first record at or after is offset 3.
+    typed = datetime.datetime.fromtimestamp((base + 2500) / 1000, datetime.UTC)
+    browse.locator('input[name="from"]').fill(typed.isoformat(timespec="milliseconds"))
+    browse.locator('button[type="submit"]').click()
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=records] tbody tr')?.dataset.offset === '3'"
+    )
+    assert page.locator('[data-testid="records"] tbody tr').count() == 2
+    shoot(page, "messages-by-time")
+
+
+def test_segments_marked_past_retention_and_by_the_cleaner(
+    api_broker: StartBroker, page: Any
+) -> None:
+    broker = api_broker()
+    kept = f"kept-{uuid.uuid4().hex[:6]}"
+    compacted = f"compacted-{uuid.uuid4().hex[:6]}"
+    # Retention keeps about 2 KiB: the older of the small segments are due (retention's
+    # next pass, minutes away at the default interval, would delete them).
+    create_topic(
+        broker.bootstrap, kept, 1, **{"internal.segment.bytes": "1024", "retention.bytes": "2048"}
+    )
+    create_topic(
+        broker.bootstrap,
+        compacted,
+        1,
+        **{
+            "internal.segment.bytes": "1024",
+            "cleanup.policy": "compact",
+            "min.cleanable.dirty.ratio": "0.01",
+        },
+    )
+    records = [(f"k{i % 3}".encode(), b"x" * 200) for i in range(40)]
+    produce(broker.bootstrap, kept, records)
+    produce(broker.bootstrap, compacted, records)
+
+    page.goto(console(broker.api) + f"#/topics/{urllib.parse.quote(kept)}")
+    line = page.locator('svg[data-testid="segment-line"]')
+    line.wait_for()
+    assert line.locator("rect.seg.past-retention").count() >= 1
+    assert line.locator("rect.seg.active.past-retention").count() == 0
+    shoot(page, "topic-retention")
+
+    page.goto(console(broker.api) + f"#/topics/{urllib.parse.quote(compacted)}")
+    line = page.locator('svg[data-testid="segment-line"]')
+    line.wait_for()
+    # Dirty segments the cleaner would clean next, or already cleaned if it was quick.
+    assert line.locator("rect.seg.cleaner-next, rect.seg.cleaned").count() >= 1
+    assert "dirty ratio" in page.locator(".partition-segments").text_content()
+    shoot(page, "topic-compacted")

@@ -237,7 +237,13 @@ function route() {
     for (const link of document.querySelectorAll("nav a")) {
       link.classList.toggle("current", link.dataset.page === name);
     }
-    const args = match.slice(1).map(decodeURIComponent);
+    let args;
+    try {
+      args = match.slice(1).map(decodeURIComponent);
+    } catch {
+      main.replaceChildren(h("p", { text: "Malformed address." }));
+      return;
+    }
     const root = h("div", { "data-page": name });
     main.replaceChildren(root);
     const alive = () => mine === generation;
@@ -435,12 +441,13 @@ async function topicPage(root, alive, query, topic) {
     segBox.replaceChildren(...answers.map((a) => (a instanceof Node ? a : segmentsView(a, byOffsets.checked))));
   };
   byOffsets.addEventListener("change", drawAll);
-  for (const p of partitions) {
-    try {
-      answers.push(await api(`/v1/topics/${enc(topic)}/partitions/${p.partition_id}/segments`));
-    } catch (error) {
-      answers.push(failure(error, "segments"));
-    }
+  // A few partitions at a time: a topic of many partitions neither waits for each in turn
+  // nor floods the broker.
+  for (let first = 0; first < partitions.length; first += 8) {
+    const chunk = partitions.slice(first, first + 8).map((p) =>
+      api(`/v1/topics/${enc(topic)}/partitions/${p.partition_id}/segments`).catch((error) => failure(error, "segments")),
+    );
+    answers.push(...(await Promise.all(chunk)));
     if (!alive()) return;
   }
   drawAll();
@@ -597,7 +604,7 @@ function recordsTable(records, format) {
         { "data-offset": r.offset },
         cell(r.partition, "num"),
         cell(r.offset, "num"),
-        cell(time(r.timestamp)),
+        cell(time(r.timestamp), "time"),
         h("td", { class: "key" }, showValue(r.key, r.key_encoding, format === "json" ? "text" : format)),
         h("td", { class: "value" }, showValue(r.value, r.value_encoding, format)),
         h(
