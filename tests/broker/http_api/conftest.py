@@ -62,16 +62,7 @@ class Api:
         return f"{self.scheme}://127.0.0.1:{self.port}{path}" + (f"?{query}" if query else "")
 
     def get(self, path: str, *, auth: tuple[str, str] | None = None, **params: object) -> Answer:
-        request = urllib.request.Request(self.url(path, **params))
-        if auth is not None:
-            token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
-            request.add_header("Authorization", f"Basic {token}")
-        try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT, context=self.context) as reply:
-                return Answer(reply.status, json.loads(reply.read()), dict(reply.headers))
-        except urllib.error.HTTPError as error:
-            with error:
-                return Answer(error.code, json.loads(error.read()), dict(error.headers))
+        return self.send(urllib.request.Request(self.url(path, **params)), auth)
 
     def post(self, path: str, body: Any, *, auth: tuple[str, str] | None = None) -> Answer:
         """POST ``body`` as JSON."""
@@ -81,6 +72,10 @@ class Api:
             method="POST",
             headers={"Content-Type": "application/json"},
         )
+        return self.send(request, auth)
+
+    def send(self, request: urllib.request.Request, auth: tuple[str, str] | None) -> Answer:
+        """``request``'s answer, with HTTP Basic ``auth`` when given; an error status too."""
         if auth is not None:
             token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
             request.add_header("Authorization", f"Basic {token}")
