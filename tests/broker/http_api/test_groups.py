@@ -197,3 +197,36 @@ def test_reset_by_timestamp_and_out_of_range_offsets(api_broker: StartBroker, to
     assert (bad.status, bad.body["error_code"]) == (400, 42)
     missing = api.post(path, {"topic": f"{topic}-missing", "to": "latest"})
     assert missing.status == 404
+
+
+def test_an_assigned_partition_never_committed_has_no_lag(
+    api_broker: StartBroker, topic: str
+) -> None:
+    served = api_broker()
+    create_topic(served.bootstrap, topic, partitions=2)
+    cid = cluster_id(served.bootstrap)
+    produce(served.bootstrap, topic, [{"value": b"v", "partition": 0} for _ in range(3)])
+    produce(served.bootstrap, topic, [{"value": b"w", "partition": 1} for _ in range(2)])
+    group = f"g-{topic}"
+    base = f"/v3/clusters/{cid}/consumer-groups/{group}"
+    consumer = new_consumer(served.bootstrap, group, "classic")
+    consumer.subscribe([topic])
+    try:
+        # Assigned both partitions; committed only partition 0's position.
+        wait_for(
+            served.api,
+            f"{base}/consumers",
+            lambda b: len(b["data"]) == 1 and len(b["data"][0]["assignments"]) == 2,
+        )
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+        lags = wait_for(served.api, f"{base}/lags", lambda b: len(b["data"]) == 2)["data"]
+        # As kafka-consumer-groups --describe shows them: "-" where nothing is committed.
+        assert [
+            (x["partition_id"], x["current_offset"], x["log_end_offset"], x["lag"]) for x in lags
+        ] == [(0, 1, 3, 2), (1, None, 2, None)]
+        assert lags[1]["consumer_id"] == lags[0]["consumer_id"] != ""
+        summary = served.api.get(f"{base}/lag-summary").body
+        assert (summary["total_lag"], summary["max_lag"]) == (2, 2)
+        assert (summary["max_lag_topic_name"], summary["max_lag_partition_id"]) == (topic, 0)
+    finally:
+        consumer.close()

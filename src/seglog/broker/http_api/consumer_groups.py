@@ -375,16 +375,23 @@ async def list_offsets(
 
 
 async def _lags(request: web.Request) -> tuple[Group, list[dict[str, Any]]]:
+    """Each partition the group has committed or is assigned: offsets and lag.
+
+    An assigned partition without a committed offset has neither a current
+    offset nor a lag (``null``), as kafka-consumer-groups shows it ("-").
+    """
     group = await group_of(request, request.match_info["group"])
     offsets = await committed(request, group)
-    ends = await list_offsets(request, sorted(offsets), LATEST)
     owner = {tp: m for m in group.members for tp in m.assignments}
+    partitions = sorted({*offsets, *owner})
+    ends = await list_offsets(request, partitions, LATEST)
     url = f"{cluster_url(request)}/consumer-groups/{group.group_id}/lags"
     data = []
-    for (topic, partition), current in sorted(offsets.items()):
+    for topic, partition in partitions:
         end = ends.get((topic, partition))
         if end is None:
             continue  # a topic the caller may not DESCRIBE, or one deleted since
+        current = offsets.get((topic, partition))
         member = owner.get((topic, partition))
         data.append(
             {
@@ -396,7 +403,7 @@ async def _lags(request: web.Request) -> tuple[Group, list[dict[str, Any]]]:
                 "partition_id": partition,
                 "current_offset": current,
                 "log_end_offset": end,
-                "lag": max(0, end - current),
+                "lag": None if current is None else max(0, end - current),
                 "consumer_id": member.consumer_id if member else "",
                 "client_id": member.client_id if member else "",
                 "instance_id": member.instance_id if member else None,
@@ -416,7 +423,8 @@ async def lags(request: web.Request) -> web.StreamResponse:
 async def lag_summary(request: web.Request) -> web.StreamResponse:
     """The group's largest and total lag."""
     check_cluster(request)
-    group, data = await _lags(request)
+    group, lags = await _lags(request)
+    data = [x for x in lags if x["lag"] is not None]
     worst = max(data, key=lambda x: x["lag"], default=None)
     return json_response(
         {
@@ -557,9 +565,9 @@ _CONSUMER_ITEM["properties"]["assignments"] = {
 _LAG_ITEM = obj(
     topic_name="string",
     partition_id="integer",
-    current_offset="integer",
+    current_offset="integer?",
     log_end_offset="integer",
-    lag="integer",
+    lag="integer?",
     consumer_id="string",
     client_id="string",
 )
@@ -601,7 +609,7 @@ ROUTES = (
         f"{_GROUP_PATH}/lags",
         lags,
         "listConsumerLags",
-        "A consumer group's committed offsets, log end offsets and lags",
+        "A consumer group's offsets, log end offsets and lags (null: assigned, not committed)",
         params=(_CLUSTER, _GROUP),
         response=list_schema(_LAG_ITEM),
         errors=(401, 403, 404, 503),
