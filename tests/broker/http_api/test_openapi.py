@@ -5,7 +5,8 @@ here each documented GET route is called on a broker holding a topic, records
 and a consumer group, and its answer is validated against the schema the
 document gives for it (OpenAPI 3.0's ``nullable`` read as JSON Schema's
 ``null`` type). A route whose path parameter this test cannot fill fails the
-test, so a new route is checked from the day it is added.
+test, so a new route is checked from the day it is added. Each must also
+refuse a query parameter it does not take.
 """
 
 from __future__ import annotations
@@ -98,6 +99,9 @@ def test_every_get_route_answers_its_documented_schema(api_broker: StartBroker, 
         assert answer.status == 200, (path, answer.body)
         schema = json_schema(content["application/json"]["schema"])
         jsonschema.validate(answer.body, schema)
+        # A parameter the route does not take is refused, not ignored.
+        misspelt = served.api.get(url, **queries.get(path, {}), no_such_parameter="1")
+        assert (misspelt.status, misspelt.body["error_code"]) == (400, 42), (path, misspelt)
         checked.append(path)
     assert "/v1/topics/{topic}/records" in checked
     assert len(checked) >= 5

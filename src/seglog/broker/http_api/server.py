@@ -107,8 +107,25 @@ def application(state: BrokerState, security: ConsoleSecurity) -> web.Applicatio
     app[SECURITY] = security
     app[overview.SAMPLER] = overview.ThroughputSampler(state)
     for route in ROUTES:
-        app.router.add_route(route.method, route.path, route.handler, name=route.operation_id)
+        app.router.add_route(route.method, route.path, _strict(route), name=route.operation_id)
     return app
+
+
+def _strict(route: Route) -> Handler:
+    """``route``'s handler, refusing (400) a query parameter it does not take.
+
+    Every API route, so that a misspelt parameter is an error rather than
+    silently ignored; the console's page and assets are browsed, not called,
+    and keep theirs lenient.
+    """
+    if route.content_type != "application/json":
+        return route.handler
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        route.query(request)
+        return await route.handler(request)
+
+    return handle
 
 
 class ConsoleServer:
