@@ -27,6 +27,7 @@ from seglog.broker.http_api.routes import (
     json_response,
     json_text,
 )
+from seglog.broker.http_api.topic_access import visible
 from seglog.broker.nodes.channel import ControllerUnavailableError
 from seglog.broker.security.authorizer import Operation
 from seglog.errors import (
@@ -54,9 +55,7 @@ async def list_topics(request: web.Request) -> web.StreamResponse:
     names = [
         name
         for name, info in request.app[STATE].log_dir.topics().items()
-        if not info.deleting
-        and info.creating_from != 0
-        and allowed(security, principal, host, Operation.DESCRIBE, name)
+        if visible(info) and allowed(security, principal, host, Operation.DESCRIBE, name)
     ]
     return json_response({"topics": sorted(names)})
 
@@ -87,7 +86,7 @@ async def find_records(request: web.Request) -> web.StreamResponse:
     # DESCRIBE first: a caller who may not see the topic is not told whether it exists.
     require(security, principal, host, Operation.DESCRIBE, topic)
     info = state.log_dir.topic(topic)
-    if info is None or info.deleting or info.creating_from == 0:
+    if info is None or not visible(info):
         raise unknown_topic(topic)
     require(security, principal, host, Operation.READ, topic)
     partition = query["partition"]
