@@ -1,0 +1,1 @@
+"""Schemas: the registry's state in Kafka's `_schemas` topic, the wire format, the schema formats."""
