@@ -420,9 +420,9 @@ class RegistryWrites(RegistryReads):
         """``DELETE /subjects/{s}``: the versions deleted."""
         self._writable(subject)
         versions = self.state.versions(subject, deleted=permanent)
-        if not versions:
+        if not versions and not (not permanent and self.state.has_subject(subject)):
             raise subject_not_found(subject)
-        if not permanent and not self.state.versions(subject):
+        if not permanent and not versions:
             raise RegistryError(
                 404,
                 40404,

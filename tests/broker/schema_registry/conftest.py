@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ class RegistryBroker:
 
     process: BrokerProcess
     port: int
+    clients: list[SchemaRegistryClient] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -34,25 +35,36 @@ class RegistryBroker:
         return Api(self.port)
 
     def client(self, **config: Any) -> SchemaRegistryClient:
-        """A fresh client (its caches empty): each call asks the registry."""
-        return SchemaRegistryClient({"url": self.url, **config})
+        """A fresh client (its caches empty): each call asks the registry.
+
+        Closed with the broker (its connection pool would be left to the garbage collector).
+        """
+        client = SchemaRegistryClient({"url": self.url, **config})
+        self.clients.append(client)
+        return client
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+        self.process.close()
 
 
 @pytest.fixture
 def registry_broker(tmp_path: Path) -> Iterator[Callable[..., RegistryBroker]]:
     """``registry_broker(**overrides)``: a broker serving the registry on a free port."""
-    started: list[BrokerProcess] = []
+    started: list[RegistryBroker] = []
 
     def start(**overrides: str) -> RegistryBroker:
         port = free_port()
         process = BrokerProcess(
             tmp_path / f"data{len(started)}", {"schema.registry.port": str(port), **overrides}
         )
-        started.append(process)
+        broker = RegistryBroker(process, port)
+        started.append(broker)
         process.start()
         wait_listening(port, process.alive, process.log)
-        return RegistryBroker(process, port)
+        return broker
 
     yield start
-    for process in started:
-        process.close()
+    for broker in started:
+        broker.close()
