@@ -20,8 +20,9 @@ def schema_record(
     deleted: bool = False,
     references: tuple[Reference, ...] = (),
 ) -> tuple[bytes, bytes]:
+    # One id, one schema: the text follows the id (the state skips an id given another text).
     stored = StoredSchema(
-        subject, version, schema_id, "AVRO", f'"{subject}{version}"', references, deleted
+        subject, version, schema_id, "AVRO", f'"schema{schema_id}"', references, deleted
     )
     key = log_records.encode_key(RegistryKey(log_records.SCHEMA, subject, version))
     return key, log_records.encode_schema(stored)

@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from seglog.schemas import json_text
+
 __all__ = [
     "CLEAR_SUBJECT",
     "CONFIG",
@@ -56,6 +58,7 @@ CLEAR_SUBJECT = "CLEAR_SUBJECT"
 _KNOWN = frozenset({SCHEMA, CONFIG, MODE, NOOP, DELETE_SUBJECT, CLEAR_SUBJECT})
 
 AVRO = "AVRO"
+SCHEMA_TYPES = frozenset({AVRO, "JSON", "PROTOBUF"})
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,7 @@ def decode_key(data: bytes) -> RegistryKey | None:
     version = doc.get("version")
     if subject is not None and not isinstance(subject, str):
         raise ValueError(f"_schemas key: subject is not a string: {subject!r}")
-    if keytype == SCHEMA and (not isinstance(version, int) or subject is None):
+    if keytype == SCHEMA and (not json_text.is_integer(version) or subject is None):
         raise ValueError(f"_schemas key: a SCHEMA key needs a subject and a version: {doc}")
     return RegistryKey(str(keytype), subject, version if keytype == SCHEMA else None)
 
@@ -149,26 +152,47 @@ def encode_schema(stored: StoredSchema) -> bytes:
 
 
 def decode_schema(data: bytes) -> StoredSchema:
-    """The SCHEMA record value in ``data`` (ValueError when malformed)."""
+    """The SCHEMA record value in ``data`` (ValueError when malformed).
+
+    Strict about types: a value that only a lenient conversion would read
+    (an id of ``"5"`` or ``1.5``, a schema that is an object) was not written
+    by a registry, and taken in it would break every request on its subject.
+    """
     doc = _object(data, "schema value")
+    subject, version, schema_id = doc.get("subject"), doc.get("version"), doc.get("id")
+    schema, schema_type = doc.get("schema"), doc.get("schemaType") or AVRO
+    if not isinstance(subject, str) or not isinstance(schema, str):
+        raise ValueError("_schemas: malformed schema value: subject and schema are strings")
+    if not (
+        json_text.is_integer(version)
+        and json_text.is_integer(schema_id)
+        and version > 0
+        and schema_id >= 0
+    ):
+        raise ValueError(
+            f"_schemas: malformed schema value: version {version!r} and id {schema_id!r} "
+            "are not integers (version above 0, id not negative)"
+        )
+    if schema_type not in SCHEMA_TYPES:
+        raise ValueError(f"_schemas: malformed schema value: schema type {schema_type!r}")
     try:
         references = tuple(
             Reference(str(r["name"]), str(r["subject"]), int(r["version"]))
             for r in doc.get("references") or ()
         )
-        return StoredSchema(
-            subject=str(doc["subject"]),
-            version=int(doc["version"]),
-            id=int(doc["id"]),
-            schema_type=str(doc.get("schemaType") or AVRO),
-            schema=str(doc["schema"]),
-            references=references,
-            deleted=bool(doc.get("deleted", False)),
-            metadata=doc.get("metadata") or None,
-            rule_set=doc.get("ruleSet") or None,
-        )
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"_schemas: malformed schema value: {exc}") from exc
+        raise ValueError(f"_schemas: malformed schema value: references: {exc}") from exc
+    return StoredSchema(
+        subject=subject,
+        version=version,
+        id=schema_id,
+        schema_type=schema_type,
+        schema=schema,
+        references=references,
+        deleted=doc.get("deleted", False) is True,
+        metadata=doc.get("metadata") or None,
+        rule_set=doc.get("ruleSet") or None,
+    )
 
 
 def encode_value(doc: Mapping[str, Any]) -> bytes:
@@ -187,8 +211,10 @@ def _compact(doc: Mapping[str, Any]) -> bytes:
 
 def _object(data: bytes, what: str) -> dict[str, Any]:
     try:
-        doc = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        # Leniently deep: a record is what a request body held, one level down at most, and
+        # one written by another registry may nest more; too deep is still no RecursionError.
+        doc = json_text.loads(data, max_depth=2 * json_text.MAX_DEPTH)
+    except ValueError as exc:
         raise ValueError(f"_schemas: {what} is not JSON: {exc}") from exc
     if not isinstance(doc, dict):
         raise ValueError(f"_schemas: {what} is not a JSON object")

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from seglog.schemas import log_records
+from seglog.schemas import json_text, log_records
 from seglog.schemas.formats import (
     LEVELS,
     InvalidSchemaError,
@@ -143,8 +143,8 @@ class SchemaRequest:
             references=tuple(refs),
             metadata=body.get("metadata") or None,
             rule_set=body.get("ruleSet") or None,
-            id=schema_id if isinstance(schema_id, int) and schema_id >= 0 else None,
-            version=version if isinstance(version, int) and version > 0 else None,
+            id=schema_id if json_text.is_integer(schema_id) and schema_id >= 0 else None,
+            version=version if json_text.is_integer(version) and version > 0 else None,
         )
 
 
@@ -341,17 +341,21 @@ class RegistryWrites(RegistryReads):
                     f'subject "{subject}", details: [{", ".join(messages)}]',
                 )
         canonical = parsed.canonical()
-        schema_id = request.id if request.id is not None else self._id_for(request, canonical)
         if request.id is not None:
+            schema_id = request.id
             holder = self.state.by_id(request.id)
-            if holder is not None and (
-                holder.schema_type != request.schema_type or self._canonical(holder) != canonical
-            ):
+            if holder is not None and not self._same(holder, request, canonical):
                 raise RegistryError(
                     422,
                     42207,
                     f"Schema already registered with id {request.id} instead of input id",
                 )
+        else:
+            holder = self._holder_of(request, canonical)
+            schema_id = holder.id if holder is not None else self.state.max_id + 1
+        if holder is not None:
+            # An id names one text: the state takes in no record giving an id another text.
+            canonical = holder.schema
         version = request.version or self.state.highest_version(subject) + 1
         stored = StoredSchema(
             subject=subject,
@@ -366,16 +370,19 @@ class RegistryWrites(RegistryReads):
         key = log_records.encode_key(RegistryKey(log_records.SCHEMA, subject, version))
         return {"id": schema_id}, [(key, log_records.encode_schema(stored))]
 
-    def _id_for(self, request: SchemaRequest, canonical: str) -> int:
-        """The id this schema already has under any subject, or the next free one."""
+    def _holder_of(self, request: SchemaRequest, canonical: str) -> StoredSchema | None:
+        """A version of any subject holding this very schema (so its id is this one's)."""
         for stored in self.state.all_schemas(deleted=True):
-            if (
-                stored.schema_type == request.schema_type
-                and stored.references == request.references
-                and (stored.schema == canonical or self._canonical(stored) == canonical)
-            ):
-                return stored.id
-        return self.state.max_id + 1
+            if self._same(stored, request, canonical):
+                return stored
+        return None
+
+    def _same(self, stored: StoredSchema, request: SchemaRequest, canonical: str) -> bool:
+        return (
+            stored.schema_type == request.schema_type
+            and stored.references == request.references
+            and (stored.schema == canonical or self._canonical(stored) == canonical)
+        )
 
     def delete_version(
         self, subject: str, version: str, *, permanent: bool

@@ -63,7 +63,15 @@ class RegistryState:
             if value is None:
                 self._drop(key.subject, key.version)
             else:
-                self._put(log_records.decode_schema(value))
+                stored = log_records.decode_schema(value)
+                if (stored.subject, stored.version) != (key.subject, key.version):
+                    # Compaction keeps the last value per key: a value filed under another
+                    # version's key would outlive or vanish with the wrong records.
+                    raise ValueError(
+                        f"a SCHEMA record for {key.subject!r} version {key.version} holds "
+                        f"{stored.subject!r} version {stored.version}"
+                    )
+                self._put(stored)
         elif key.keytype == log_records.CONFIG:
             if value is None:
                 self._configs.pop(key.subject, None)
@@ -90,6 +98,25 @@ class RegistryState:
                     self._drop(subject, version)
 
     def _put(self, stored: StoredSchema) -> None:
+        # An id names one schema. A record giving a schema an id that another schema holds
+        # (written by hand, or by another registry into a mirrored topic) is skipped, as
+        # Confluent's registry skips it: the schema registered first keeps its id, so what
+        # a reader decodes with that id never changes under it. Ids are still never handed
+        # out again.
+        self.max_id = max(self.max_id, stored.id)
+        for subject, version in self._ids.get(stored.id, ()):
+            if (subject, version) == (stored.subject, stored.version):
+                continue
+            holder = self._versions[subject][version]
+            if (holder.schema_type, holder.schema, holder.references) != (
+                stored.schema_type,
+                stored.schema,
+                stored.references,
+            ):
+                raise ValueError(
+                    f"{stored.subject!r} version {stored.version} has id {stored.id}, "
+                    f"already the id of another schema ({subject!r} version {version})"
+                )
         versions = self._versions.setdefault(stored.subject, {})
         old = versions.get(stored.version)
         if old is not None and old.id != stored.id:
@@ -98,7 +125,6 @@ class RegistryState:
         holders = self._ids.setdefault(stored.id, [])
         if (stored.subject, stored.version) not in holders:
             holders.append((stored.subject, stored.version))
-        self.max_id = max(self.max_id, stored.id)
 
     def _drop(self, subject: str, version: int) -> None:
         versions = self._versions.get(subject)

@@ -31,6 +31,7 @@ from seglog.broker.http_api.routes import SECURITY
 from seglog.broker.http_api.topic_access import Caller, caller
 from seglog.broker.schema_registry.store import RegistryStore
 from seglog.broker.security.authorizer import Operation, ResourceType
+from seglog.schemas import json_text
 from seglog.schemas.log_records import StoredSchema
 from seglog.schemas.registry import (
     SCHEMA_TYPES,
@@ -97,9 +98,10 @@ async def _require(request: web.Request, operation: Operation, subject: str | No
 
 
 async def _body(request: web.Request) -> Any:
+    data = await request.read()
     try:
-        return json.loads(await request.read() or b"null")
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return json_text.loads(data or b"null")
+    except ValueError as exc:  # not JSON, not UTF-8, or nested too deep to take in
         raise RegistryError(400, 400, f"Unrecognized field or malformed JSON: {exc}") from exc
 
 
@@ -483,6 +485,10 @@ def _answering_errors(handler: Handler) -> Handler:
             return await handler(request)
         except RegistryError as exc:
             return answer(exc.body(), exc.status)
+        except web.HTTPException:
+            # aiohttp's own answers (413 for a body over client_max_size) stay what they are;
+            # each server's middleware gives them the shape of its errors.
+            raise
         except ApiError as exc:
             # Authentication (401) and the broker's own refusals, in the registry's shape.
             code = {401: 40101, 403: 40301}.get(exc.status, exc.status * 100 + 1)

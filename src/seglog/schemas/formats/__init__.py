@@ -34,12 +34,19 @@ def parse_schema(
     ``RegistryState.resolved_references`` gives them).
     """
     refs = references or {}
-    if schema_type == "AVRO":
-        return avro.parse(text, refs)
-    if schema_type == "JSON":
-        return json_schema.parse(text, refs)
-    if schema_type == "PROTOBUF":
-        return protobuf.parse(text, refs)
+    try:
+        if schema_type == "AVRO":
+            return avro.parse(text, refs)
+        if schema_type == "JSON":
+            return json_schema.parse(text, refs)
+        if schema_type == "PROTOBUF":
+            return protobuf.parse(text, refs)
+    except RecursionError:
+        # The JSON depth limit keeps the parsers well inside the stack; this is for a
+        # schema that nests deep in a way the limit does not count (a chain of references).
+        raise InvalidSchemaError(
+            f"Invalid {schema_type} schema: nested too deeply to be parsed"
+        ) from None
     raise InvalidSchemaError(
         f"Unknown schema type {schema_type!r}; one of {', '.join(SCHEMA_TYPES)}"
     )

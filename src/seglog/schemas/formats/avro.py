@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 from fastavro.schema import parse_schema as _fastavro_parse
 
+from seglog.schemas import json_text
 from seglog.schemas.formats._base import InvalidSchemaError, ParsedSchema, message
 
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
@@ -119,8 +120,10 @@ def parse(text: str, references: Mapping[str, str]) -> AvroSchema:
 
 def _load(text: str, what: str) -> Json:
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        return json_text.loads(text)
+    except json_text.TooDeepError as exc:
+        raise InvalidSchemaError(f"Invalid Avro {what}: {exc}") from None
+    except ValueError as exc:
         raise InvalidSchemaError(f"Invalid Avro {what}: not JSON: {exc}") from None
 
 

@@ -39,6 +39,7 @@ from jsonschema.validators import validator_for
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+from seglog.schemas import json_text
 from seglog.schemas.formats._base import InvalidSchemaError, ParsedSchema, message
 
 Json = Any  # a decoded JSON value
@@ -105,8 +106,10 @@ def parse(text: str, references: Mapping[str, str]) -> JsonSchema:
 
 def _load(text: str, what: str) -> Json:
     try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
+        document = json_text.loads(text)
+    except json_text.TooDeepError as exc:
+        raise InvalidSchemaError(f"Invalid JSON {what}: {exc}") from None
+    except ValueError as exc:
         raise InvalidSchemaError(f"Invalid JSON {what}: not JSON: {exc}") from None
     if not isinstance(document, dict | bool):
         raise InvalidSchemaError(f"Invalid JSON {what}: a schema is an object or a boolean")

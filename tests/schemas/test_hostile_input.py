@@ -1,0 +1,128 @@
+"""What others write into ``_schemas`` and strangers send: taken in or refused, not a crash."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from seglog.schemas import json_text, log_records
+from seglog.schemas.formats import InvalidSchemaError, parse_schema
+from seglog.schemas.log_records import RegistryKey, StoredSchema
+from seglog.schemas.registry import RegistryError, RegistryWrites
+from seglog.schemas.registry_state import RegistryState
+
+
+def key(subject: str, version: int) -> bytes:
+    return log_records.encode_key(RegistryKey(log_records.SCHEMA, subject, version))
+
+
+def value(subject: str, version: int, schema_id: int, schema: str) -> bytes:
+    return log_records.encode_schema(StoredSchema(subject, version, schema_id, "AVRO", schema))
+
+
+def registered(state: RegistryState, subject: str, body: dict[str, object]) -> int:
+    """Register through the registry's own operation, folding its records in."""
+    answer, records = RegistryWrites(state).register(subject, body, normalize=False)
+    for record in records:
+        state.apply(*record)
+    return int(answer["id"])
+
+
+DEEP = [100_000, 1_000, json_text.MAX_DEPTH + 1]
+
+
+@pytest.mark.parametrize("levels", DEEP)
+def test_deep_json_is_refused_not_a_recursion_error(levels: int) -> None:
+    with pytest.raises(json_text.TooDeepError):
+        json_text.loads("[" * levels + "]" * levels)
+    assert json_text.loads("[" * json_text.MAX_DEPTH + "]" * json_text.MAX_DEPTH) is not None
+    for schema_type in ("AVRO", "JSON"):
+        with pytest.raises(InvalidSchemaError, match="nested"):
+            parse_schema(schema_type, '{"type":' * levels + '"int"' + "}" * levels, {})
+
+
+def test_schemas_nested_as_deep_as_taken_in_parse_and_compare() -> None:
+    """The limit sits where every parser still has stack to spare, on a thread's stack too."""
+    levels = json_text.MAX_DEPTH // 2 - 1  # each object property is two levels
+    text = '{"type":"object","properties":{"a":' * levels + '{"type":"string"}' + "}}" * levels
+    parsed = parse_schema("JSON", text, {})
+    assert json_text.depth(json.loads(parsed.normalize().canonical())) <= json_text.MAX_DEPTH
+    record = '"int"'
+    for i in range(json_text.MAX_DEPTH // 3 - 1):  # record, fields, field: three levels each
+        record = f'{{"type":"record","name":"R{i}","fields":[{{"name":"f","type":{record}}}]}}'
+    state = RegistryState()
+    assert registered(state, "deep", {"schema": record}) == 1
+    assert registered(state, "deep", {"schema": record}) == 1
+
+
+@pytest.mark.parametrize(
+    ("raw_key", "raw_value"),
+    [
+        (b"[" * 100_000, b"{}"),
+        (b'{"keytype":"CONFIG","subject":null,"magic":0}', b"[" * 100_000),
+        (key("s", 1), b'{"subject":"s","version":1,"id":1,"schema":' + b"[" * 100_000),
+        (b"\xff\xfe", b"\xff"),
+        (b'{"keytype":"CONTEXT","tenant":"default","context":".ctx","magic":0}', b"{}"),
+        (b'{"keytype":"SCHEMA","subject":"s","version":true,"magic":1}', value("s", 1, 9, '"x"')),
+        (key("s", 1), b'{"subject":"s","version":1,"id":"9","schema":"\\"x\\""}'),
+        (key("s", 1), b'{"subject":"s","version":1,"id":1.5,"schema":"\\"x\\""}'),
+        (key("s", 1), b'{"subject":"s","version":1,"id":9,"schema":{"type":"int"}}'),
+        (key("s", 1), b'{"subject":"s","version":1,"id":9,"schema":"1","schemaType":"XML"}'),
+        (key("s", 1), b'{"subject":"s","version":1,"id":9,"schema":"1","references":{"a":1}}'),
+        (key("s", 1), value("other", 4, 9, '"x"')),  # the value of another key
+        (b'{"keytype":"DELETE_SUBJECT","subject":"s","magic":0}', b"[1]"),
+        (b'{"keytype":"MODE","subject":"s","magic":0}', b'{"mode":["READONLY"]}'),
+    ],
+)
+def test_a_record_it_cannot_take_in_is_skipped_and_the_registry_goes_on(
+    raw_key: bytes, raw_value: bytes
+) -> None:
+    state = RegistryState()
+    state.apply(key("s", 1), value("s", 1, 1, '"string"'))
+    state.apply(raw_key, raw_value)
+    assert [(s.subject, s.version, s.id) for s in state.all_schemas(deleted=True)] == [("s", 1, 1)]
+    assert state.effective_mode("s") == "READWRITE"
+    # Still a working registry: the next schema of the subject registers, checked against it.
+    state.apply(b'{"keytype":"CONFIG","subject":null,"magic":0}', b'{"compatibilityLevel":"NONE"}')
+    assert registered(state, "s", {"schema": '"int"'}) == max(2, state.max_id)
+
+
+def test_an_id_already_held_by_another_schema_is_skipped_first_one_keeps_it() -> None:
+    state = RegistryState()
+    state.apply(key("a", 1), value("a", 1, 5, '"string"'))
+    state.apply(key("b", 1), value("b", 1, 5, '"int"'))  # id 5 again, another schema
+    assert state.by_id(5) is not None and state.by_id(5).schema == '"string"'  # type: ignore[union-attr]
+    assert state.subjects() == ["a"]
+    # The same schema under another subject shares the id, as registering it would.
+    state.apply(key("c", 1), value("c", 1, 5, '"string"'))
+    assert [s.subject for s in state.id_holders(5)] == ["a", "c"]
+    # A soft deletion rewrites the same version with the same schema: taken in.
+    state.apply(
+        key("a", 1),
+        log_records.encode_schema(StoredSchema("a", 1, 5, "AVRO", '"string"', deleted=True)),
+    )
+    assert state.versions("a") == [] and state.versions("a", deleted=True) == [1]
+    # The skipped record's id is never handed out again.
+    assert state.max_id == 5
+    assert registered(state, "d", {"schema": '"boolean"'}) == 6
+
+
+def test_a_schema_already_registered_in_another_spelling_gets_its_id_and_its_text() -> None:
+    state = RegistryState()
+    # Written by another registry, not in seglog's canonical spelling.
+    state.apply(key("a", 1), value("a", 1, 3, '{ "type" : "string" }'))
+    assert registered(state, "b", {"schema": '{"type": "string"}'}) == 3
+    b = state.latest("b")
+    assert b is not None and b.id == 3 and b.schema == '{ "type" : "string" }'
+
+
+def test_an_imported_id_held_by_another_schema_is_refused() -> None:
+    state = RegistryState()
+    state.apply(b'{"keytype":"MODE","subject":null,"magic":0}', b'{"mode":"IMPORT"}')
+    registered(state, "a", {"schema": '"string"', "id": 7, "version": 1})
+    with pytest.raises(RegistryError) as refused:
+        registered(state, "b", {"schema": '"int"', "id": 7, "version": 1})
+    assert refused.value.error_code == 42207
+    assert registered(state, "c", {"schema": '"string"', "id": 7, "version": 1}) == 7
+    assert state.subjects() == ["a", "c"]
