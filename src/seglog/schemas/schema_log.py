@@ -11,7 +11,18 @@ from seglog.schemas.log_records import SCHEMAS_TOPIC
 from seglog.storage.log_dir import LogDir
 from seglog.storage.topic_admin import TopicAdministration
 
-__all__ = ["SchemaLog"]
+__all__ = ["MAX_RECORD_BYTES", "MAX_REQUEST_BYTES", "SchemaLog"]
+
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
+"""The largest request body the registry takes (a larger one is answered 413)."""
+MAX_RECORD_BYTES = 2 * MAX_REQUEST_BYTES
+"""``_schemas``' ``max.message.bytes``: room for the record of any request taken.
+
+A schema's record is about as large as the request that registered it (its
+text is escaped in both), so Kafka's default of 1 MiB would refuse schemas
+the API takes; twice the request limit leaves room for the escaping of a
+text that differs (control characters, written once more escaped).
+"""
 
 
 class SchemaLog:
@@ -31,7 +42,11 @@ class SchemaLog:
         if self.exists:
             return
         try:
-            self._topic_admin.create_topic(SCHEMAS_TOPIC, 1, {"cleanup.policy": "compact"})
+            self._topic_admin.create_topic(
+                SCHEMAS_TOPIC,
+                1,
+                {"cleanup.policy": "compact", "max.message.bytes": str(MAX_RECORD_BYTES)},
+            )
         except SeglogError as exc:
             if exc.kafka_error != "TOPIC_ALREADY_EXISTS":
                 raise

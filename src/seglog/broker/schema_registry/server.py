@@ -12,6 +12,7 @@ from seglog.broker.http_api.server import AppServer
 from seglog.broker.schema_registry.routes import STORE, add_routes, answer
 from seglog.broker.schema_registry.store import RegistryStore
 from seglog.broker.state import BrokerState
+from seglog.schemas.schema_log import MAX_REQUEST_BYTES
 
 __all__ = ["RegistryServer", "application", "mount"]
 
@@ -34,7 +35,7 @@ def application(
     state: BrokerState, security: ConsoleSecurity, store: RegistryStore
 ) -> web.Application:
     """The registry's own application."""
-    app = web.Application(middlewares=[_unrouted], client_max_size=16 * 1024 * 1024)
+    app = web.Application(middlewares=[_unrouted], client_max_size=MAX_REQUEST_BYTES)
     app[STATE] = state
     app[SECURITY] = security
     app[STORE] = store

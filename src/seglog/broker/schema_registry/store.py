@@ -30,6 +30,7 @@ from seglog.broker.coordinator_runtime import CoordinatorRuntime
 from seglog.broker.http_api import partition_facts, partition_query
 from seglog.broker.nodes.channel import ControllerUnavailableError
 from seglog.broker.state import BrokerState
+from seglog.errors import RecordTooLargeError
 from seglog.schemas.log_records import SCHEMAS_TOPIC
 from seglog.schemas.registry import RegistryError, RegistryReads, RegistryWrites
 from seglog.schemas.registry_state import RegistryState
@@ -204,7 +205,14 @@ class RegistryStore:
         with self._lock:
             answer, records = getattr(RegistryWrites(self._state), operation)(**args)
         if records:
-            self._log.append(records)
+            try:
+                self._log.append(records)
+            except RecordTooLargeError as exc:
+                # A _schemas made with Kafka's default max.message.bytes (by another
+                # registry, or mirrored from one) refuses large schemas: nothing was written.
+                raise RegistryError(
+                    500, 50001, f"Error while writing to {SCHEMAS_TOPIC}: {exc}"
+                ) from exc
             self._catch_up_local()
         return answer
 
