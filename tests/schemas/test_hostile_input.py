@@ -126,3 +126,51 @@ def test_an_imported_id_held_by_another_schema_is_refused() -> None:
     assert refused.value.error_code == 42207
     assert registered(state, "c", {"schema": '"string"', "id": 7, "version": 1}) == 7
     assert state.subjects() == ["a", "c"]
+
+
+def compacted(records: list[tuple[bytes, bytes | None]]) -> RegistryState:
+    """The state a restart folds from ``records`` once fully compacted: the last record of
+    each key's bytes, tombstones removed too (past ``delete.retention.ms``)."""
+    last = {key: i for i, (key, _) in enumerate(records)}
+    state = RegistryState()
+    for i, (key_bytes, value_bytes) in enumerate(records):
+        if last[key_bytes] == i and value_bytes is not None:
+            state.apply(key_bytes, value_bytes)
+    return state
+
+
+def test_a_key_spelled_otherwise_does_not_outlive_its_deletion_in_a_compacted_topic() -> None:
+    """Confluent's older registries wrote keys with other field orders and magic 0."""
+    legacy_schema = b'{"subject":"old-value","version":1,"magic":1,"keytype":"SCHEMA"}'
+    legacy_config = b'{"subject":"old-value","magic":0,"keytype":"CONFIG"}'
+    log: list[tuple[bytes, bytes | None]] = [
+        (legacy_schema, value("old-value", 1, 1, '"string"')),
+        (legacy_config, b'{"compatibilityLevel":"NONE"}'),
+    ]
+    state = RegistryState()
+
+    def run(records: list[tuple[bytes, bytes | None]]) -> None:
+        for record in records:
+            log.append(record)
+            state.apply(*record)
+
+    run(log[:])
+    del log[2:]
+    assert state.versions("old-value") == [1] and state.compatibility("old-value") == "NONE"
+    writes = RegistryWrites(state)
+    run(writes.set_config("old-value", {"compatibility": "FULL"})[1])
+    assert state.compatibility("old-value") == "FULL"
+    assert compacted(log).compatibility("old-value") == "FULL"
+    run(writes.delete_version("old-value", "1", permanent=False)[1])
+    assert state.versions("old-value", deleted=True) == [1] and not state.versions("old-value")
+    assert compacted(log).versions("old-value", deleted=True) == [1]
+    run(writes.delete_version("old-value", "1", permanent=True)[1])
+    assert not state.has_subject("old-value") and state.config("old-value") is None
+    after = compacted(log)
+    assert not after.has_subject("old-value") and after.config("old-value") is None
+    # Only this registry's own spelling is written from now on.
+    assert all(
+        key == log_records.encode_key(RegistryKey("SCHEMA", "old-value", 1))
+        for key, v in log[2:]
+        if v is not None and b"SCHEMA" in key
+    )

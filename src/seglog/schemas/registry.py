@@ -299,6 +299,19 @@ class RegistryWrites(RegistryReads):
     """The changes of the REST API: checked against the state, answered with the records to
     append (and the answer to give once they are)."""
 
+    def _set(self, key: RegistryKey, value: bytes | None) -> list[Record]:
+        """The records that give ``key`` ``value`` (None: delete it), in this registry's
+        spelling of the key, each other spelling of it in the topic first made a tombstone.
+
+        Kafka compacts by the key's bytes, and a key another registry wrote (Confluent's
+        older ones put the fields in another order, or magic 0) is the same key spelled
+        otherwise: left alone, its record would outlive this one's tombstone in the
+        compacted topic, and a version deleted for good would come back on a restart.
+        """
+        own = log_records.encode_key(key)
+        others: list[Record] = [(k, None) for k in self.state.spellings(key) if k != own]
+        return [*others, (own, value)]
+
     def _writable(self, subject: str | None, *, importing: bool = False) -> str:
         mode = self.state.effective_mode(subject)
         if mode.startswith("READONLY"):
@@ -367,8 +380,8 @@ class RegistryWrites(RegistryReads):
             metadata=request.metadata,
             rule_set=request.rule_set,
         )
-        key = log_records.encode_key(RegistryKey(log_records.SCHEMA, subject, version))
-        return {"id": schema_id}, [(key, log_records.encode_schema(stored))]
+        key = RegistryKey(log_records.SCHEMA, subject, version)
+        return {"id": schema_id}, self._set(key, log_records.encode_schema(stored))
 
     def _holder_of(self, request: SchemaRequest, canonical: str) -> StoredSchema | None:
         """A version of any subject holding this very schema (so its id is this one's)."""
@@ -397,7 +410,7 @@ class RegistryWrites(RegistryReads):
                 f"One or more references exist to the schema {{magic=1,keytype=SCHEMA,"
                 f"subject={subject},version={stored.version}}}.",
             )
-        key = log_records.encode_key(RegistryKey(log_records.SCHEMA, subject, stored.version))
+        key = RegistryKey(log_records.SCHEMA, subject, stored.version)
         if not permanent:
             deleted = StoredSchema(
                 subject=stored.subject,
@@ -410,7 +423,7 @@ class RegistryWrites(RegistryReads):
                 metadata=stored.metadata,
                 rule_set=stored.rule_set,
             )
-            return stored.version, [(key, log_records.encode_schema(deleted))]
+            return stored.version, self._set(key, log_records.encode_schema(deleted))
         if not stored.deleted:
             raise RegistryError(
                 404,
@@ -418,7 +431,7 @@ class RegistryWrites(RegistryReads):
                 f"Subject '{subject}' Version {stored.version} was not deleted first before "
                 "being permanently deleted",
             )
-        records: list[Record] = [(key, None)]
+        records = self._set(key, None)
         if self.state.versions(subject, deleted=True) == [stored.version]:
             records += self._forget_subject_settings(subject)
         return stored.version, records
@@ -450,27 +463,28 @@ class RegistryWrites(RegistryReads):
                     f"subject={subject},version={version}}}.",
                 )
         if not permanent:
-            key = log_records.encode_key(RegistryKey(log_records.DELETE_SUBJECT, subject))
+            key = RegistryKey(log_records.DELETE_SUBJECT, subject)
             value = log_records.encode_value({"subject": subject, "version": versions[-1]})
-            return versions, [(key, value)]
+            return versions, self._set(key, value)
         if self.state.versions(subject):
             raise RegistryError(
                 404,
                 40405,
                 f"Subject '{subject}' was not deleted first before being permanently deleted",
             )
-        records: list[Record] = [
-            (log_records.encode_key(RegistryKey(log_records.SCHEMA, subject, v)), None)
+        records = [
+            record
             for v in reversed(versions)
+            for record in self._set(RegistryKey(log_records.SCHEMA, subject, v), None)
         ]
         return versions, records + self._forget_subject_settings(subject)
 
     def _forget_subject_settings(self, subject: str) -> list[Record]:
         out: list[Record] = []
         if self.state.mode(subject) is not None:
-            out.append((log_records.encode_key(RegistryKey(log_records.MODE, subject)), None))
+            out += self._set(RegistryKey(log_records.MODE, subject), None)
         if self.state.config(subject) is not None:
-            out.append((log_records.encode_key(RegistryKey(log_records.CONFIG, subject)), None))
+            out += self._set(RegistryKey(log_records.CONFIG, subject), None)
         return out
 
     def set_config(self, subject: str | None, body: Any) -> tuple[dict[str, Any], list[Record]]:
@@ -503,10 +517,10 @@ class RegistryWrites(RegistryReads):
         ):
             if name in body:
                 value[name] = body[name]
-        key = log_records.encode_key(RegistryKey(log_records.CONFIG, subject))
+        key = RegistryKey(log_records.CONFIG, subject)
         answer = {k: v for k, v in value.items() if k not in ("subject", "compatibilityLevel")}
         answer["compatibility"] = value.get("compatibilityLevel", DEFAULT_COMPATIBILITY)
-        return answer, [(key, log_records.encode_value(value))]
+        return answer, self._set(key, log_records.encode_value(value))
 
     def delete_config(self, subject: str | None) -> tuple[dict[str, Any], list[Record]]:
         """``DELETE /config[/{s}]``: the setting removed."""
@@ -516,8 +530,8 @@ class RegistryWrites(RegistryReads):
         self._writable(subject)
         answer = {k: v for k, v in (previous or {}).items() if k != "subject"}
         answer.setdefault("compatibilityLevel", DEFAULT_COMPATIBILITY)
-        key = log_records.encode_key(RegistryKey(log_records.CONFIG, subject))
-        return answer, [(key, None)] if previous is not None else []
+        key = RegistryKey(log_records.CONFIG, subject)
+        return answer, self._set(key, None) if previous is not None else []
 
     def set_mode(
         self, subject: str | None, body: Any, *, force: bool
@@ -539,17 +553,16 @@ class RegistryWrites(RegistryReads):
                     42205,
                     "Cannot import since found existing subjects (use force=true to import anyway)",
                 )
-        key = log_records.encode_key(RegistryKey(log_records.MODE, subject))
+        key = RegistryKey(log_records.MODE, subject)
         value: dict[str, Any] = {"subject": subject, "mode": mode} if subject else {"mode": mode}
-        return {"mode": mode}, [(key, log_records.encode_value(value))]
+        return {"mode": mode}, self._set(key, log_records.encode_value(value))
 
     def delete_mode(self, subject: str) -> tuple[dict[str, Any], list[Record]]:
         """``DELETE /mode/{s}``: the mode removed."""
         previous = self.state.mode(subject)
         if previous is None:
             raise subject_not_found(subject)
-        key = log_records.encode_key(RegistryKey(log_records.MODE, subject))
-        return {"mode": previous}, [(key, None)]
+        return {"mode": previous}, self._set(RegistryKey(log_records.MODE, subject), None)
 
 
 def _version_number(text: str) -> int:

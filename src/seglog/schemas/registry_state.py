@@ -38,6 +38,9 @@ class RegistryState:
         self._ids: dict[int, list[tuple[str, int]]] = {}
         self._configs: dict[str | None, dict[str, object]] = {}
         self._modes: dict[str | None, str] = {}
+        # Per key, the bytes it was written as whose last record is a value (not a
+        # tombstone): each is a record compaction keeps (see RegistryWrites._set).
+        self._spellings: dict[log_records.RegistryKey, set[bytes]] = {}
         self.max_id = 0
         """The highest schema id ever seen (the next one is above it)."""
         self.records_applied = 0
@@ -53,6 +56,13 @@ class RegistryState:
             parsed = log_records.decode_key(key)
             if parsed is None:
                 return
+            spellings = self._spellings.setdefault(parsed, set())
+            if value is None:
+                spellings.discard(key)
+            else:
+                spellings.add(key)
+            if not spellings:
+                del self._spellings[parsed]
             self._apply(parsed, value)
         except ValueError as exc:
             logger.warning("_schemas: skipping a record: %s", exc)
@@ -144,6 +154,10 @@ class RegistryState:
             self._ids.pop(stored.id, None)
 
     # ------------------------------------------------------------------ queries
+
+    def spellings(self, key: log_records.RegistryKey) -> list[bytes]:
+        """The bytes ``key`` was written as, each holding a value compaction keeps."""
+        return sorted(self._spellings.get(key, ()))
 
     def subjects(self, *, deleted: bool = False) -> list[str]:
         """The subjects with a version (soft-deleted ones too when ``deleted``), sorted."""

@@ -595,6 +595,20 @@ def test_compaction_of_schemas_keeps_the_state(
         return answer.body
 
     change("PUT", "/config", {"compatibility": "NONE"})
+    # A version as an older Confluent registry wrote it (its key spelled otherwise), deleted
+    # for good here: its record must not outlive the tombstone in the compacted topic.
+    legacy = json.dumps({"subject": "legacy-value", "version": 1, "id": 500, "schema": '"int"'})
+    produce(
+        broker.bootstrap,
+        [
+            (
+                b'{"subject":"legacy-value","version":1,"magic":0,"keytype":"SCHEMA"}',
+                legacy.encode(),
+            )
+        ],
+    )
+    change("DELETE", "/subjects/legacy-value/versions/1")
+    change("DELETE", "/subjects/legacy-value/versions/1", permanent="true")
     for round_ in range(4):
         for s in range(3):
             subject = f"c{s}-value"
