@@ -464,6 +464,47 @@ def test_records_a_plain_producer_writes_are_taken_in_or_skipped(
     assert snapshot(api) == before
 
 
+def test_transactional_records_count_once_committed(
+    registry_broker: Callable[..., RegistryBroker],
+) -> None:
+    """Read as a read_committed consumer reads it, as ``read_registry`` reads a log directory."""
+    broker = registry_broker()
+    api = broker.api
+
+    def schema_record(subject: str, schema_id: int) -> tuple[bytes, bytes]:
+        key = {"keytype": "SCHEMA", "subject": subject, "version": 1, "magic": 1}
+        value = {"subject": subject, "version": 1, "id": schema_id, "schema": '"string"'}
+        return json.dumps(key).encode(), json.dumps(value).encode()
+
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "transactional.id": "sr-txn", "linger.ms": 0}
+    )
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    key, value = schema_record("aborted-value", 700)
+    producer.produce("_schemas", value, key)
+    assert producer.flush(30) == 0
+    producer.abort_transaction(30)
+    assert send(api, "GET", "/subjects").body == []
+    first = send(api, "POST", "/subjects/a-value/versions", {"schema": '"int"'}).body["id"]
+    assert first == 1  # the aborted record's id is no id at all
+
+    # An open transaction holds changes back until it ends (then they go on, above it).
+    producer.begin_transaction()
+    key, value = schema_record("open-value", 800)
+    producer.produce("_schemas", value, key)
+    assert producer.flush(30) == 0
+    held = send(api, "POST", "/subjects/b-value/versions", {"schema": '"long"'})
+    assert (held.status, held.body["error_code"]) == (500, 50002), held.body
+    assert send(api, "GET", "/subjects").body == ["a-value"]
+    producer.commit_transaction(30)
+    assert send(api, "GET", "/subjects").body == ["a-value", "open-value"]
+    after = send(api, "POST", "/subjects/b-value/versions", {"schema": '"long"'})
+    assert after.status == 200 and after.body["id"] == 801
+    broker.process.stop()
+    assert read_registry(broker.process.data).subjects() == ["a-value", "b-value", "open-value"]
+
+
 # ------------------------------------------------------------------ seglog mirror
 
 

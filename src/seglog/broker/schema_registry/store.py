@@ -11,6 +11,15 @@ its records, and reads them back; only then is the change answered. The
 state changes only by records read from the topic, so a record written by
 anyone else (``seglog mirror`` copying a registry in) is taken in too.
 
+The topic is read as a read_committed consumer reads it (as
+:func:`seglog.schemas.log_dir.read_registry` reads a log directory): records
+of an aborted transaction are never taken in, and an open one holds back
+everything after it until it ends. The writer appends only once it has read
+the whole log: an id or version chosen while records it cannot see yet sit
+in the log could be one they already hold. So a transaction left open in
+``_schemas`` holds changes back (:data:`UNDECIDED_WAIT`, then 50002) until
+it commits or the transaction coordinator aborts it.
+
 A read catches up first: the writer from its own log, any other node by
 asking the leader for the records it has not seen (a
 :mod:`~seglog.broker.http_api.partition_query` question), so that a schema
@@ -23,6 +32,7 @@ import asyncio
 import base64
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -45,6 +55,9 @@ OP = "schema_registry"
 PAGE = 1000
 """Records read from ``_schemas`` per question."""
 FORWARD_TIMEOUT = 60.0
+UNDECIDED_WAIT = 5.0
+"""How long a change waits for an open transaction in ``_schemas`` to end (seconds)."""
+UNDECIDED_POLL = 0.05
 
 T = TypeVar("T")
 
@@ -57,6 +70,7 @@ class RegistryStore:
         self._log = SchemaLog(state.log_dir, state.topic_admin)
         self._state = RegistryState()
         self._next_offset = 0
+        self._high_watermark = 0
         self._runtime = CoordinatorRuntime("schema-registry")
         # Readers on the event loop and the writer's thread take turns at the state.
         self._lock = threading.Lock()
@@ -110,7 +124,7 @@ class RegistryStore:
                 self._broker.log_dir,
                 partition_facts.RECORDS,
                 [(SCHEMAS_TOPIC, 0)],
-                {"offset": self._next_offset, "limit": PAGE},
+                _page_args(self._next_offset),
             )[0]
             if not self._fold(page):
                 return
@@ -128,7 +142,7 @@ class RegistryStore:
                         info,
                         [0],
                         partition_facts.RECORDS,
-                        {"offset": self._next_offset, "limit": PAGE},
+                        _page_args(self._next_offset),
                     )
                 )[0]
             except ControllerUnavailableError as exc:
@@ -152,7 +166,8 @@ class RegistryStore:
                 )
             moved = page["next_offset"] > self._next_offset
             self._next_offset = max(self._next_offset, page["next_offset"])
-        return moved and self._next_offset < int(page["high_watermark"])
+            self._high_watermark = int(page["high_watermark"])
+        return moved and self._next_offset < self._high_watermark
 
     # ---------------------------------------------------------------- changes
 
@@ -198,10 +213,28 @@ class RegistryStore:
                 },
             }
 
+    def _catch_up_whole_log(self) -> None:
+        """Catch up to the log's end, past any open transaction once it ends (writer's thread).
+
+        RegistryError 50002 when one is still open after :data:`UNDECIDED_WAIT`.
+        """
+        deadline = time.monotonic() + UNDECIDED_WAIT
+        self._catch_up_local()
+        while self._next_offset < self._high_watermark:
+            if time.monotonic() >= deadline:
+                raise RegistryError(
+                    500,
+                    50002,
+                    f"{SCHEMAS_TOPIC} holds an open transaction from offset "
+                    f"{self._next_offset}: no change is made until it ends",
+                )
+            time.sleep(UNDECIDED_POLL)
+            self._catch_up_local()
+
     def _change_local(self, operation: str, args: dict[str, Any]) -> Any:
         if not self.is_writer():
             raise RegistryError(500, 50004, "this node is no longer the registry's writer")
-        self._catch_up_local()
+        self._catch_up_whole_log()
         with self._lock:
             answer, records = getattr(RegistryWrites(self._state), operation)(**args)
         if records:
@@ -215,6 +248,10 @@ class RegistryStore:
                 ) from exc
             self._catch_up_local()
         return answer
+
+
+def _page_args(offset: int) -> dict[str, Any]:
+    return {"offset": offset, "limit": PAGE, "read_committed": True}
 
 
 def _bytes(text: str | None, encoding: str) -> bytes | None:
