@@ -174,3 +174,39 @@ def test_a_key_spelled_otherwise_does_not_outlive_its_deletion_in_a_compacted_to
         for key, v in log[2:]
         if v is not None and b"SCHEMA" in key
     )
+
+
+@pytest.mark.parametrize("level", ["NONE", "BACKWARD", "FULL"])
+def test_registering_parses_a_bounded_number_of_schemas_however_many_are_stored(
+    monkeypatch: pytest.MonkeyPatch, level: str
+) -> None:
+    """Finding a schema's id once parsed every schema stored, each registration: quadratic."""
+    from seglog.schemas import registry
+
+    state = RegistryState()
+    state.apply(
+        b'{"keytype":"CONFIG","subject":null,"magic":0}',
+        json.dumps({"compatibilityLevel": level}).encode(),
+    )
+
+    def schema(i: int) -> str:
+        fields = [{"name": "a", "type": "string", "default": ""}]
+        return json.dumps({"type": "record", "name": "R", "namespace": f"n{i}", "fields": fields})
+
+    for i in range(150):
+        registered(state, f"s{i % 3}", {"schema": schema(i)})
+    parses = 0
+    real = registry.parse_schema
+
+    def counting(*args: object, **kwargs: object) -> object:
+        nonlocal parses
+        parses += 1
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(registry, "parse_schema", counting)
+    for i in range(150, 160):
+        registered(state, f"s{i % 3}", {"schema": schema(i)})
+    # A few per registration (the new schema, the latest version a level compares with,
+    # the one registered just before), not one per schema stored.
+    assert parses <= 10 * 4
+    assert max(s.id for s in state.all_schemas()) == 160

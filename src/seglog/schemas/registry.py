@@ -223,10 +223,39 @@ class RegistryReads:
         return None
 
     def _canonical(self, stored: StoredSchema) -> str:
+        """``stored``'s canonical text (its own text when it does not parse).
+
+        Remembered in the state: finding a schema's id compares it with every schema
+        stored, and parsing them all again for each registration made it quadratic.
+        """
         try:
-            return str(self.parsed(stored).canonical())
-        except (InvalidSchemaError, KeyError):
+            references = self.state.resolved_references(stored.references)
+        except KeyError:
             return stored.schema
+        key = (stored.schema_type, stored.schema, tuple(references.items()))
+        canonical = self.state.canonical_texts.get(key)
+        if canonical is None:
+            try:
+                parsed = parse_schema(stored.schema_type, stored.schema, references)
+                canonical = str(parsed.canonical())
+            except InvalidSchemaError:
+                canonical = stored.schema
+            self.state.canonical_texts[key] = canonical
+        return canonical
+
+    def previous(self, subject: str, level: str) -> list[ParsedSchema]:
+        """The live versions of ``subject`` that ``level`` compares a new one with, oldest
+        first: none for NONE, the latest for a level that is not transitive, else all."""
+        if level == "NONE":
+            return []
+        versions = self.state.versions(subject)
+        if not level.endswith("_TRANSITIVE"):
+            versions = versions[-1:]
+        return [
+            self.parsed(stored)
+            for v in versions
+            if (stored := self.state.version(subject, v)) is not None
+        ]
 
     # ---------------------------------------------------------------- routes
 
@@ -251,11 +280,7 @@ class RegistryReads:
         parsed = self.parse(request, normalize=self.normalizes(subject, normalize))
         level = self.state.effective_compatibility(subject)
         if version is None:
-            previous = [
-                self.parsed(s)
-                for v in self.state.versions(subject)
-                if (s := self.state.version(subject, v)) is not None
-            ]
+            previous = self.previous(subject, level)
         else:
             if not self.state.versions(subject):
                 raise subject_not_found(subject)
@@ -340,12 +365,7 @@ class RegistryWrites(RegistryReads):
             return {"id": existing.id}, []
         if mode != "IMPORT":
             level = self.state.effective_compatibility(subject)
-            previous = [
-                self.parsed(s)
-                for v in self.state.versions(subject)
-                if (s := self.state.version(subject, v)) is not None
-            ]
-            messages = check_compatibility(level, parsed, previous)
+            messages = check_compatibility(level, parsed, self.previous(subject, level))
             if messages:
                 raise RegistryError(
                     409,
