@@ -505,6 +505,30 @@ def test_transactional_records_count_once_committed(
     assert read_registry(broker.process.data).subjects() == ["a-value", "b-value", "open-value"]
 
 
+def test_schemas_deleted_and_made_again_under_a_running_registry(
+    registry_broker: Callable[..., RegistryBroker],
+) -> None:
+    """The registry is its topic: deleted, its schemas are gone, and what is written next
+    is what the registry answers (not the memory of the deleted topic)."""
+    broker = registry_broker()
+    api = broker.api
+    for i in range(3):
+        send(api, "POST", f"/subjects/old{i}-value/versions", {"schema": record(f"Old{i}")})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.delete_topics(["_schemas"]).values():
+        future.result(30)
+    new = send(api, "POST", "/subjects/new-value/versions", {"schema": record("New")})
+    assert new.status == 200, new.body
+    assert send(api, "GET", "/subjects").body == ["new-value"]
+    got = send(api, "GET", f"/schemas/ids/{new.body['id']}")
+    assert json.loads(got.body["schema"])["name"] == "New"
+    before = snapshot(api)
+    broker.process.stop()
+    broker.process.start()
+    wait_listening(broker.port, broker.process.alive, broker.process.log)
+    assert snapshot(api) == before
+
+
 # ------------------------------------------------------------------ seglog mirror
 
 

@@ -33,6 +33,7 @@ import base64
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -71,6 +72,8 @@ class RegistryStore:
         self._state = RegistryState()
         self._next_offset = 0
         self._high_watermark = 0
+        self._topic_id: uuid.UUID | None = None
+        """The id of the ``_schemas`` the state is folded from."""
         self._runtime = CoordinatorRuntime("schema-registry")
         # Readers on the event loop and the writer's thread take turns at the state.
         self._lock = threading.Lock()
@@ -115,9 +118,28 @@ class RegistryStore:
         with self._lock:
             return question(RegistryReads(self._state))
 
+    def _follow_topic(self, info: Any) -> None:
+        """Start over from an empty state when ``_schemas`` is not the topic folded so far.
+
+        Deleted (and perhaps made again) under a running broker, the topic the state was
+        folded from is gone: answering from it, or skipping the new topic's first records
+        as offsets already read, would serve what no restart could see.
+        """
+        topic_id = None if info is None else info.topic_id
+        if topic_id == self._topic_id:
+            return
+        with self._lock:
+            if self._topic_id is not None:
+                logger.warning("%s was deleted: the registry starts over", SCHEMAS_TOPIC)
+            self._topic_id = topic_id
+            self._state = RegistryState()
+            self._next_offset = self._high_watermark = 0
+
     def _catch_up_local(self) -> None:
         """Fold in the records of the local ``_schemas`` not seen yet (writer's thread)."""
-        if not self._log.exists:
+        info = self._info()
+        self._follow_topic(info)
+        if info is None:
             return
         while True:
             page = partition_query.answer_local(
@@ -131,6 +153,7 @@ class RegistryStore:
 
     async def _catch_up_remote(self) -> None:
         info = self._info()
+        self._follow_topic(info)
         if info is None:
             return
         while True:
