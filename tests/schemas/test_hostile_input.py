@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -210,3 +211,26 @@ def test_registering_parses_a_bounded_number_of_schemas_however_many_are_stored(
     # the one registered just before), not one per schema stored.
     assert parses <= 10 * 4
     assert max(s.id for s in state.all_schemas()) == 160
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"schema": json.dumps({"type": "string", "doc": chr(0xD800)})},
+        {"schema": '"int"', "metadata": {"properties": {"a": chr(0xDFFF)}}},
+    ],
+)
+def test_a_lone_surrogate_is_refused_before_it_reaches_a_record(body: dict[str, Any]) -> None:
+    """Python reads ``"\\ud800"`` into a string no UTF-8 record can hold."""
+    state = RegistryState()
+    if "metadata" in body:
+        with pytest.raises(ValueError, match="surrogate"):
+            json_text.loads(json.dumps(body))
+    else:
+        # Escaped in the schema's text, itself JSON: refused as an invalid schema.
+        with pytest.raises(RegistryError) as refused:
+            registered(state, "s", body)
+        assert refused.value.error_code == 42201
+    with pytest.raises(RegistryError) as refused:
+        registered(state, chr(0xD800), {"schema": '"int"'})
+    assert refused.value.error_code == 42208

@@ -10,6 +10,10 @@ as malformed, the same way wherever it is read (a request thread or the
 writer's, whose stacks differ), instead of failing at whatever depth a
 given stack happens to run out.
 
+JSON may also spell a lone UTF-16 surrogate (``"\\ud800"``), which Python
+reads into a string that no UTF-8 text can hold: taken in, it would fail only
+when the record is written. Such a document is refused here too.
+
 Real schemas nest far less: an Avro record nested in a record adds three
 levels (the record, its ``fields`` array, the field), a JSON Schema object
 property two.
@@ -18,9 +22,13 @@ property two.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from typing import Any, TypeGuard
 
 __all__ = ["MAX_DEPTH", "TooDeepError", "depth", "is_integer", "loads"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 MAX_DEPTH = 100
 """The deepest nesting of arrays and objects taken in (a scalar alone is depth 0).
@@ -44,7 +52,7 @@ def loads(data: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
         raise TooDeepError(
             f"JSON nested deeper than {max_depth} levels of arrays and objects"
         ) from None
-    found = depth(document)
+    found = depth(document, strings=_no_surrogate)
     if found > max_depth:
         raise TooDeepError(
             f"JSON nested {found} levels deep, more than {max_depth} levels of arrays and objects"
@@ -52,22 +60,38 @@ def loads(data: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     return document
 
 
-def depth(document: Any) -> int:
-    """How deep arrays and objects nest in ``document`` (walked without recursion)."""
+def depth(document: Any, *, strings: Callable[[str], None] | None = None) -> int:
+    """How deep arrays and objects nest in ``document`` (walked without recursion).
+
+    ``strings``, when given, is called with every string in it (keys too).
+    """
     deepest = 0
     pending: list[tuple[Any, int]] = [(document, 0)]
     while pending:
         node, level = pending.pop()
         if isinstance(node, dict):
             children: Any = node.values()
+            if strings is not None:
+                for name in node:
+                    strings(name)
         elif isinstance(node, list):
             children = node
         else:
+            if strings is not None and isinstance(node, str):
+                strings(node)
             continue
         level += 1
         deepest = max(deepest, level)
         pending.extend((child, level) for child in children)
     return deepest
+
+
+def _no_surrogate(text: str) -> None:
+    found = _SURROGATE.search(text)
+    if found is not None:
+        raise ValueError(
+            f"JSON holds a lone surrogate \\u{ord(found.group()):04x}, which is no character"
+        )
 
 
 def is_integer(value: object) -> TypeGuard[int]:

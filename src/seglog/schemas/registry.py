@@ -356,7 +356,7 @@ class RegistryWrites(RegistryReads):
     ) -> tuple[dict[str, Any], list[Record]]:
         """``POST /subjects/{s}/versions``: the id of the schema sent, registered if new."""
         request = SchemaRequest.from_json(body)
-        if not subject or any(ord(c) < 0x20 for c in subject):
+        if not subject or any(ord(c) < 0x20 or 0xD800 <= ord(c) <= 0xDFFF for c in subject):
             raise RegistryError(422, 42208, f"The specified subject '{subject}' is not valid.")
         mode = self._writable(subject, importing=request.id is not None)
         parsed = self.parse(request, normalize=self.normalizes(subject, normalize))

@@ -282,6 +282,52 @@ def test_deeply_nested_json_gets_a_clean_4xx(
     assert send(api, "POST", "/subjects/deep-value/versions", {"schema": '"int"'}).status == 200
 
 
+def test_lone_surrogates_get_a_clean_4xx(registry_broker: Callable[..., RegistryBroker]) -> None:
+    """JSON may spell a half of a UTF-16 pair alone; no UTF-8 record can hold it."""
+    broker = registry_broker()
+    api = broker.api
+
+    def raw(method: str, path: str, body: bytes) -> Answer:
+        request = urllib.request.Request(
+            api.url(path), data=body, method=method, headers={"Content-Type": SCHEMA_TYPE}
+        )
+        return api.send(request, None)
+
+    lone, other_half = chr(0xD800), chr(0xDFFF)
+    # json.dumps escapes them (ensure_ascii): the bodies are ASCII, the JSON in them is not
+    # text once read.
+    bodies: list[tuple[str, str, Any, int | None]] = [
+        ("POST", "/subjects/s-value/versions", {"schema": '"string"', "x": lone}, 400),
+        (
+            "POST",
+            "/subjects/s-value/versions",
+            {"schema": json.dumps({"type": "string", "doc": lone})},  # inside the schema text
+            422,
+        ),
+        (
+            "POST",
+            "/subjects/s-value/versions",
+            {"schema": '"int"', "metadata": {"properties": {other_half: "a"}}},
+            400,
+        ),
+        ("PUT", "/config/s-value", {"compatibility": "NONE", "alias": lone}, 400),
+        ("POST", "/subjects/%ED%A0%80/versions", {"schema": '"int"'}, None),
+        ("PUT", "/config/%ED%A0%80", {"compatibility": "NONE"}, None),
+        ("PUT", "/mode/%ED%A0%80", {"mode": "READONLY"}, None),
+    ]
+    for method, path, doc, status in bodies:
+        body = json.dumps(doc).encode("ascii")
+        answer = raw(method, path, body)
+        if status is None:
+            assert answer.status < 500, (path, answer.body)
+        else:
+            assert answer.status == status, (path, body, answer.body)
+        assert answer.status == 200 or isinstance(answer.body["error_code"], int)
+    # (A path's undecodable escapes stay as they are written: a subject like another.)
+    assert "s-value" not in send(api, "GET", "/subjects").body
+    assert send(api, "POST", "/subjects/s-value/versions", {"schema": '"int"'}).status == 200
+
+
 def test_a_schema_of_1_mib_registers_and_reads_back(
     registry_broker: Callable[..., RegistryBroker],
 ) -> None:
