@@ -234,3 +234,19 @@ def test_a_lone_surrogate_is_refused_before_it_reaches_a_record(body: dict[str, 
     with pytest.raises(RegistryError) as refused:
         registered(state, chr(0xD800), {"schema": '"int"'})
     assert refused.value.error_code == 42208
+
+
+def test_a_stored_schema_that_does_not_parse_is_said_and_spares_the_rest() -> None:
+    state = RegistryState()
+    state.apply(key("bad", 1), value("bad", 1, 1, '{"type":"no such type"}'))
+    dangling = StoredSchema("refs", 1, 2, "AVRO", '"int"', (log_records.Reference("X", "gone", 1),))
+    state.apply(key("refs", 1), log_records.encode_schema(dangling))
+    for subject in ("bad", "refs"):
+        with pytest.raises(RegistryError) as refused:
+            registered(state, subject, {"schema": '"string"'})
+        assert (refused.value.status, refused.value.error_code) == (500, 50001)
+        assert f"subject '{subject}' version 1" in refused.value.message
+    assert registered(state, "good", {"schema": '"string"'}) == 3
+    # A level that compares nothing does not read them.
+    state.apply(b'{"keytype":"CONFIG","subject":"bad","magic":0}', b'{"compatibilityLevel":"NONE"}')
+    assert registered(state, "bad", {"schema": '"string"'}) == 3

@@ -172,9 +172,23 @@ class RegistryReads:
         return parsed.normalize() if normalize else parsed
 
     def parsed(self, stored: StoredSchema) -> ParsedSchema:
-        """A stored schema parsed (it was valid when registered)."""
-        references = self.state.resolved_references(stored.references)
-        return parse_schema(stored.schema_type, stored.schema, references)
+        """A stored schema parsed.
+
+        Valid when this registry registered it; a record another writer put in
+        ``_schemas`` may hold one that is not, or refer to a version that is gone:
+        said as such (50001), not as a failure of the request's own.
+        """
+        try:
+            references = self.state.resolved_references(stored.references)
+            return parse_schema(stored.schema_type, stored.schema, references)
+        except (KeyError, InvalidSchemaError) as exc:
+            raise RegistryError(
+                500,
+                50001,
+                f"Error in the backend data store: subject '{stored.subject}' version "
+                f"{stored.version} (id {stored.id}) holds a schema that cannot be read: "
+                f"{exc.args[0] if exc.args else exc}",
+            ) from exc
 
     def normalizes(self, subject: str, asked: bool) -> bool:
         """Whether ``subject``'s schemas are normalized (asked, or its config says so)."""
