@@ -1,1 +1,1 @@
-"""Schemas: the registry's state in Kafka's `_schemas` topic, the wire format, the schema formats."""
+"""Schemas: the registry kept in the `_schemas` topic, the wire format, the schema formats."""

@@ -1,0 +1,195 @@
+"""The records of the ``_schemas`` topic, in Confluent Schema Registry's JSON layout.
+
+A registry keeps its whole state in one compacted partition; each record's
+key says what it is about, its value the new state (a null value deletes).
+Keys are written field for field as Confluent's registry writes them (the
+same fields, in the same order, compact), so that compaction folds seglog's
+and Confluent's writes of one key together and a Confluent registry reads a
+mirrored ``_schemas`` as its own:
+
+- ``SCHEMA`` ``{"keytype":"SCHEMA","subject":s,"version":v,"magic":1}``: a
+  version of a subject; its value the schema (``deleted`` for a soft delete),
+  a null value its permanent deletion;
+- ``CONFIG`` / ``MODE`` ``{"keytype":..,"subject":s or null,"magic":0}``: the
+  compatibility level or mode of a subject, or the global one (null subject);
+- ``DELETE_SUBJECT``: a subject's soft deletion, up to a version;
+- ``CLEAR_SUBJECT``: a subject's permanent deletion;
+- ``NOOP``: nothing, written to learn how far the log has been read.
+
+Other key types (Confluent's contexts, associations ...) are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CLEAR_SUBJECT",
+    "CONFIG",
+    "DELETE_SUBJECT",
+    "MODE",
+    "NOOP",
+    "SCHEMA",
+    "SCHEMAS_TOPIC",
+    "Reference",
+    "RegistryKey",
+    "StoredSchema",
+    "decode_key",
+    "decode_schema",
+    "encode_key",
+    "encode_schema",
+    "encode_value",
+]
+
+SCHEMAS_TOPIC = "_schemas"
+"""Confluent's default ``kafkastore.topic``."""
+
+SCHEMA = "SCHEMA"
+CONFIG = "CONFIG"
+MODE = "MODE"
+NOOP = "NOOP"
+DELETE_SUBJECT = "DELETE_SUBJECT"
+CLEAR_SUBJECT = "CLEAR_SUBJECT"
+_KNOWN = frozenset({SCHEMA, CONFIG, MODE, NOOP, DELETE_SUBJECT, CLEAR_SUBJECT})
+
+AVRO = "AVRO"
+
+
+@dataclass(frozen=True)
+class RegistryKey:
+    """The key of one ``_schemas`` record."""
+
+    keytype: str
+    subject: str | None = None
+    version: int | None = None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A schema's use of another: by ``name`` in its text, the ``subject``'s ``version``."""
+
+    name: str
+    subject: str
+    version: int
+
+    def as_json(self) -> dict[str, Any]:
+        """As the registry's JSON writes it."""
+        return {"name": self.name, "subject": self.subject, "version": self.version}
+
+
+@dataclass(frozen=True)
+class StoredSchema:
+    """One version of a subject, as ``_schemas`` holds it."""
+
+    subject: str
+    version: int
+    id: int
+    schema_type: str
+    """``AVRO``, ``JSON`` or ``PROTOBUF``."""
+    schema: str
+    references: tuple[Reference, ...] = ()
+    deleted: bool = False
+    metadata: Mapping[str, Any] | None = field(default=None, compare=False)
+    """What the client sent as ``metadata`` (kept and answered, not interpreted)."""
+    rule_set: Mapping[str, Any] | None = field(default=None, compare=False)
+    """What the client sent as ``ruleSet`` (kept and answered, not interpreted)."""
+
+
+def encode_key(key: RegistryKey) -> bytes:
+    """``key`` in Confluent's field order (see the module docstring)."""
+    if key.keytype == SCHEMA:
+        doc: dict[str, Any] = {
+            "keytype": SCHEMA,
+            "subject": key.subject,
+            "version": key.version,
+            "magic": 1,
+        }
+    elif key.keytype == NOOP:
+        doc = {"keytype": NOOP, "magic": 0}
+    else:
+        doc = {"keytype": key.keytype, "subject": key.subject, "magic": 0}
+    return _compact(doc)
+
+
+def decode_key(data: bytes) -> RegistryKey | None:
+    """The key in ``data``; None for a key type this registry does not keep.
+
+    ValueError for bytes that are not a registry key at all.
+    """
+    doc = _object(data, "key")
+    keytype = doc.get("keytype")
+    if keytype not in _KNOWN:
+        return None
+    subject = doc.get("subject")
+    version = doc.get("version")
+    if subject is not None and not isinstance(subject, str):
+        raise ValueError(f"_schemas key: subject is not a string: {subject!r}")
+    if keytype == SCHEMA and (not isinstance(version, int) or subject is None):
+        raise ValueError(f"_schemas key: a SCHEMA key needs a subject and a version: {doc}")
+    return RegistryKey(str(keytype), subject, version if keytype == SCHEMA else None)
+
+
+def encode_schema(stored: StoredSchema) -> bytes:
+    """The value of a SCHEMA record (``schemaType`` and ``references`` only when not default)."""
+    doc: dict[str, Any] = {"subject": stored.subject, "version": stored.version, "id": stored.id}
+    if stored.schema_type != AVRO:
+        doc["schemaType"] = stored.schema_type
+    if stored.references:
+        doc["references"] = [r.as_json() for r in stored.references]
+    if stored.metadata:
+        doc["metadata"] = stored.metadata
+    if stored.rule_set:
+        doc["ruleSet"] = stored.rule_set
+    doc["schema"] = stored.schema
+    doc["deleted"] = stored.deleted
+    return _compact(doc)
+
+
+def decode_schema(data: bytes) -> StoredSchema:
+    """The SCHEMA record value in ``data`` (ValueError when malformed)."""
+    doc = _object(data, "schema value")
+    try:
+        references = tuple(
+            Reference(str(r["name"]), str(r["subject"]), int(r["version"]))
+            for r in doc.get("references") or ()
+        )
+        return StoredSchema(
+            subject=str(doc["subject"]),
+            version=int(doc["version"]),
+            id=int(doc["id"]),
+            schema_type=str(doc.get("schemaType") or AVRO),
+            schema=str(doc["schema"]),
+            references=references,
+            deleted=bool(doc.get("deleted", False)),
+            metadata=doc.get("metadata") or None,
+            rule_set=doc.get("ruleSet") or None,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"_schemas: malformed schema value: {exc}") from exc
+
+
+def encode_value(doc: Mapping[str, Any]) -> bytes:
+    """Another record's value (config, mode, subject deletion) as compact JSON."""
+    return _compact(doc)
+
+
+def decode_value(data: bytes) -> dict[str, Any]:
+    """Another record's value as a JSON object (ValueError when it is not one)."""
+    return _object(data, "value")
+
+
+def _compact(doc: Mapping[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _object(data: bytes, what: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"_schemas: {what} is not JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise ValueError(f"_schemas: {what} is not a JSON object")
+    return doc
