@@ -18,6 +18,9 @@ Either way the file and its dependencies are then built into a fresh ``Descripto
 checks that every type resolves. Imports of the well-known ``google/protobuf/*`` files and of the
 registry's built-ins need no reference, as with the registry.
 
+Descriptors are kept as given but for each ``json_name`` equal to the one derived from the
+field's name, which is dropped: some tools write them and some do not.
+
 Canonical text: base64 as given, or the ``.proto`` text with runs of whitespace collapsed
 (outside string literals and comments). Normalized: the descriptor with the fields of every
 message ordered by number, the values of every enum ordered by number, written as base64 of
@@ -144,6 +147,7 @@ def parse(text: str, references: Mapping[str, str]) -> ProtobufSchema:
         texts[name] = ref_text if is_text else None
     fdp, _ = _to_descriptor(None, text, dependencies, texts)
     pool = _build_pool(fdp, dependencies)
+    _drop_default_json_names(fdp)
     return ProtobufSchema(text, fdp, dependencies, pool)
 
 
@@ -185,7 +189,8 @@ def _grpc_include() -> str:
 
 
 def _imports(text: str) -> list[str]:
-    return re.findall(r'^\s*import\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;', text, re.MULTILINE)
+    # Loose (it may match inside a comment): it only decides how to compile, not what.
+    return re.findall(r'\bimport\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;', text)
 
 
 def _compile(
@@ -229,7 +234,9 @@ def _compile_in_process(root: Path, name: str, include: str, what: str) -> FileD
             )
     except _protoc_compiler.ProtocErrors as exc:
         details = "; ".join(
-            f"{e.filename.decode()}:{e.line}:{e.column}: {e.message.decode()}" for e in exc.errors()
+            # protoc counts lines and columns from 0 here, and from 1 on its command line.
+            f"{e.filename.decode()}:{e.line + 1}:{e.column + 1}: {e.message.decode()}"
+            for e in exc.errors()
         )
         raise InvalidSchemaError(f"Invalid Protobuf {what}: {details}") from None
     for module_name, code in generated:
@@ -305,8 +312,7 @@ def _compile_in_subprocess(
         raise InvalidSchemaError(f"Invalid Protobuf {what}: {details}")
     out = descriptor_pb2.FileDescriptorSet()
     out.ParseFromString((tmp / "out.pb").read_bytes())
-    fdp = out.file[-1]
-    _drop_default_json_names(fdp)
+    fdp: FileDescriptorProto = out.file[-1]
     return fdp
 
 
@@ -316,7 +322,12 @@ def _json_name(name: str) -> str:
 
 
 def _drop_default_json_names(fdp: FileDescriptorProto) -> None:
-    """Clear the json_name protoc fills in, as the descriptor in generated code has none."""
+    """Clear each json_name that is the one derived from the field's name.
+
+    Whether a descriptor carries them depends on the tool that wrote it (protoc's descriptor
+    sets do, its Python modules do not, protobuf's own modules do): without them, the same
+    schema has one descriptor whichever way it came.
+    """
 
     def walk(msg: descriptor_pb2.DescriptorProto) -> None:
         for field in msg.field:
