@@ -92,6 +92,21 @@ def test_a_reference_is_reached_by_its_name() -> None:
     assert not validator.is_valid({"home": {"street": 5}})
 
 
+def test_a_reference_is_reached_relative_to_the_schemas_id() -> None:
+    address = obj({"street": STRING}, ["street"])
+    user = {
+        "$id": "https://example.com/schemas/user.json",
+        **obj({"home": {"$ref": "address.json"}}),
+    }
+    parsed = js(user, {"address.json": address})
+    assert not parsed.validator().is_valid({"home": {"street": 5}})
+    other = js(
+        {**user, "properties": {"home": {"$ref": "address.json"}}},
+        {"address.json": obj({"street": INTEGER}, ["street"])},
+    )
+    assert error_types(check_compatibility("BACKWARD", other, [parsed])) == ["TYPE_CHANGED"]
+
+
 def test_references_take_part_in_compatibility() -> None:
     user = obj({"home": {"$ref": "address.json"}}, additionalProperties=False)
     old = js(user, {"address.json": obj({"street": STRING}, additionalProperties=False)})

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
+from urllib.parse import urljoin
 
 from jsonschema import exceptions as _jsonschema_exceptions
 from jsonschema.validators import validator_for
@@ -82,12 +83,30 @@ class JsonSchema(ParsedSchema):
         """Sorted keys, and sorted ``required`` and ``type`` lists."""
         return JsonSchema(_sorted_lists(self.document), self.references)
 
+    def reference(self, uri: str) -> Json | None:
+        """The referenced document a ``$ref`` (without fragment) names, or None.
+
+        A ``$ref`` is the reference's name, or that name relative to the schema's ``$id``.
+        """
+        if uri in self.references:
+            return self.references[uri]
+        base = self.document.get("$id") if isinstance(self.document, dict) else None
+        if isinstance(base, str):
+            for name, doc in self.references.items():
+                if urljoin(base, name) == uri:
+                    return doc
+        return None
+
     def registry(self) -> Registry[Any]:
         """A ``referencing`` registry holding the references by name, for a validator."""
-        return Registry().with_resources(
-            (name, Resource.from_contents(doc, default_specification=DRAFT202012))
-            for name, doc in self.references.items()
-        )
+        base = self.document.get("$id") if isinstance(self.document, dict) else None
+        resources = []
+        for name, doc in self.references.items():
+            resource = Resource.from_contents(doc, default_specification=DRAFT202012)
+            resources.append((name, resource))
+            if isinstance(base, str):
+                resources.append((urljoin(base, name), resource))
+        return Registry().with_resources(resources)
 
     def validator(self) -> Any:
         """A jsonschema validator for this schema, with its references reachable by name."""
@@ -168,7 +187,7 @@ class _Comparer:
             if not isinstance(schema, dict) or not isinstance(schema.get("$ref"), str):
                 return schema
             target, _, pointer = schema["$ref"].partition("#")
-            root = side.references.get(target) if target else side.document
+            root = side.reference(target) if target else side.document
             if root is None:
                 return {}  # not ours to resolve: compared as "anything"
             node = root
