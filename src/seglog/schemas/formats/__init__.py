@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 
-from seglog.schemas.formats import avro, json_schema, protobuf
+from seglog.schemas.formats import avro, json_schema, protobuf, protobuf_diff
 from seglog.schemas.formats._base import InvalidSchemaError, ParsedSchema
 from seglog.schemas.formats.levels import LEVELS, apply_level
 
@@ -74,7 +74,7 @@ def _check_pair(
     if isinstance(reader, json_schema.JsonSchema) and isinstance(writer, json_schema.JsonSchema):
         return json_schema.incompatibilities(reader, writer, r_label, w_label)
     if isinstance(reader, protobuf.ProtobufSchema) and isinstance(writer, protobuf.ProtobufSchema):
-        return protobuf.incompatibilities(reader, writer, r_label, w_label)
+        return protobuf_diff.incompatibilities(reader, writer, r_label, w_label)
     return [
         "{errorType:'TYPE_MISMATCH', description:'The "
         f"{r_label} schema is of type {reader.schema_type} and the {w_label} schema of type "

@@ -26,12 +26,7 @@ Canonical text: base64 as given, or the ``.proto`` text with runs of whitespace 
 message ordered by number, the values of every enum ordered by number, written as base64 of
 its deterministic serialization (options, being messages, serialize in field order).
 
-Compatibility: the registry's rules, comparing the messages and enums of the file by full
-name (writer against reader): MESSAGE_REMOVED, ENUM_REMOVED, PACKAGE_CHANGED, and per field
-number FIELD_KIND_CHANGED (scalar, message, enum, repeated or not), FIELD_SCALAR_KIND_CHANGED
-(outside the wire-compatible groups), FIELD_NAMED_TYPE_CHANGED, REQUIRED_FIELD_ADDED,
-REQUIRED_FIELD_REMOVED, FIELD_MOVED_TO_EXISTING_ONEOF and MULTIPLE_FIELDS_MOVED_TO_ONEOF.
-Adding or removing an optional field, renaming a field or adding an enum constant is fine.
+Compatibility is in ``protobuf_diff``.
 """
 
 from __future__ import annotations
@@ -46,34 +41,18 @@ import subprocess
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
 from google.protobuf import descriptor_pb2, descriptor_pool
-from google.protobuf.descriptor_pb2 import FieldDescriptorProto, FileDescriptorProto
+from google.protobuf.descriptor_pb2 import FileDescriptorProto
 from google.protobuf.message import DecodeError
 
-from seglog.schemas.formats._base import InvalidSchemaError, ParsedSchema, message
+from seglog.schemas.formats._base import InvalidSchemaError, ParsedSchema
 
 # The name given to a schema sent as text: text carries no file name of its own.
 TEXT_FILE_NAME = "schema.proto"
-
-_LABEL_REQUIRED = FieldDescriptorProto.LABEL_REQUIRED
-_LABEL_REPEATED = FieldDescriptorProto.LABEL_REPEATED
-_TYPE_MESSAGE = FieldDescriptorProto.TYPE_MESSAGE
-_TYPE_GROUP = FieldDescriptorProto.TYPE_GROUP
-_TYPE_ENUM = FieldDescriptorProto.TYPE_ENUM
-
-# Scalar types that read each other's bytes on the wire: a change inside a group is compatible.
-_T = FieldDescriptorProto
-_SCALAR_GROUPS: tuple[frozenset[int], ...] = (
-    frozenset({_T.TYPE_INT32, _T.TYPE_UINT32, _T.TYPE_INT64, _T.TYPE_UINT64, _T.TYPE_BOOL}),
-    frozenset({_T.TYPE_SINT32, _T.TYPE_SINT64}),
-    frozenset({_T.TYPE_FIXED32, _T.TYPE_SFIXED32}),
-    frozenset({_T.TYPE_FIXED64, _T.TYPE_SFIXED64}),
-    frozenset({_T.TYPE_STRING, _T.TYPE_BYTES}),
-)
 
 
 class ProtobufSchema(ParsedSchema):
@@ -432,173 +411,3 @@ def _compact(text: str) -> str:
         last_kind = kind
         pending_space = False
     return "".join(out)
-
-
-# --- compatibility -------------------------------------------------------------------------
-
-
-def _messages(fdp: FileDescriptorProto) -> dict[str, descriptor_pb2.DescriptorProto]:
-    found: dict[str, descriptor_pb2.DescriptorProto] = {}
-
-    def walk(msg: descriptor_pb2.DescriptorProto, prefix: str) -> None:
-        full = f"{prefix}.{msg.name}" if prefix else msg.name
-        found[full] = msg
-        for nested in msg.nested_type:
-            walk(nested, full)
-
-    for msg in fdp.message_type:
-        walk(msg, fdp.package)
-    return found
-
-
-def _enums(fdp: FileDescriptorProto) -> dict[str, descriptor_pb2.EnumDescriptorProto]:
-    found = {f"{fdp.package}.{e.name}" if fdp.package else e.name: e for e in fdp.enum_type}
-    for full, msg in _messages(fdp).items():
-        for enum in msg.enum_type:
-            found[f"{full}.{enum.name}"] = enum
-    return found
-
-
-def _kind(field: FieldDescriptorProto) -> str:
-    if field.type in (_TYPE_MESSAGE, _TYPE_GROUP):
-        return "message"
-    if field.type == _TYPE_ENUM:
-        return "enum"
-    return "scalar"
-
-
-def _same_group(a: int, b: int) -> bool:
-    return a == b or any(a in group and b in group for group in _SCALAR_GROUPS)
-
-
-class _Comparer:
-    def __init__(self, reader_label: str, writer_label: str) -> None:
-        self.r = reader_label
-        self.w = writer_label
-
-    def compare(self, reader: FileDescriptorProto, writer: FileDescriptorProto) -> Iterator[str]:
-        if reader.package != writer.package:
-            yield message(
-                "PACKAGE_CHANGED",
-                f"The package of the {self.r} schema ('{reader.package}') differs from that of "
-                f"the {self.w} schema ('{writer.package}')",
-            )
-            return
-        r_messages, w_messages = _messages(reader), _messages(writer)
-        for full, w_msg in w_messages.items():
-            path = f"#/{full}"
-            r_msg = r_messages.get(full)
-            if r_msg is None:
-                yield message(
-                    "MESSAGE_REMOVED",
-                    f"The message '{full}' of the {self.w} schema is missing in the {self.r} "
-                    "schema",
-                )
-                continue
-            yield from self._message(r_msg, w_msg, path)
-        r_enums = _enums(reader)
-        for full in _enums(writer):
-            if full not in r_enums:
-                yield message(
-                    "ENUM_REMOVED",
-                    f"The enum '{full}' of the {self.w} schema is missing in the {self.r} schema",
-                )
-
-    def _message(
-        self,
-        reader: descriptor_pb2.DescriptorProto,
-        writer: descriptor_pb2.DescriptorProto,
-        path: str,
-    ) -> Iterator[str]:
-        r_fields = {f.number: f for f in reader.field}
-        w_fields = {f.number: f for f in writer.field}
-        for number, w_field in w_fields.items():
-            if number not in r_fields and w_field.label == _LABEL_REQUIRED:
-                yield message(
-                    "REQUIRED_FIELD_REMOVED",
-                    f"The required field '{w_field.name}' at path '{path}/{number}' of the "
-                    f"{self.w} schema is missing in the {self.r} schema",
-                )
-        for number, r_field in r_fields.items():
-            where = f"{path}/{number}"
-            w_field = w_fields.get(number)
-            if w_field is None:
-                if r_field.label == _LABEL_REQUIRED:
-                    yield message(
-                        "REQUIRED_FIELD_ADDED",
-                        f"The required field '{r_field.name}' at path '{where}' in the {self.r} "
-                        f"schema is missing in the {self.w} schema",
-                    )
-                continue
-            yield from self._field(r_field, w_field, where)
-        yield from self._oneofs(reader, writer, path)
-
-    def _field(self, r: FieldDescriptorProto, w: FieldDescriptorProto, where: str) -> Iterator[str]:
-        r_kind, w_kind = _kind(r), _kind(w)
-        repeated_changed = (r.label == _LABEL_REPEATED) != (w.label == _LABEL_REPEATED)
-        if r_kind != w_kind or repeated_changed:
-            yield message(
-                "FIELD_KIND_CHANGED",
-                f"The kind of the field at path '{where}' in the {self.r} schema does not match "
-                f"with the {self.w} schema",
-            )
-        elif r_kind == "scalar" and not _same_group(r.type, w.type):
-            yield message(
-                "FIELD_SCALAR_KIND_CHANGED",
-                f"The scalar type of the field at path '{where}' in the {self.r} schema "
-                f"({_type_name(r.type)}) does not read the {self.w} schema's "
-                f"({_type_name(w.type)})",
-            )
-        elif r_kind != "scalar" and r.type_name != w.type_name:
-            yield message(
-                "FIELD_NAMED_TYPE_CHANGED",
-                f"The type of the field at path '{where}' in the {self.r} schema "
-                f"('{r.type_name.lstrip('.')}') differs from the {self.w} schema's "
-                f"('{w.type_name.lstrip('.')}')",
-            )
-
-    def _oneofs(
-        self,
-        reader: descriptor_pb2.DescriptorProto,
-        writer: descriptor_pb2.DescriptorProto,
-        path: str,
-    ) -> Iterator[str]:
-        w_oneof_of = {
-            f.number: writer.oneof_decl[f.oneof_index].name
-            for f in writer.field
-            if f.HasField("oneof_index") and not f.proto3_optional
-        }
-        w_oneof_names = {o.name for o in writer.oneof_decl}
-        moved: dict[str, list[int]] = {}
-        for field in reader.field:
-            if not field.HasField("oneof_index") or field.proto3_optional:
-                continue
-            in_writer = any(f.number == field.number for f in writer.field)
-            if in_writer and field.number not in w_oneof_of:
-                moved.setdefault(reader.oneof_decl[field.oneof_index].name, []).append(field.number)
-        for oneof, numbers in moved.items():
-            if oneof in w_oneof_names:
-                yield message(
-                    "FIELD_MOVED_TO_EXISTING_ONEOF",
-                    f"The fields {numbers} at path '{path}' were moved into the existing oneof "
-                    f"'{oneof}' in the {self.r} schema",
-                )
-            elif len(numbers) > 1:
-                yield message(
-                    "MULTIPLE_FIELDS_MOVED_TO_ONEOF",
-                    f"The fields {numbers} at path '{path}' were moved into the new oneof "
-                    f"'{oneof}' in the {self.r} schema",
-                )
-
-
-def _type_name(field_type: int) -> str:
-    name: str = FieldDescriptorProto.Type.Name(field_type)
-    return name.removeprefix("TYPE_").lower()
-
-
-def incompatibilities(
-    reader: ProtobufSchema, writer: ProtobufSchema, reader_label: str, writer_label: str
-) -> list[str]:
-    """What a reader with ``reader`` cannot read of data written with ``writer`` (none: [])."""
-    comparer = _Comparer(reader_label, writer_label)
-    return list(comparer.compare(reader.file_descriptor, writer.file_descriptor))
