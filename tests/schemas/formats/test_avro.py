@@ -327,7 +327,7 @@ def test_a_writer_symbol_missing_in_the_reader_enum() -> None:
     problems = reads(new, old)
     assert problems == [
         "{errorType:'MISSING_ENUM_SYMBOLS', description:'The new schema is missing enum symbols "
-        "'B, C' at path '/symbols' in the old schema', additionalInfo:'[B, C]'}"
+        "'[B, C]' at path '/symbols' in the old schema', additionalInfo:'[B, C]'}"
     ]
     # A symbol added is fine for a new reader; an old reader misses it.
     assert reads(old, new) == []

@@ -263,3 +263,59 @@ def test_a_schema_is_compatible_with_itself() -> None:
     }
     for level in ("BACKWARD", "FORWARD", "FULL_TRANSITIVE"):
         assert problems(level, schema, schema) == []
+
+
+# (reader, writer, the difference types expected); the reader must accept all the writer does.
+VECTORS: list[tuple[Any, Any, list[str]]] = [
+    (False, True, ["TYPE_CHANGED"]),
+    (True, False, []),
+    ({"type": ["integer", "string"]}, {"type": ["number", "string"]}, ["TYPE_NARROWED"]),
+    ({"type": ["number", "null"]}, {"type": "integer"}, []),
+    ({"type": "number", "multipleOf": 5}, {"type": "number", "multipleOf": 10}, []),
+    (
+        {"type": "number", "multipleOf": 10},
+        {"type": "number", "multipleOf": 15},
+        ["MULTIPLE_OF_CHANGED"],
+    ),
+    ({"type": "number", "multipleOf": 3}, {"type": "number"}, ["MULTIPLE_OF_ADDED"]),
+    (
+        {"type": "number", "exclusiveMaximum": 9},
+        {"type": "number", "exclusiveMaximum": 10},
+        ["EXCLUSIVE_MAXIMUM_DECREASED"],
+    ),
+    ({"type": "array", "uniqueItems": True}, {"type": "array"}, ["UNIQUE_ITEMS_ADDED"]),
+    (
+        {"type": "array", "minItems": 2, "maxItems": 10},
+        {"type": "array", "maxItems": 11},
+        ["MAX_ITEMS_DECREASED", "MIN_ITEMS_ADDED"],
+    ),
+    ({"type": "object", "maxProperties": 3}, {"type": "object"}, ["MAX_PROPERTIES_ADDED"]),
+    ({"enum": [1, 2, 4]}, {"enum": [4, 1, 3]}, ["ENUM_ARRAY_CHANGED"]),
+    ({"enum": [1, 2, 3]}, {"enum": [1, 2]}, []),
+    (
+        {"type": "object", "additionalProperties": False},
+        {"type": "object", "additionalProperties": STRING},
+        ["ADDITIONAL_PROPERTIES_REMOVED"],
+    ),
+    (
+        {"type": "object", "additionalProperties": STRING},
+        {"type": "object"},
+        ["ADDITIONAL_PROPERTIES_NARROWED"],
+    ),
+    ({"type": "object"}, {"type": "object", "additionalProperties": STRING}, []),
+]
+
+
+@pytest.mark.parametrize(("reader", "writer", "expected"), VECTORS)
+def test_vectors(reader: Any, writer: Any, expected: list[str]) -> None:
+    assert sorted(error_types(problems("BACKWARD", reader, writer))) == sorted(expected)
+
+
+def test_paths_name_the_keyword() -> None:
+    found = problems("BACKWARD", {"type": "string", "maxLength": 3}, {"type": "string"})
+    assert "path '#/maxLength'" in found[0]
+    found = problems(
+        "BACKWARD", {"type": "object", "additionalProperties": False}, {"type": "object"}
+    )
+    assert "path '#/additionalProperties'" in found[0]
+    assert "path '#/'" in problems("BACKWARD", INTEGER, STRING)[0]

@@ -324,11 +324,12 @@ class _Resolver:
             yield from self._name(reader, writer, path)
             missing = [s for s in writer["symbols"] if s not in reader["symbols"]]
             if missing and "default" not in reader:
+                symbols = f"[{', '.join(missing)}]"
                 yield message(
                     "MISSING_ENUM_SYMBOLS",
-                    f"The {self.r} schema is missing enum symbols '{', '.join(missing)}' at "
-                    f"path '{path}/symbols' in the {self.w} schema",
-                    f"[{', '.join(missing)}]",
+                    f"The {self.r} schema is missing enum symbols '{symbols}' at path "
+                    f"'{path}/symbols' in the {self.w} schema",
+                    symbols,
                 )
         else:
             yield from self._record(reader, writer, path)

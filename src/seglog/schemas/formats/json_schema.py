@@ -21,7 +21,9 @@ the registry's difference types where that fails:
   ``additionalProperties`` may not close or narrow (ADDITIONAL_PROPERTIES_REMOVED/_NARROWED);
 - limits may not tighten: ``maxLength``, ``maximum``, ``maxItems`` ... added or decreased,
   ``minLength``, ``minimum`` ... added or increased; ``pattern`` added or changed;
-- ``enum`` may not lose values (ENUM_ARRAY_NARROWED); arrays compare ``items``;
+  ``multipleOf`` added or changed to a step that is no divisor; ``uniqueItems`` added;
+- ``enum`` may not lose values (ENUM_ARRAY_NARROWED, or ENUM_ARRAY_CHANGED when it also gains
+  some); arrays compare ``items``;
 - ``oneOf``/``anyOf``: each writer branch must be accepted by some reader branch
   (COMBINED_TYPE_SUBSCHEMAS_CHANGED).
 
@@ -156,6 +158,19 @@ def _sorted_lists(node: Json) -> Json:
 # --- compatibility -------------------------------------------------------------------------
 
 
+def _divides(step: float, other: Json) -> bool:
+    """Whether every multiple of ``other`` is a multiple of ``step``."""
+    if not isinstance(other, int | float) or isinstance(other, bool) or step == 0:
+        return False
+    ratio = other / step
+    return abs(ratio - round(ratio)) < 1e-9
+
+
+def _shown(path: str) -> str:
+    """The root as the registry writes it, ``#/``."""
+    return "#/" if path == "#" else path
+
+
 def _types(schema: dict[str, Json]) -> set[str] | None:
     kind = schema.get("type")
     if kind is None:
@@ -200,16 +215,17 @@ class _Comparer:
             schema = {**node, **siblings} if isinstance(node, dict) and siblings else node
         return schema
 
-    def _problem(self, kind: str, path: str, what: str) -> str:
-        return message(kind, f"{what} at path '{path}' in the {self.r} schema ({kind.lower()})")
-
     def check(self, reader: Json, writer: Json, path: str) -> Iterator[str]:
         reader = self._resolve(reader, self.reader)
         writer = self._resolve(writer, self.writer)
         if reader is True or reader == {} or writer is False:
             return
         if reader is False:
-            yield self._problem("TYPE_NARROWED", path, "Nothing is accepted")
+            yield message(
+                "TYPE_CHANGED",
+                f"The {self.r} schema accepts nothing at path '{_shown(path)}' where the "
+                f"{self.w} schema accepts values",
+            )
             return
         if writer is True:
             writer = {}
@@ -246,7 +262,8 @@ class _Comparer:
             ):
                 yield message(
                     "COMBINED_TYPE_SUBSCHEMAS_CHANGED",
-                    f"No subschema of '{r_key}' at path '{path}' in the {self.r} schema accepts "
+                    f"No subschema of '{r_key}' at path '{_shown(path)}' in the {self.r} schema "
+                    "accepts "
                     f"subschema {index} of the {self.w} schema",
                 )
 
@@ -260,7 +277,7 @@ class _Comparer:
                 return  # checked branch by branch
             yield message(
                 "TYPE_NARROWED",
-                f"The type at path '{path}' in the {self.r} schema is restricted to "
+                f"The type at path '{_shown(path)}' in the {self.r} schema is restricted to "
                 f"{sorted(r_types)} where the {self.w} schema allows any",
             )
             return
@@ -272,8 +289,8 @@ class _Comparer:
         kind = "TYPE_NARROWED" if narrowed else "TYPE_CHANGED"
         yield message(
             kind,
-            f"The type at path '{path}' in the {self.r} schema ({sorted(r_types)}) does not "
-            f"accept {sorted(missing)} of the {self.w} schema",
+            f"The type at path '{_shown(path)}' in the {self.r} schema ({sorted(r_types)}) does "
+            f"not accept {sorted(missing)} of the {self.w} schema",
         )
 
     def _limits(self, reader: Json, writer: Json, path: str) -> Iterator[str]:
@@ -293,14 +310,24 @@ class _Comparer:
                     yield self._limit(f"{stem}_INCREASED", keyword, path, r_value, w_value)
         r_pattern, w_pattern = reader.get("pattern"), writer.get("pattern")
         if r_pattern is not None and r_pattern != w_pattern:
+            # Whether one regular expression accepts all another does is not decided here.
             kind = "PATTERN_ADDED" if w_pattern is None else "PATTERN_CHANGED"
             yield self._limit(kind, "pattern", path, r_pattern, w_pattern)
+        r_step, w_step = reader.get("multipleOf"), writer.get("multipleOf")
+        if isinstance(r_step, int | float) and not isinstance(r_step, bool):
+            if w_step is None:
+                yield self._limit("MULTIPLE_OF_ADDED", "multipleOf", path, r_step, w_step)
+            elif not _divides(r_step, w_step):
+                yield self._limit("MULTIPLE_OF_CHANGED", "multipleOf", path, r_step, w_step)
+        if reader.get("uniqueItems") is True and writer.get("uniqueItems") is not True:
+            yield self._limit("UNIQUE_ITEMS_ADDED", "uniqueItems", path, True, None)
 
     def _limit(self, kind: str, keyword: str, path: str, r_value: Json, w_value: Json) -> str:
         was = "none" if w_value is None else json.dumps(w_value)
         return message(
             kind,
-            f"The '{keyword}' at path '{path}' is {json.dumps(r_value)} in the {self.r} schema "
+            f"The '{keyword}' at path '{path}/{keyword}' is {json.dumps(r_value)} in the "
+            f"{self.r} schema "
             f"and {was} in the {self.w} schema",
         )
 
@@ -312,9 +339,11 @@ class _Comparer:
         missing = [v for v in w_enum if v not in r_enum] if isinstance(w_enum, list) else None
         if missing is None or missing:
             what = "any value" if missing is None else json.dumps(missing)
+            # Narrowed: the reader only dropped values; changed: it has others instead.
+            added = isinstance(w_enum, list) and any(v not in w_enum for v in r_enum)
             yield message(
-                "ENUM_ARRAY_NARROWED",
-                f"The enum at path '{path}' in the {self.r} schema does not accept {what} of "
+                "ENUM_ARRAY_CHANGED" if added else "ENUM_ARRAY_NARROWED",
+                f"The enum at path '{path}/enum' in the {self.r} schema does not accept {what} of "
                 f"the {self.w} schema",
             )
 
@@ -359,10 +388,12 @@ class _Comparer:
                 continue
             if isinstance(r_props.get(name), dict) and "default" in r_props[name]:
                 continue
+            # A new property a closed (or partly open) writer never wrote, now required; or a
+            # property the writer knew or allowed, now required.
             kind = (
-                "REQUIRED_ATTRIBUTE_ADDED"
-                if name in w_props
-                else "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"
+                "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL"
+                if name not in w_props and w_extra is not True
+                else "REQUIRED_ATTRIBUTE_ADDED"
             )
             yield message(
                 kind,
@@ -372,7 +403,8 @@ class _Comparer:
         if r_extra is False and w_extra is not False:
             yield message(
                 "ADDITIONAL_PROPERTIES_REMOVED",
-                f"The {self.r} schema at path '{path}' closes the content model that is open in "
+                f"The {self.r} schema at path '{path}/additionalProperties' closes the content "
+                "model that is open in "
                 f"the {self.w} schema",
             )
         elif (
@@ -382,7 +414,8 @@ class _Comparer:
         ):
             yield message(
                 "ADDITIONAL_PROPERTIES_NARROWED",
-                f"The additionalProperties at path '{path}' in the {self.r} schema accept "
+                f"The additionalProperties at path '{path}/additionalProperties' in the {self.r} "
+                "schema accept "
                 f"less than those of the {self.w} schema",
             )
 
