@@ -96,3 +96,44 @@ def test_an_unreachable_url_is_named(make_broker: Callable[..., BrokerProcess]) 
     result = run(make_broker(), "list", "--schema-registry-url", "http://127.0.0.1:1")
     assert result.exit_code == 1
     assert "cannot reach the schema registry at http://127.0.0.1:1" in result.stderr
+
+
+def test_consume_decodes_values_with_the_registry(
+    make_broker: Callable[..., BrokerProcess],
+) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from tests.broker.conftest import free_port
+
+    port = free_port()
+    broker = make_broker(**{"schema.registry.port": str(port)})
+    registry = SchemaRegistryClient({"url": f"http://127.0.0.1:{port}"})
+    try:
+        serialize = AvroSerializer(registry, json.dumps(ORDER))
+        ctx = SerializationContext("orders", MessageField.VALUE)
+        producer = Producer({"bootstrap.servers": broker.bootstrap})
+        for i in range(3):
+            producer.produce("orders", key=b"k", value=serialize({"id": i}, ctx))
+        producer.produce("orders", value=b"not in the wire format")
+        assert producer.flush(30) == 0
+    finally:
+        registry.close()
+    args = ["consume", "orders", "--from-beginning", "--exit", "--bootstrap-server"]
+    plain = CliRunner().invoke(cli, [*args, broker.bootstrap, "--value-format", "avro"])
+    assert plain.exit_code == 0, (plain.output, plain.exception)
+    assert plain.stdout.splitlines() == [
+        '{"id":0}',
+        '{"id":1}',
+        '{"id":2}',
+        "not in the wire format",
+    ]
+    assert "offset 3: the value is printed as it is: unknown magic byte 110" in plain.stderr
+    as_json = CliRunner().invoke(
+        cli, [*args, broker.bootstrap, "--value-format", "avro", "--format", "json"]
+    )
+    values = [json.loads(line)["value"] for line in as_json.stdout.splitlines()]
+    assert values == [{"id": 0}, {"id": 1}, {"id": 2}, "not in the wire format"]
+    assert json.loads(as_json.stdout.splitlines()[0])["key"] == "k"

@@ -49,6 +49,31 @@ def registry(client: ClientSettings, url: str | None) -> JsonHttp:
     return JsonHttp(base, client, "schema registry")
 
 
+def schema_source(http: JsonHttp) -> Callable[[int], tuple[str, str, dict[str, str]]]:
+    """What a :class:`~seglog.schemas.decoding.WireDecoder` asks: a schema by id, with the
+    texts of its references (theirs too, dependencies first)."""
+
+    def references(refs: list[dict[str, Any]], into: dict[str, str]) -> None:
+        for ref in refs:
+            if ref["name"] in into:
+                continue
+            path = f"/subjects/{_subject(ref['subject'])}/versions/{ref['version']}"
+            used = _call(http, "GET", path, deleted=True)
+            references(used.get("references", []), into)
+            into[ref["name"]] = used["schema"]
+
+    def source(schema_id: int) -> tuple[str, str, dict[str, str]]:
+        try:
+            answer = _call(http, "GET", f"/schemas/ids/{schema_id}")
+        except ClientError as exc:
+            raise KeyError(f"schema {schema_id}: {exc}") from None
+        found: dict[str, str] = {}
+        references(answer.get("references", []), found)
+        return answer.get("schemaType", "AVRO"), answer["schema"], found
+
+    return source
+
+
 def _call(http: JsonHttp, method: str, path: str, body: Any = None, **params: object) -> Any:
     given = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in params.items()}
     return http.call(method, path, body, params=given or None, accept=CONTENT_TYPE)
@@ -58,17 +83,19 @@ def _subject(subject: str) -> str:
     return urllib.parse.quote(subject, safe="")
 
 
+registry_url_option = click.option(
+    "--schema-registry-url",
+    "registry_url",
+    default=None,
+    envvar=REGISTRY_URL_ENV,
+    show_envvar=True,
+    metavar="URL",
+    help="The registry's URL [default: the one the broker serves].",
+)
+
+
 def _registry_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    func = click.option(
-        "--schema-registry-url",
-        "registry_url",
-        default=None,
-        envvar=REGISTRY_URL_ENV,
-        show_envvar=True,
-        metavar="URL",
-        help="The registry's URL [default: the one the broker serves].",
-    )(func)
-    return client_options(func)
+    return client_options(registry_url_option(func))
 
 
 def _schema_body(
