@@ -20,20 +20,12 @@ import click
 
 from seglog.cli._client import ClientError, ClientSettings, client_options, text_table
 from seglog.cli._http import JsonHttp, served_url
+from seglog.schemas.formats import LEVELS
 
 __all__ = ["schemas"]
 
 REGISTRY_URL_ENV = "SEGLOG_SCHEMA_REGISTRY_URL"
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
-LEVELS = (
-    "BACKWARD",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD",
-    "FORWARD_TRANSITIVE",
-    "FULL",
-    "FULL_TRANSITIVE",
-    "NONE",
-)
 _TYPES_BY_SUFFIX = {".avsc": "AVRO", ".avro": "AVRO", ".json": "JSON", ".proto": "PROTOBUF"}
 
 
