@@ -87,21 +87,7 @@ def invalid_version(text: object) -> RegistryError:
 
 def schema_json(stored: StoredSchema, *, with_subject: bool = True) -> dict[str, Any]:
     """A version as ``GET /subjects/{s}/versions/{v}`` answers it."""
-    doc: dict[str, Any] = {}
-    if with_subject:
-        doc["subject"] = stored.subject
-        doc["version"] = stored.version
-    doc["id"] = stored.id
-    if stored.schema_type != "AVRO":
-        doc["schemaType"] = stored.schema_type
-    if stored.references:
-        doc["references"] = [r.as_json() for r in stored.references]
-    if stored.metadata:
-        doc["metadata"] = stored.metadata
-    if stored.rule_set:
-        doc["ruleSet"] = stored.rule_set
-    doc["schema"] = stored.schema
-    return doc
+    return log_records.schema_fields(stored, with_subject=with_subject)
 
 
 @dataclass(frozen=True)
