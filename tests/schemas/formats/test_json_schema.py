@@ -319,3 +319,34 @@ def test_paths_name_the_keyword() -> None:
     )
     assert "path '#/additionalProperties'" in found[0]
     assert "path '#/'" in problems("BACKWARD", INTEGER, STRING)[0]
+
+
+def test_tuples_compare_position_by_position() -> None:
+    writer = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "array",
+        "items": [STRING, INTEGER],
+    }
+    wider = {**writer, "items": [STRING, {"type": "number"}]}
+    assert problems("BACKWARD", wider, writer) == []
+    found = problems("BACKWARD", {**writer, "items": [STRING, STRING]}, writer)
+    assert error_types(found) == ["TYPE_CHANGED"]
+    assert "#/items/1" in found[0]
+    # One schema for every item must read each position of the tuple.
+    assert error_types(problems("BACKWARD", {"type": "array", "items": STRING}, writer)) == [
+        "TYPE_CHANGED"
+    ]
+
+
+def test_a_recursive_ref_with_sibling_keywords_terminates() -> None:
+    node = {
+        "$defs": {
+            "node": {
+                "type": "object",
+                "properties": {"next": {"$ref": "#/$defs/node", "description": "the next"}},
+            }
+        },
+        "$ref": "#/$defs/node",
+        "title": "a list",
+    }
+    assert problems("FULL", node, node) == []

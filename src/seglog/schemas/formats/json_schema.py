@@ -216,6 +216,11 @@ class _Comparer:
         return schema
 
     def check(self, reader: Json, writer: Json, path: str) -> Iterator[str]:
+        # Keyed by the nodes as written: a recursive schema meets the same "$ref" node again,
+        # while what it resolves to may be built anew (a "$ref" with sibling keywords).
+        key = (id(reader), id(writer))
+        if key in self.in_progress:
+            return
         reader = self._resolve(reader, self.reader)
         writer = self._resolve(writer, self.writer)
         if reader is True or reader == {} or writer is False:
@@ -229,9 +234,6 @@ class _Comparer:
             return
         if writer is True:
             writer = {}
-        key = (id(reader), id(writer))
-        if key in self.in_progress:
-            return
         self.in_progress.add(key)
         try:
             yield from self._combined(reader, writer, path)
@@ -239,12 +241,26 @@ class _Comparer:
             yield from self._limits(reader, writer, path)
             yield from self._enum(reader, writer, path)
             yield from self._object(reader, writer, path)
-            if "items" in reader and isinstance(reader["items"], dict | bool):
-                writer_items = writer.get("items", {})
-                if isinstance(writer_items, dict | bool):
-                    yield from self.check(reader["items"], writer_items, f"{path}/items")
+            yield from self._items(reader, writer, path)
         finally:
             self.in_progress.discard(key)
+
+    def _items(self, reader: Json, writer: Json, path: str) -> Iterator[str]:
+        r_items, w_items = reader.get("items"), writer.get("items", {})
+        if isinstance(r_items, dict | bool):
+            if isinstance(w_items, list):
+                # Each position of the writer's tuple must be read by the reader's one schema.
+                for index, item in enumerate(w_items):
+                    yield from self.check(r_items, item, f"{path}/items/{index}")
+            else:
+                yield from self.check(r_items, w_items, f"{path}/items")
+        elif isinstance(r_items, list) and isinstance(w_items, list):
+            # Tuples (draft 7 and before) position by position; past the writer's end its
+            # additionalItems (anything, if absent) hold.
+            w_rest = writer.get("additionalItems", {})
+            for index, item in enumerate(r_items):
+                w_item = w_items[index] if index < len(w_items) else w_rest
+                yield from self.check(item, w_item, f"{path}/items/{index}")
 
     def _accepts(self, reader: Json, writer: Json, path: str) -> bool:
         return next(iter(self.check(reader, writer, path)), None) is None
