@@ -128,8 +128,8 @@ def _load(text: str, what: str) -> Json:
 def _check_with_fastavro(document: Json, named: dict[str, Any], what: str) -> Any:
     try:
         return _fastavro_parse(document, named_schemas=named)
-    # fastavro's SchemaParseException and UnknownType are ValueErrors; a document of the
-    # wrong shape (a number where a dict is expected) surfaces as one of the others.
+    # fastavro says what is wrong with SchemaParseException or UnknownType (a ValueError); a
+    # document of the wrong shape (a number where an object belongs) fails with one of the rest.
     except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise InvalidSchemaError(f"Invalid Avro {what}: {type(exc).__name__}: {exc}") from None
 

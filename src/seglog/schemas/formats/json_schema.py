@@ -2,10 +2,11 @@
 
 Parsing. The text is a JSON object (or ``true``/``false``), checked against its dialect's
 metaschema (``validator_for(doc).check_schema(doc)``). A reference is reached by a ``$ref`` to
-its name (``{"$ref": "address.json"}``), optionally with a fragment (``address.json#/$defs/x``).
+its name (``{"$ref": "address.json"}``), or by that name relative to the schema's ``$id``,
+optionally with a fragment (``address.json#/$defs/x``).
 
 Canonical text: compact JSON with sorted keys. Normalized: the same, with the arrays whose
-order means nothing (``required``, a list of ``type``\\ s) sorted too.
+order means nothing (``required``, a list of types) sorted too.
 
 Compatibility. A reader schema is compatible with a writer schema when every document the
 writer accepts, the reader accepts too. The check walks both schemas side by side and reports
@@ -23,7 +24,7 @@ the registry's difference types where that fails:
   ``minLength``, ``minimum`` ... added or increased; ``pattern`` added or changed;
   ``multipleOf`` added or changed to a step that is no divisor; ``uniqueItems`` added;
 - ``enum`` may not lose values (ENUM_ARRAY_NARROWED, or ENUM_ARRAY_CHANGED when it also gains
-  some); arrays compare ``items``;
+  some); arrays compare ``items`` (one schema, or a tuple position by position);
 - ``oneOf``/``anyOf``: each writer branch must be accepted by some reader branch
   (COMBINED_TYPE_SUBSCHEMAS_CHANGED).
 
