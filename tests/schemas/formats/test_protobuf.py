@@ -379,6 +379,18 @@ def test_moving_fields_into_a_oneof() -> None:
     assert problems("BACKWARD", one_to_new, old) == []
 
 
+def test_messages_from_references_are_compared() -> None:
+    user = 'syntax = "proto3"; import "address.proto"; message User { acme.Address home = 1; }'
+    v1 = 'syntax = "proto3"; package acme; message Address { string street = 1; }'
+    v2 = 'syntax = "proto3"; package acme; message Address { string street = 1; int32 zip = 2; }'
+    v3 = 'syntax = "proto3"; package acme; message Address { int64 street = 1; }'
+    old = proto(user, {"address.proto": v1})
+    assert check_compatibility("FULL", proto(user, {"address.proto": v2}), [old]) == []
+    found = check_compatibility("BACKWARD", proto(user, {"address.proto": v3}), [old])
+    assert error_types(found) == ["FIELD_SCALAR_KIND_CHANGED"]
+    assert "#/Address/1" in found[0]
+
+
 def test_a_schema_is_compatible_with_itself_and_its_base64(
     generated: tuple[str, ModuleType],
 ) -> None:

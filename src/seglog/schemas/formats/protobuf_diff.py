@@ -19,7 +19,8 @@ a reader, each with the registry's difference type:
 - MULTIPLE_FIELDS_MOVED_TO_ONEOF, FIELD_MOVED_TO_EXISTING_ONEOF: fields join a oneof, where
   setting one clears the others.
 
-A map compares its key and value types by the same rules. Adding or removing an optional
+A map compares its key and value types by the same rules. A message a field takes from a
+reference is compared too, as the two schemas' references define it. Adding or removing an optional
 field, adding a message or an enum constant, removing an enum constant: all fine.
 
 Paths are ``#/<message>`` and ``#/<message>/<field number>``.
@@ -30,7 +31,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from google.protobuf.descriptor_pb2 import DescriptorProto, FieldDescriptorProto
+from google.protobuf.descriptor_pb2 import (
+    DescriptorProto,
+    FieldDescriptorProto,
+    FileDescriptorProto,
+)
 
 from seglog.schemas.formats._base import message
 from seglog.schemas.formats.protobuf import ProtobufSchema
@@ -65,6 +70,7 @@ class _Type:
     kind: str  # SCALAR, MESSAGE or MAP
     scalar: str = ""  # SCALAR: the group
     name: str = ""  # MESSAGE: the message's name within its package
+    full: str = ""  # MESSAGE: its full name
     key: _Type | None = None  # MAP
     value: _Type | None = None  # MAP
 
@@ -75,17 +81,13 @@ class _Side:
     def __init__(self, schema: ProtobufSchema) -> None:
         self.schema = schema
         fdp = schema.file_descriptor
-        self.messages: dict[str, DescriptorProto] = {}
-
-        def walk(msg: DescriptorProto, prefix: str) -> None:
-            name = f"{prefix}.{msg.name}" if prefix else msg.name
-            if not msg.options.map_entry:  # a map's entry is the map field's business
-                self.messages[name] = msg
-            for nested in msg.nested_type:
-                walk(nested, name)
-
-        for msg in fdp.message_type:
-            walk(msg, "")
+        self.messages = _messages_of(fdp)
+        # The messages of the references, by full name: a field may use one.
+        self.imported: dict[str, DescriptorProto] = {}
+        for dep in schema.dependencies.values():
+            prefix = f"{dep.package}." if dep.package else ""
+            for name, msg in _messages_of(dep).items():
+                self.imported[prefix + name] = msg
 
     def local_name(self, type_name: str) -> str:
         """``.pkg.Outer.Inner`` -> ``Outer.Inner``, by the package of the file declaring it."""
@@ -111,7 +113,25 @@ class _Side:
                 key=self.type_of(by_name["key"], entry),
                 value=self.type_of(by_name["value"], entry),
             )
-        return _Type("MESSAGE", name=self.local_name(field.type_name))
+        return _Type(
+            "MESSAGE", name=self.local_name(field.type_name), full=field.type_name.lstrip(".")
+        )
+
+
+def _messages_of(fdp: FileDescriptorProto) -> dict[str, DescriptorProto]:
+    """A file's messages by name within its package (``Outer.Inner``), map entries left out."""
+    found: dict[str, DescriptorProto] = {}
+
+    def walk(msg: DescriptorProto, prefix: str) -> None:
+        name = f"{prefix}.{msg.name}" if prefix else msg.name
+        if not msg.options.map_entry:  # a map's entry is the map field's business
+            found[name] = msg
+        for nested in msg.nested_type:
+            walk(nested, name)
+
+    for msg in fdp.message_type:
+        walk(msg, "")
+    return found
 
 
 def _label(field: FieldDescriptorProto) -> int:
@@ -129,6 +149,8 @@ class _Comparer:
         self.writer = writer
         self.r = reader_label
         self.w = writer_label
+        # Imported messages already compared (or being compared: they may be recursive).
+        self.imported_seen: set[str] = set()
 
     def compare(self) -> Iterator[str]:
         for name, w_msg in self.writer.messages.items():
@@ -204,12 +226,23 @@ class _Comparer:
                     f"The type of a MESSAGE field at path '{where}' in the {self.r} schema "
                     f"('{r.name}') does not match its type in the {self.w} schema ('{w.name}')",
                 )
+            else:
+                yield from self._imported(r, w)
         elif (
             r.key is not None and w.key is not None and r.value is not None and w.value is not None
         ):
             # Map keys and values carry no label of their own.
             yield from self._types(r.key, w.key, 0, 0, where)
             yield from self._types(r.value, w.value, 0, 0, where)
+
+    def _imported(self, r: _Type, w: _Type) -> Iterator[str]:
+        """Compare a message both sides import (from references that may differ)."""
+        r_msg = self.reader.imported.get(r.full)
+        w_msg = self.writer.imported.get(w.full)
+        if r_msg is None or w_msg is None or r.full in self.imported_seen:
+            return  # declared in the schema itself (compared already), or a built-in
+        self.imported_seen.add(r.full)
+        yield from self._message(r_msg, w_msg, f"#/{r.name}")
 
     def _oneofs(self, r_msg: DescriptorProto, w_msg: DescriptorProto, path: str) -> Iterator[str]:
         w_by_number = {f.number: f for f in w_msg.field}
