@@ -186,6 +186,15 @@ def test_a_builtin_without_text_in_protoc_is_imported() -> None:
     assert list(parsed.file_descriptor.dependency) == ["google/type/date.proto"]
 
 
+def test_a_text_reference_importing_a_builtin_without_text() -> None:
+    refs = {
+        "when.proto": 'syntax = "proto3"; import "google/type/date.proto";'
+        " message W { google.type.Date d = 1; }"
+    }
+    parsed = proto('syntax = "proto3"; import "when.proto"; message A { W w = 1; }', refs)
+    assert list(parsed.file_descriptor.dependency) == ["when.proto"]
+
+
 @pytest.mark.parametrize(
     ("text", "words"),
     [

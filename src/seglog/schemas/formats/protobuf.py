@@ -182,8 +182,11 @@ def _compile(
     include = _grpc_include()
     # protoc reads imports from files: the references' texts are written beside the schema.
     # A reference known only as a descriptor, or a built-in protoc does not ship, has no text.
+    written = [text, *(t for t in texts.values() if t is not None)]
     needs_descriptors = any(t is None for t in texts.values()) or any(
-        imp not in texts and not Path(include, imp).is_file() for imp in _imports(text)
+        imp not in texts and not Path(include, imp).is_file()
+        for source in written
+        for imp in _imports(source)
     )
     with tempfile.TemporaryDirectory(prefix="seglog-proto-") as tmp:
         root = Path(tmp, "src")
