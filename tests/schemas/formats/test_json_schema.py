@@ -350,3 +350,23 @@ def test_a_recursive_ref_with_sibling_keywords_terminates() -> None:
         "title": "a list",
     }
     assert problems("FULL", node, node) == []
+
+
+def test_all_of_in_the_reader_checks_each_part() -> None:
+    writer = obj({"a": STRING, "b": INTEGER}, additionalProperties=False)
+    reader = {"allOf": [obj({"a": STRING}), obj({"b": INTEGER})]}
+    assert problems("BACKWARD", reader, writer) == []
+    stricter = {"allOf": [obj({"a": STRING}), obj({"b": STRING})]}
+    found = problems("BACKWARD", stricter, writer)
+    assert error_types(found) == ["TYPE_CHANGED"]
+    assert "#/allOf/1/properties/b" in found[0]
+
+
+def test_all_of_in_the_writer_is_taken_together() -> None:
+    writer = {"allOf": [{"type": "string"}, {"maxLength": 5}]}
+    assert problems("BACKWARD", {"type": "string", "maxLength": 5}, writer) == []
+    assert problems("BACKWARD", {"type": "string"}, writer) == []
+    found = problems("BACKWARD", {"type": "string", "maxLength": 3}, writer)
+    assert error_types(found) == ["MAX_LENGTH_DECREASED"]
+    merged_objects = {"allOf": [obj({"a": STRING}, ["a"]), obj({"b": INTEGER}, ["b"])]}
+    assert problems("FULL", merged_objects, merged_objects) == []

@@ -51,7 +51,7 @@ def _extend(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     )
     combined = st.builds(
         lambda kind, branches: {kind: branches},
-        st.sampled_from(["oneOf", "anyOf"]),
+        st.sampled_from(["oneOf", "anyOf", "allOf"]),
         st.lists(children, min_size=1, max_size=3),
     )
     return st.one_of(objects, arrays, combined)

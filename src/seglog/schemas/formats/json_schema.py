@@ -26,7 +26,8 @@ the registry's difference types where that fails:
 - ``enum`` may not lose values (ENUM_ARRAY_NARROWED, or ENUM_ARRAY_CHANGED when it also gains
   some); arrays compare ``items`` (one schema, or a tuple position by position);
 - ``oneOf``/``anyOf``: each writer branch must be accepted by some reader branch
-  (COMBINED_TYPE_SUBSCHEMAS_CHANGED).
+  (COMBINED_TYPE_SUBSCHEMAS_CHANGED); ``allOf``: each part of the reader must accept all the
+  writer does, the writer's parts taken together.
 
 Everything else (``if``/``then``, ``dependentSchemas``, formats ...) is not compared.
 """
@@ -159,6 +160,10 @@ def _sorted_lists(node: Json) -> Json:
 # --- compatibility -------------------------------------------------------------------------
 
 
+def _without(schema: dict[str, Json], keyword: str) -> dict[str, Json]:
+    return {k: v for k, v in schema.items() if k != keyword}
+
+
 def _divides(step: float, other: Json) -> bool:
     """Whether every multiple of ``other`` is a multiple of ``step``."""
     if not isinstance(other, int | float) or isinstance(other, bool) or step == 0:
@@ -224,7 +229,7 @@ class _Comparer:
             return
         reader = self._resolve(reader, self.reader)
         writer = self._resolve(writer, self.writer)
-        if reader is True or reader == {} or writer is False:
+        if reader is True or reader == {} or self._accepts_nothing(writer):
             return
         if reader is False:
             yield message(
@@ -237,6 +242,22 @@ class _Comparer:
             writer = {}
         self.in_progress.add(key)
         try:
+            if "allOf" in reader:
+                # A document the reader takes satisfies its base and each part: each must
+                # accept all the writer does.
+                yield from self.check(_without(reader, "allOf"), writer, path)
+                for index, part in enumerate(reader["allOf"]):
+                    yield from self.check(part, writer, f"{path}/allOf/{index}")
+                return
+            if "allOf" in writer:
+                # The writer's documents satisfy each of its parts: a reader taking all that
+                # one part takes is compatible. Else the parts are compared merged.
+                parts = [_without(writer, "allOf"), *writer["allOf"]]
+                if any(self._accepts(reader, part, path) for part in parts):
+                    return
+                writer = self._conjunction(writer)
+                if writer is False:
+                    return
             yield from self._combined(reader, writer, path)
             yield from self._type(reader, writer, path)
             yield from self._limits(reader, writer, path)
@@ -245,6 +266,48 @@ class _Comparer:
             yield from self._items(reader, writer, path)
         finally:
             self.in_progress.discard(key)
+
+    def _accepts_nothing(self, writer: Json) -> bool:
+        """Whether the writer takes no document: ``false``, or an ``allOf`` with such a part."""
+        if writer is False:
+            return True
+        if not isinstance(writer, dict) or not isinstance(writer.get("allOf"), list):
+            return False
+        return any(self._accepts_nothing(self._resolve(p, self.writer)) for p in writer["allOf"])
+
+    def _conjunction(self, writer: dict[str, Json]) -> Json:
+        """The writer's ``allOf`` parts merged into one schema, near enough to compare.
+
+        Properties are merged, required lists joined, type lists intersected; of any other
+        keyword the first part's value stands. A document the writer takes satisfies every
+        part, so a reader accepting the merged schema accepts the writer's documents whenever
+        the parts do not constrain the same keyword differently.
+        """
+        merged: dict[str, Json] = _without(writer, "allOf")
+        for part in writer["allOf"]:
+            part = self._resolve(part, self.writer)
+            if part is False:
+                return False
+            if not isinstance(part, dict):
+                continue
+            if "allOf" in part:
+                part = self._conjunction(part)
+                if not isinstance(part, dict):
+                    return part
+            for keyword, value in part.items():
+                if keyword not in merged:
+                    merged[keyword] = value
+                elif keyword == "properties":
+                    merged[keyword] = {**value, **merged[keyword]}
+                elif keyword == "required":
+                    merged[keyword] = [
+                        *merged[keyword],
+                        *(v for v in value if v not in merged[keyword]),
+                    ]
+                elif keyword == "type":
+                    both = (_types(merged) or set()) & (_types(part) or set())
+                    merged[keyword] = sorted(both)
+        return merged
 
     def _items(self, reader: Json, writer: Json, path: str) -> Iterator[str]:
         r_items, w_items = reader.get("items"), writer.get("items", {})
