@@ -40,6 +40,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -203,12 +204,17 @@ def _compile(
         return _compile_in_process(root, name, include, what)
 
 
+# One compilation at a time: protoc's library is not promised to be thread-safe, and
+# catch_warnings changes process-wide state.
+_PROTOC_LOCK = threading.Lock()
+
+
 def _compile_in_process(root: Path, name: str, include: str, what: str) -> FileDescriptorProto:
     from grpc_tools import _protoc_compiler
 
     module = re.sub(r"\.proto$", "", name).replace("-", "_") + "_pb2.py"
     try:
-        with warnings.catch_warnings():
+        with _PROTOC_LOCK, warnings.catch_warnings():
             # protoc's warnings (an unused import) are no reason to refuse a schema.
             warnings.simplefilter("ignore")
             generated = _protoc_compiler.get_protos(
