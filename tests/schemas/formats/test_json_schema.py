@@ -370,3 +370,38 @@ def test_all_of_in_the_writer_is_taken_together() -> None:
     assert error_types(found) == ["MAX_LENGTH_DECREASED"]
     merged_objects = {"allOf": [obj({"a": STRING}, ["a"]), obj({"b": INTEGER}, ["b"])]}
     assert problems("FULL", merged_objects, merged_objects) == []
+
+
+def test_pattern_properties_make_a_partially_open_content_model() -> None:
+    writer = {
+        "type": "object",
+        "patternProperties": {"^n_": INTEGER},
+        "additionalProperties": False,
+    }
+    # A new property under the writer's pattern must take what the pattern allowed.
+    number = {**writer, "properties": {"n_count": {"type": "number"}}}
+    assert problems("BACKWARD", number, writer) == []
+    text = {**writer, "properties": {"n_count": STRING}}
+    assert error_types(problems("BACKWARD", text, writer)) == [
+        "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL"
+    ]
+    # Outside every pattern, the closed writer never wrote it.
+    assert problems("BACKWARD", {**writer, "properties": {"other": STRING}}, writer) == []
+    # A property dropped must fall under a pattern of the reader that takes it.
+    declared = {**writer, "properties": {"n_a": INTEGER, "x": STRING}}
+    found = problems("BACKWARD", writer, declared)
+    assert error_types(found) == ["PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL"]
+    assert "'x'" in found[0]
+
+
+def test_dependencies_may_not_grow() -> None:
+    writer = {"type": "object", "dependentRequired": {"a": ["b"]}}
+    more = {"type": "object", "dependentRequired": {"a": ["b", "c"]}}
+    assert error_types(problems("BACKWARD", more, writer)) == ["DEPENDENCY_ARRAY_EXTENDED"]
+    assert problems("BACKWARD", writer, more) == []
+    new = {"type": "object", "dependentRequired": {"a": ["b"], "c": ["a"]}}
+    assert error_types(problems("BACKWARD", new, writer)) == ["DEPENDENCY_ARRAY_ADDED"]
+    schema = {"type": "object", "dependentSchemas": {"a": {"required": ["b"]}}}
+    assert error_types(problems("BACKWARD", schema, {"type": "object"})) == [
+        "DEPENDENCY_SCHEMA_ADDED"
+    ]

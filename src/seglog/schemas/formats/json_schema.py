@@ -20,6 +20,10 @@ the registry's difference types where that fails:
   PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL), a newly required property needs
   a default (REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL, REQUIRED_ATTRIBUTE_ADDED), and
   ``additionalProperties`` may not close or narrow (ADDITIONAL_PROPERTIES_REMOVED/_NARROWED);
+  ``patternProperties`` make a content model partially open, as a schema-valued
+  ``additionalProperties`` does (PROPERTY_ADDED/REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_...);
+  a property's dependencies may not grow (DEPENDENCY_ARRAY_ADDED/_EXTENDED,
+  DEPENDENCY_SCHEMA_ADDED);
 - limits may not tighten: ``maxLength``, ``maximum``, ``maxItems`` ... added or decreased,
   ``minLength``, ``minimum`` ... added or increased; ``pattern`` added or changed;
   ``multipleOf`` added or changed to a step that is no divisor; ``uniqueItems`` added;
@@ -29,12 +33,13 @@ the registry's difference types where that fails:
   (COMBINED_TYPE_SUBSCHEMAS_CHANGED); ``allOf``: each part of the reader must accept all the
   writer does, the writer's parts taken together.
 
-Everything else (``if``/``then``, ``dependentSchemas``, formats ...) is not compared.
+Everything else (``if``/``then``/``else``, ``not``, ``format`` ...) is not compared.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 from urllib.parse import urljoin
@@ -160,6 +165,23 @@ def _sorted_lists(node: Json) -> Json:
 # --- compatibility -------------------------------------------------------------------------
 
 
+def _undeclared(schema: dict[str, Json], name: str) -> tuple[Json, bool]:
+    """The schema an object applies to ``name`` when its ``properties`` do not declare it.
+
+    That of the first ``patternProperties`` entry matching the name (and True with it), else
+    ``additionalProperties`` (true when absent).
+    """
+    patterns = schema.get("patternProperties")
+    if isinstance(patterns, dict):
+        for pattern, pattern_schema in patterns.items():
+            try:
+                if re.search(pattern, name):
+                    return pattern_schema, True
+            except re.error:
+                continue  # a pattern Python cannot read matches nothing here
+    return schema.get("additionalProperties", True), False
+
+
 def _without(schema: dict[str, Json], keyword: str) -> dict[str, Json]:
     return {k: v for k, v in schema.items() if k != keyword}
 
@@ -263,6 +285,7 @@ class _Comparer:
             yield from self._limits(reader, writer, path)
             yield from self._enum(reader, writer, path)
             yield from self._object(reader, writer, path)
+            yield from self._dependencies(reader, writer, path)
             yield from self._items(reader, writer, path)
         finally:
             self.in_progress.discard(key)
@@ -274,6 +297,38 @@ class _Comparer:
         if not isinstance(writer, dict) or not isinstance(writer.get("allOf"), list):
             return False
         return any(self._accepts_nothing(self._resolve(p, self.writer)) for p in writer["allOf"])
+
+    def _dependencies(self, reader: Json, writer: Json, path: str) -> Iterator[str]:
+        """A property's dependencies may not grow: more required beside it, or a schema."""
+        r_deps = {**reader.get("dependencies", {}), **reader.get("dependentRequired", {})}
+        w_deps = {**writer.get("dependencies", {}), **writer.get("dependentRequired", {})}
+        r_deps.update({k: v for k, v in reader.get("dependentSchemas", {}).items()})
+        w_deps.update({k: v for k, v in writer.get("dependentSchemas", {}).items()})
+        for name, needs in r_deps.items():
+            where = f"{path}/dependencies/{name}"
+            has = w_deps.get(name)
+            if isinstance(needs, list):
+                if not isinstance(has, list):
+                    kind = "DEPENDENCY_ARRAY_ADDED"
+                elif any(n not in has for n in needs):
+                    kind = "DEPENDENCY_ARRAY_EXTENDED"
+                else:
+                    continue
+                yield message(
+                    kind,
+                    f"The {self.r} schema requires {json.dumps(needs)} beside '{name}' at path "
+                    f"'{where}', more than the {self.w} schema does",
+                )
+            elif needs is True or needs == {}:
+                continue
+            elif not isinstance(has, dict | bool):
+                yield message(
+                    "DEPENDENCY_SCHEMA_ADDED",
+                    f"The {self.r} schema adds a schema that objects with '{name}' must match "
+                    f"at path '{where}', which the {self.w} schema does not have",
+                )
+            else:
+                yield from self.check(needs, has, where)
 
     def _conjunction(self, writer: dict[str, Json]) -> Json:
         """The writer's ``allOf`` parts merged into one schema, near enough to compare.
@@ -428,7 +483,7 @@ class _Comparer:
             )
 
     def _object(self, reader: Json, writer: Json, path: str) -> Iterator[str]:
-        keys = ("properties", "required", "additionalProperties")
+        keys = ("properties", "required", "additionalProperties", "patternProperties")
         if not any(k in reader for k in keys) and not any(k in writer for k in keys):
             return
         r_props: dict[str, Json] = reader.get("properties", {})
@@ -439,28 +494,37 @@ class _Comparer:
             where = f"{path}/properties/{name}"
             if name in w_props:
                 yield from self.check(schema, w_props[name], where)
-            elif w_extra is not False and not self._accepts(schema, w_extra, where):
-                yield message(
-                    "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL",
-                    f"The property '{name}' at path '{where}' in the {self.r} schema is not "
-                    f"accepted by what the open content model of the {self.w} schema allows",
-                )
+                continue
+            # What the writer may have written under this name, undeclared.
+            w_schema, by_pattern = _undeclared(writer, name)
+            if w_schema is False or self._accepts(schema, w_schema, where):
+                continue
+            open_model = not by_pattern and w_schema in (True, {})
+            yield message(
+                "PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL"
+                if open_model
+                else "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
+                f"The property '{name}' at path '{where}' in the {self.r} schema does not accept "
+                f"all that the {'open' if open_model else 'partially open'} content model of "
+                f"the {self.w} schema allows under that name",
+            )
         for name, schema in w_props.items():
             if name in r_props:
                 continue
             where = f"{path}/properties/{name}"
-            if r_extra is False:
+            r_schema, _ = _undeclared(reader, name)
+            if r_schema is False:
                 yield message(
                     "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL",
                     f"The {self.r} schema has a closed content model and is missing the "
                     f"property '{name}' at path '{where}' in the {self.w} schema",
                 )
-            elif not self._accepts(r_extra, schema, where):
+            elif not self._accepts(r_schema, schema, where):
                 yield message(
                     "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL",
                     f"The property '{name}' at path '{where}' in the {self.w} schema is "
-                    f"missing in the {self.r} schema and not accepted by its "
-                    "additionalProperties",
+                    f"missing in the {self.r} schema, whose partially open content model "
+                    "does not accept it",
                 )
         w_required = set(writer.get("required", ()))
         for name in reader.get("required", ()):
