@@ -34,15 +34,17 @@ leaf = st.one_of(
 
 def _extend(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     objects = st.builds(
-        lambda props, required, extra: {
+        lambda props, required, extra, patterns: {
             "type": "object",
             "properties": props,
             "required": [n for n in props if n in required],
             **({} if extra is None else {"additionalProperties": extra}),
+            **({"patternProperties": patterns} if patterns else {}),
         },
         st.dictionaries(NAMES, children, max_size=4),
         st.sets(NAMES, max_size=3),
         st.one_of(st.none(), st.booleans(), children),
+        st.dictionaries(st.sampled_from(["^a", "_x$", "[0-9]"]), children, max_size=2),
     )
     arrays = st.builds(
         lambda items, unique: {"type": "array", "items": items, "uniqueItems": unique},
