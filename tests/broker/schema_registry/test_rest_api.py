@@ -188,7 +188,7 @@ def test_the_console_port_serves_the_registry_too(
 
     console = free_port()
     broker = registry_broker(**{"console.port": str(console)})
-    wait_listening(console, broker.process.alive, broker.process.log)
+    wait_listening(console, broker.alive, broker.server.log)
     registered = send(Api(console), "POST", "/subjects/c-value/versions", V1).body["id"]
     assert send(broker.api, "GET", f"/schemas/ids/{registered}").status == 200
     assert send(Api(console), "GET", "/subjects").body == ["c-value"]
