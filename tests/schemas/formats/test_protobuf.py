@@ -123,6 +123,13 @@ def test_canonical_text_ignores_whitespace() -> None:
     assert proto(proto(USER).canonical()).canonical() == proto(USER).canonical()
 
 
+def test_base64_split_over_lines_is_the_same_schema() -> None:
+    encoded = proto(V1).serialized()
+    wrapped = "\n".join(encoded[i : i + 20] for i in range(0, len(encoded), 20))
+    assert proto(wrapped).canonical() == proto(encoded).canonical() == encoded
+    assert proto(wrapped).file_descriptor == proto(V1).file_descriptor
+
+
 def test_canonical_text_keeps_string_literals_and_comments() -> None:
     text = 'syntax = "proto3";\n// one  comment\nmessage A { string s = 1 [json_name = "a  b"]; }'
     canonical = proto(text).canonical()

@@ -71,15 +71,19 @@ class ProtobufSchema(ParsedSchema):
         file_descriptor: FileDescriptorProto,
         dependencies: Mapping[str, FileDescriptorProto],
         pool: descriptor_pool.DescriptorPool,
+        *,
+        is_text: bool,
     ) -> None:
         self.text = text
         self.file_descriptor = file_descriptor
         self.dependencies = dict(dependencies)
         self.pool = pool
+        # Whether ``text`` is .proto text (else base64 of the descriptor).
+        self.is_text = is_text
 
     def canonical(self) -> str:
-        """The text as given, runs of whitespace collapsed; base64 as given."""
-        return _compact(self.text)
+        """The .proto text with runs of whitespace collapsed; base64 without line breaks."""
+        return _compact(self.text) if self.is_text else "".join(self.text.split())
 
     def serialized(self) -> str:
         """Base64 of the serialized FileDescriptorProto, as ``?format=serialized`` answers."""
@@ -94,7 +98,7 @@ class ProtobufSchema(ParsedSchema):
         for enum in normalized.enum_type:
             _sort_enum(enum)
         text = base64.b64encode(normalized.SerializeToString(deterministic=True)).decode("ascii")
-        return ProtobufSchema(text, normalized, self.dependencies, self.pool)
+        return ProtobufSchema(text, normalized, self.dependencies, self.pool, is_text=False)
 
 
 def _sort_message(msg: descriptor_pb2.DescriptorProto) -> None:
@@ -125,10 +129,11 @@ def parse(text: str, references: Mapping[str, str]) -> ProtobufSchema:
         fdp, is_text = _to_descriptor(name, ref_text, dependencies, texts)
         dependencies[name] = fdp
         texts[name] = ref_text if is_text else None
-    fdp, _ = _to_descriptor(None, text, dependencies, texts)
+    fdp, is_text = _to_descriptor(None, text, dependencies, texts)
     pool = _build_pool(fdp, dependencies)
-    _drop_default_json_names(fdp)
-    return ProtobufSchema(text, fdp, dependencies, pool)
+    for file in [fdp, *dependencies.values()]:
+        _drop_default_json_names(file)
+    return ProtobufSchema(text, fdp, dependencies, pool, is_text=is_text)
 
 
 def _to_descriptor(
