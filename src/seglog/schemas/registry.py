@@ -11,7 +11,6 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -150,7 +149,7 @@ class RegistryReads:
         except KeyError as exc:
             raise invalid_schema(f"Invalid schema: {exc.args[0]}") from exc
         try:
-            parsed = _parse(request.schema_type, request.schema, tuple(references.items()))
+            parsed = parse_schema(request.schema_type, request.schema, references)
         except InvalidSchemaError as exc:
             raise invalid_schema(
                 f"Invalid schema {request.schema!r} with refs {list(request.references)} "
@@ -161,7 +160,7 @@ class RegistryReads:
     def parsed(self, stored: StoredSchema) -> ParsedSchema:
         """A stored schema parsed (it was valid when registered)."""
         references = self.state.resolved_references(stored.references)
-        return _parse(stored.schema_type, stored.schema, tuple(references.items()))
+        return parse_schema(stored.schema_type, stored.schema, references)
 
     def normalizes(self, subject: str, asked: bool) -> bool:
         """Whether ``subject``'s schemas are normalized (asked, or its config says so)."""
@@ -530,13 +529,6 @@ class RegistryWrites(RegistryReads):
             raise subject_not_found(subject)
         key = log_records.encode_key(RegistryKey(log_records.MODE, subject))
         return {"mode": previous}, [(key, None)]
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse(schema_type: str, text: str, references: tuple[tuple[str, str], ...]) -> ParsedSchema:
-    """A schema parsed, each text once: a registration compares with every version a level
-    names and looks for the schema among all, which would parse them all again each time."""
-    return parse_schema(schema_type, text, dict(references))
 
 
 def _version_number(text: str) -> int:
