@@ -195,22 +195,33 @@ class RegistryReads:
     def find(
         self, subject: str, parsed: ParsedSchema, request: SchemaRequest, *, deleted: bool = False
     ) -> StoredSchema | None:
-        """The version of ``subject`` holding this very schema, newest first."""
+        """The version of ``subject`` holding this very schema, newest first.
+
+        The same text (whitespace aside) first; else the same schema once both are
+        normalized (an Avro record with its properties in another order), as
+        Confluent's registry compares the forms its parsers write back.
+        """
+        candidates = [
+            stored
+            for version in reversed(self.state.versions(subject, deleted=deleted))
+            if (stored := self.state.version(subject, version, deleted=deleted)) is not None
+            and stored.schema_type == request.schema_type
+            and stored.references == request.references
+        ]
         canonical = parsed.canonical()
-        for version in reversed(self.state.versions(subject, deleted=deleted)):
-            stored = self.state.version(subject, version, deleted=deleted)
-            if (
-                stored is not None
-                and stored.schema_type == request.schema_type
-                and stored.references == request.references
-                and (stored.schema == canonical or self._canonical(stored) == canonical)
-            ):
+        for stored in candidates:
+            if stored.schema == canonical or self._canonical(stored) == canonical:
+                return stored
+        normalized = parsed.normalize().canonical()
+        for stored in candidates:
+            if self._canonical(stored, normalized=True) == normalized:
                 return stored
         return None
 
-    def _canonical(self, stored: StoredSchema) -> str:
+    def _canonical(self, stored: StoredSchema, *, normalized: bool = False) -> str:
         try:
-            return str(self.parsed(stored).canonical())
+            parsed = self.parsed(stored)
+            return str((parsed.normalize() if normalized else parsed).canonical())
         except (InvalidSchemaError, KeyError):
             return stored.schema
 
@@ -223,8 +234,6 @@ class RegistryReads:
             raise subject_not_found(subject)
         parsed = self.parse(request, normalize=self.normalizes(subject, normalize))
         found = self.find(subject, parsed, request, deleted=deleted)
-        if found is None and not normalize:
-            found = self.find(subject, parsed.normalize(), request, deleted=deleted)
         if found is None:
             raise schema_not_found()
         return schema_json(found)
