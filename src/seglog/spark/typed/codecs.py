@@ -1,0 +1,274 @@
+"""One registered schema made ready to type, decode and encode records.
+
+A :class:`SchemaCodec` is built once per schema id and task from a
+:class:`~seglog.spark.typed.registry.RegisteredSchema`: its Spark type (the
+column's type when it is the planned schema), a decoder of payloads written
+with it into the planned schema's shape, and an encoder for the sink. The
+payload is what follows the wire format's 5-byte header.
+
+How a record written with another schema than the planned one is read
+(``schemaEvolution=latest``):
+
+* Avro: fastavro resolves the writer's schema into the planned one (the
+  reader schema): added fields take their defaults, removed ones are
+  skipped, promotions (int -> long ...) apply; a schema that cannot be
+  resolved fails the record;
+* JSON: the value is parsed and fitted to the planned struct by property
+  name (a missing property is null, an unknown one left out);
+* Protobuf: the message is decoded with the writer's descriptor (the message
+  its indexes name) and fitted to the planned struct by field name.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import importlib
+import io
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import fastavro
+from google.protobuf import descriptor_pb2  # type: ignore[import-untyped]
+from google.protobuf.descriptor import Descriptor  # type: ignore[import-untyped]
+from pyspark.sql.types import DataType
+
+from seglog.schemas.wire import encode_message_indexes, header, read_message_indexes
+from seglog.spark.typed.avro_types import avro_converter, avro_preparer, avro_spark_type
+from seglog.spark.typed.json_types import (
+    json_converter,
+    json_default,
+    json_spark_type,
+    maps_as_dicts,
+)
+from seglog.spark.typed.protobuf_types import (
+    message_at,
+    message_class,
+    message_spark_type,
+    message_to_dict,
+    pool_of,
+)
+from seglog.spark.typed.registry import RegisteredSchema
+
+__all__ = ["FORMATS", "SchemaCodec", "codec_of"]
+
+FORMATS = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
+"""Option value -> the registry's schema type."""
+
+Decoder = Callable[[memoryview], Any]
+Encoder = Callable[[Any], bytes]
+
+
+class SchemaCodec(ABC):
+    """A parsed registered schema (see the module docstring)."""
+
+    def __init__(self, registered: RegisteredSchema) -> None:
+        self.registered = registered
+
+    @property
+    def id(self) -> int:
+        """The schema's id."""
+        return self.registered.id
+
+    @abstractmethod
+    def spark_type(self) -> DataType:
+        """The Spark type of a value of this schema."""
+
+    @abstractmethod
+    def decoder(self, planned: SchemaCodec) -> Decoder:
+        """Payloads written with this schema, as Arrow input of ``planned``'s Spark type."""
+
+    @abstractmethod
+    def encoder(self, data_type: DataType) -> Encoder:
+        """Arrow's Python values of ``data_type`` as whole wire-format records of this schema."""
+
+
+class AvroCodec(SchemaCodec):
+    """An Avro schema, parsed by fastavro (references first, as named types)."""
+
+    def __init__(self, registered: RegisteredSchema) -> None:
+        super().__init__(registered)
+        named: dict[str, Any] = {}
+        for _, text in registered.references:
+            fastavro.parse_schema(json.loads(text), named_schemas=named)
+        self.parsed = fastavro.parse_schema(json.loads(registered.schema), named_schemas=named)
+        self.named = named
+
+    def spark_type(self) -> DataType:
+        """See :mod:`seglog.spark.typed.avro_types`."""
+        return avro_spark_type(self.parsed, self.named)
+
+    def decoder(self, planned: SchemaCodec) -> Decoder:
+        """fastavro's ``schemaless_reader``, resolving into ``planned`` when it is another."""
+        assert isinstance(planned, AvroCodec)
+        writer = self.parsed
+        reader = None if planned.id == self.id else planned.parsed
+        convert = avro_converter(planned.parsed, planned.named)
+        read = fastavro.schemaless_reader
+        bytes_io = io.BytesIO
+
+        def decode(payload: memoryview) -> Any:
+            value = read(bytes_io(payload), writer, reader, True, True)
+            return value if convert is None else convert(value)
+
+        return decode
+
+    def encoder(self, data_type: DataType) -> Encoder:
+        """fastavro's ``schemaless_writer`` after the header."""
+        prefix = header(self.id)
+        prepare = avro_preparer(self.parsed, self.named)
+        schema = self.parsed
+        write = fastavro.schemaless_writer
+
+        def encode(value: Any) -> bytes:
+            out = io.BytesIO()
+            out.write(prefix)
+            write(out, schema, value if prepare is None else prepare(value))
+            return out.getvalue()
+
+        return encode
+
+
+class JsonCodec(SchemaCodec):
+    """A JSON Schema document."""
+
+    def __init__(self, registered: RegisteredSchema) -> None:
+        super().__init__(registered)
+        self.document = json.loads(registered.schema)
+        self.references = {name: json.loads(text) for name, text in registered.references}
+
+    def spark_type(self) -> DataType:
+        """See :mod:`seglog.spark.typed.json_types`."""
+        return json_spark_type(self.document, self.references)
+
+    def decoder(self, planned: SchemaCodec) -> Decoder:
+        """``json.loads``, then fitted to ``planned``'s struct."""
+        assert isinstance(planned, JsonCodec)
+        convert = json_converter(planned.document, planned.references)
+        loads = json.loads
+
+        def decode(payload: memoryview) -> Any:
+            value = loads(bytes(payload))
+            return value if convert is None else convert(value)
+
+        return decode
+
+    def encoder(self, data_type: DataType) -> Encoder:
+        """Compact JSON text after the header (not validated against the schema)."""
+        prefix = header(self.id)
+        plain = maps_as_dicts(data_type)
+        dumps = json.dumps
+
+        def encode(value: Any) -> bytes:
+            text = dumps(
+                value if plain is None else plain(value),
+                separators=(",", ":"),
+                default=json_default,
+            )
+            return prefix + text.encode()
+
+        return encode
+
+
+class ProtobufCodec(SchemaCodec):
+    """A Protobuf file, its dependencies first, in a descriptor pool of its own."""
+
+    def __init__(self, registered: RegisteredSchema) -> None:
+        super().__init__(registered)
+        files = []
+        references: dict[str, str] = {}
+        for name, text in registered.references:
+            files.append(_file_descriptor(text, references, name))
+            references[name] = text
+        main = _file_descriptor(registered.schema, references, f"schema-{registered.id}.proto")
+        files.append(main)
+        self.pool = pool_of(files)
+        self.file_name = main.name
+        self._messages: dict[tuple[int, ...], tuple[Descriptor, Callable[..., Any], Any]] = {}
+
+    def message(self, indexes: tuple[int, ...]) -> tuple[Descriptor, Callable[..., Any], Any]:
+        """(descriptor, to-dict converter, class) of the message ``indexes`` name."""
+        found = self._messages.get(indexes)
+        if found is None:
+            descriptor = message_at(self.pool, self.file_name, indexes)
+            found = (descriptor, message_to_dict(descriptor), message_class(descriptor))
+            self._messages[indexes] = found
+        return found
+
+    def spark_type(self) -> DataType:
+        """The struct of the file's first message (see
+        :mod:`seglog.spark.typed.protobuf_types`)."""
+        return message_spark_type(self.message((0,))[0])
+
+    def decoder(self, planned: SchemaCodec) -> Decoder:
+        """The message the indexes name, decoded with this schema's descriptors."""
+        messages = self.message
+
+        def decode(payload: memoryview) -> Any:
+            indexes, pos = read_message_indexes(payload)
+            _, to_dict, cls = messages(tuple(indexes))
+            return to_dict(cls.FromString(payload[pos:].tobytes()))
+
+        return decode
+
+    def encoder(self, data_type: DataType) -> Encoder:
+        """The file's first message, built from the row's fields, after the header and the
+        message indexes ``[0]``."""
+        prefix = header(self.id) + encode_message_indexes([0])
+        _, _, cls = self.message((0,))
+        plain = maps_as_dicts(data_type)
+
+        def build(value: Any) -> Any:
+            if isinstance(value, dict):
+                return {k: build(v) for k, v in value.items() if v is not None}
+            if isinstance(value, list):
+                return [build(v) for v in value]
+            return value
+
+        def encode(value: Any) -> bytes:
+            fields = build(value if plain is None else plain(value))
+            encoded: bytes = cls(**fields).SerializeToString()
+            return prefix + encoded
+
+        return encode
+
+
+def _file_descriptor(
+    text: str, references: Mapping[str, str], name: str
+) -> descriptor_pb2.FileDescriptorProto:
+    """The FileDescriptorProto of a registered Protobuf schema: base64 of the serialized
+    descriptor (what confluent-kafka's serializer registers) or ``.proto`` text."""
+    stripped = text.strip()
+    if stripped and not any(c.isspace() or c in "{};" for c in stripped):
+        try:
+            raw = base64.b64decode(stripped, validate=True)
+            proto = descriptor_pb2.FileDescriptorProto()
+            proto.ParseFromString(raw)
+            if proto.message_type:
+                if not proto.name:
+                    proto.name = name
+                return proto
+        except (binascii.Error, ValueError):
+            pass
+    # The .proto parser is the registry's (seglog.schemas.formats).
+    formats = importlib.import_module("seglog.schemas.formats")
+    parsed = formats.parse_schema("PROTOBUF", text, references)
+    proto = descriptor_pb2.FileDescriptorProto()
+    proto.CopyFrom(parsed.file_descriptor)
+    if not proto.name:
+        proto.name = name
+    return proto
+
+
+_CODECS: dict[str, type[SchemaCodec]] = {
+    "AVRO": AvroCodec,
+    "JSON": JsonCodec,
+    "PROTOBUF": ProtobufCodec,
+}
+
+
+def codec_of(registered: RegisteredSchema) -> SchemaCodec:
+    """The codec of a registered schema's type."""
+    return _CODECS[registered.schema_type.upper()](registered)
