@@ -385,6 +385,10 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     # seglog's: whether the console may write (produce a test message, reset group offsets);
     # off, the API is read-only whatever the ACLs allow.
     _broker("console.write.enable", Type.BOOLEAN, False),
+    # seglog's: the schema registry (Confluent's REST API over _schemas), off unless a port
+    # is given; also served on the console's port when that is on.
+    _broker("schema.registry.host", Type.STRING, "127.0.0.1"),
+    _broker("schema.registry.port", Type.INT, None, between(0, 65535)),
     _broker("nodes", Type.STRING, "1"),
     # Static in Kafka; seglog also lets these two change at run time (for later creations).
     _broker("auto.create.topics.enable", Type.BOOLEAN, True, dynamic=_CLUSTER),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar, cast
 
 from seglog.coordinator.txn_peers import Op, Peers, Step, advance
@@ -37,6 +37,10 @@ class CoordinatorRuntime:
     async def run(self, fn: Callable[[], R]) -> R:
         """``fn()`` on the coordinator's thread when its turn comes, awaited (event loop)."""
         return await asyncio.wrap_future(self._executor.submit(fn))
+
+    def submit(self, fn: Callable[[], R]) -> Future[R]:
+        """``fn()`` on the coordinator's thread when its turn comes, from any other thread."""
+        return self._executor.submit(fn)
 
     async def run_op(self, op: Op[R], peers: Peers) -> R:
         """Run ``op`` to its end: its steps in turn, its peer requests off the coordinator.

@@ -33,6 +33,10 @@ from seglog.broker.metrics import MetricsServer, start_metrics_server
 from seglog.broker.nodes import transactions as node_transactions
 from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.nodes.control import NodeControl, open_member
+from seglog.broker.schema_registry.server import RegistryServer
+from seglog.broker.schema_registry.server import mount as mount_registry
+from seglog.broker.schema_registry.store import OP as registry_op
+from seglog.broker.schema_registry.store import RegistryStore
 from seglog.broker.security.authorizer import Authorizer
 from seglog.broker.security.failures import AuthenticationFailures
 from seglog.broker.security.listener import ListenerSecurity
@@ -145,6 +149,8 @@ class Broker:
         self._group_load: asyncio.Task[None] | None = None
         self._metrics: MetricsServer | None = None
         self._console: ConsoleServer | None = None
+        self._registry: RegistryServer | None = None
+        self._registry_store: RegistryStore | None = None
         self.connections = Connections(
             max_connections=settings.max_connections,
             max_connections_per_ip=settings.max_connections_per_ip,
@@ -217,6 +223,12 @@ class Broker:
         # Another node's HTTP API asks about partitions this node leads (key lookups,
         # summaries, segments, records): one op for every question.
         node.handlers[partition_query.OP] = lambda request: partition_query.serve(log_dir, request)
+        registry_store = None
+        if settings.schema_registry_port is not None or settings.console_port is not None:
+            registry_store = self._registry_store = RegistryStore(state)
+            # Another node's registry hands its changes to the writer (this node, if it
+            # leads _schemas).
+            node.handlers[registry_op] = registry_store.serve_forwarded
         peer_session = Session(NODES_LISTENER, between_nodes=True)
 
         async def from_peer(frame: memoryview) -> list[Any] | None:
@@ -245,6 +257,7 @@ class Broker:
                     ConsoleSecurity.of(secured, authorizer),
                     settings.console_host,
                     settings.console_port,
+                    extra=None if registry_store is None else mount_registry(registry_store),
                 )
                 await console.start()
                 state.console_port = console.port
@@ -253,6 +266,24 @@ class Broker:
                     console.scheme,
                     settings.console_host or "0.0.0.0",
                     console.port,
+                )
+            if settings.schema_registry_port is not None:
+                assert registry_store is not None
+                await registry_store.start()
+                registry = self._registry = RegistryServer(
+                    state,
+                    ConsoleSecurity.of(secured, authorizer),
+                    registry_store,
+                    settings.schema_registry_host,
+                    settings.schema_registry_port,
+                )
+                await registry.start()
+                state.schema_registry_port = registry.port
+                logger.info(
+                    "schema registry on %s://%s:%d/",
+                    registry.scheme,
+                    settings.schema_registry_host or "0.0.0.0",
+                    registry.port,
                 )
             for security in secured:
                 listener = security.listener
@@ -279,6 +310,9 @@ class Broker:
             if self._console is not None:
                 await self._console.close()
                 self._console = None
+            if self._registry is not None:
+                await self._registry.close()
+                self._registry = None
             raise
 
     def _with_dynamic(self, dynamic: DynamicConfigs) -> BrokerSettings:
@@ -336,6 +370,11 @@ class Broker:
         return None if self.state is None else self.state.console_port
 
     @property
+    def schema_registry_port(self) -> int | None:
+        """The port the schema registry listens on (None: not served)."""
+        return None if self.state is None else self.state.schema_registry_port
+
+    @property
     def metrics_port(self) -> int | None:
         """The port ``/metrics`` listens on (None: not served)."""
         return None if self._metrics is None else self._metrics.port
@@ -372,6 +411,12 @@ class Broker:
             # Before storage closes too: the lookups under way finish first.
             await self._console.close()
             self._console = None
+        if self._registry is not None:
+            await self._registry.close()
+            self._registry = None
+        if self._registry_store is not None:
+            await self._registry_store.close()
+            self._registry_store = None
         for server in self._servers:
             server.close()
         await self.connections.stop_reaper()

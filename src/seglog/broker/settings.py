@@ -158,6 +158,10 @@ class BrokerSettings:
     """The HTTP API's port (``console.port``; None: not served, 0: any free port)."""
     console_write_enable: bool = False
     """Whether the HTTP API may write: produce, reset offsets (``console.write.enable``)."""
+    schema_registry_host: str = "127.0.0.1"
+    """Where the schema registry listens (``schema.registry.host``)."""
+    schema_registry_port: int | None = None
+    """The schema registry's port (``schema.registry.port``; None: not served, 0: any free)."""
     nodes: int = 1
     """How many broker processes (nodes) share the log directory (``nodes``)."""
     log_defaults: LogConfig = field(default_factory=LogConfig)
@@ -289,6 +293,8 @@ class BrokerSettings:
             console_host=config["console.host"] or "",
             console_port=config["console.port"],
             console_write_enable=bool(config["console.write.enable"]),
+            schema_registry_host=config["schema.registry.host"] or "",
+            schema_registry_port=config["schema.registry.port"],
             nodes=node_count(config["nodes"]),
             log_defaults=LogConfig.from_broker_properties(config),
             log_dir_settings=LogDirSettings.from_properties(config),

@@ -185,6 +185,8 @@ class BrokerState:
         self.started = time.time()
         #: The port the HTTP API listens on (None: not served); DescribeConfigs tells it.
         self.console_port: int | None = None
+        #: The port the schema registry listens on (None: not served).
+        self.schema_registry_port: int | None = None
         # Producer ids: unique per run, and above any id of an earlier run
         # (the clock in ms leaves room for a million producers per ms).
         self._producer_ids = itertools.count(int(time.time() * 1000) * 1000)

@@ -59,6 +59,15 @@ def _run_test_node_hook(settings: BrokerSettings, node_index: int) -> None:
     "(127.0.0.1 unless set); node i of --nodes on PORT + i. Overrides the console.port "
     "property [default: off].",
 )
+@click.option(
+    "--schema-registry-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    metavar="PORT",
+    help="Serve the schema registry (Confluent's REST API) on this port, at "
+    "schema.registry.host (127.0.0.1 unless set); node i of --nodes on PORT + i. Overrides "
+    "the schema.registry.port property [default: off].",
+)
 @click.option("--node-index", type=int, default=None, hidden=True)
 @click.option("--node-clean", is_flag=True, default=False, hidden=True)
 def serve(
@@ -66,6 +75,7 @@ def serve(
     overrides: tuple[str, ...],
     nodes: str | None,
     console_port: int | None,
+    schema_registry_port: int | None,
     node_index: int | None,
     node_clean: bool,
 ) -> None:
@@ -83,6 +93,8 @@ def serve(
         properties["nodes"] = nodes
     if console_port is not None:
         properties["console.port"] = str(console_port)
+    if schema_registry_port is not None:
+        properties["schema.registry.port"] = str(schema_registry_port)
     settings = BrokerSettings.from_properties(properties)
     if node_index is not None:
         # One node of a supervisor's cluster (internal options, set by the supervisor).
@@ -97,6 +109,8 @@ def serve(
         node_args += ["--nodes", str(settings.nodes)]
         if console_port is not None:
             node_args += ["--console-port", str(console_port)]
+        if schema_registry_port is not None:
+            node_args += ["--schema-registry-port", str(schema_registry_port)]
         sys.exit(run_supervisor(settings, node_args))
     else:
         asyncio.run(run_broker(settings))

@@ -12,6 +12,7 @@ before the broker closes its storage.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -128,11 +129,14 @@ def _strict(route: Route) -> Handler:
     return handle
 
 
-class ConsoleServer:
-    """The API served on ``host:port`` (HTTPS when ``security`` has a TLS context)."""
+class AppServer:
+    """An aiohttp application served on ``host:port`` on the broker's loop (HTTPS when
+    ``security`` has a TLS context): the console's API, the schema registry."""
 
-    def __init__(self, state: BrokerState, security: ConsoleSecurity, host: str, port: int) -> None:
-        self._app = application(state, security)
+    def __init__(
+        self, app: web.Application, security: ConsoleSecurity, host: str, port: int
+    ) -> None:
+        self._app = app
         self._security = security
         self._host = host
         self._requested_port = port
@@ -160,7 +164,6 @@ class ConsoleServer:
             await runner.cleanup()
             raise
         self._runner = runner
-        self._app[overview.SAMPLER].start()
 
     @property
     def scheme(self) -> str:
@@ -178,5 +181,33 @@ class ConsoleServer:
         """Stop accepting, let the requests under way finish, release the port."""
         if self._runner is not None:
             runner, self._runner = self._runner, None
-            await self._app[overview.SAMPLER].stop()
             await runner.cleanup()
+
+
+class ConsoleServer(AppServer):
+    """The API served on ``host:port``, with the throughput sampler of its overview."""
+
+    def __init__(
+        self,
+        state: BrokerState,
+        security: ConsoleSecurity,
+        host: str,
+        port: int,
+        *,
+        extra: Callable[[web.Application], None] | None = None,
+    ) -> None:
+        app = application(state, security)
+        if extra is not None:
+            extra(app)
+        super().__init__(app, security, host, port)
+
+    async def start(self) -> None:
+        """Bind and serve, and start sampling throughput."""
+        await super().start()
+        self._app[overview.SAMPLER].start()
+
+    async def close(self) -> None:
+        """Stop sampling, then stop serving."""
+        if self._runner is not None:
+            await self._app[overview.SAMPLER].stop()
+        await super().close()

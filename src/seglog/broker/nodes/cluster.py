@@ -104,6 +104,12 @@ class Cluster:
                 f"console.port={console}: ports {console} to {console + count - 1} "
                 "(node i serves the HTTP API on console.port + i) do not all exist"
             )
+        registry = settings.schema_registry_port
+        if registry and registry + count - 1 > 65535:
+            raise InvalidConfigError(
+                f"schema.registry.port={registry}: ports {registry} to {registry + count - 1} "
+                "(node i serves the schema registry on schema.registry.port + i) do not all exist"
+            )
 
     # ------------------------------------------------------------ identity
 
@@ -143,6 +149,9 @@ class Cluster:
             console_port=settings.console_port + offset
             if settings.console_port
             else settings.console_port,
+            schema_registry_port=settings.schema_registry_port + offset
+            if settings.schema_registry_port
+            else settings.schema_registry_port,
         )
 
     def advertised(self, mine: Listener, node_id: int) -> Listener:

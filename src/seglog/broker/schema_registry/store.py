@@ -1,0 +1,217 @@
+"""The registry's state in a broker: read from ``_schemas``, changed by one writer.
+
+As in Confluent's registry, every change goes through one writer and every
+instance reads the topic to know the state. The writer is whichever node
+leads ``_schemas``' one partition (the broker itself when alone): a change
+asked of another node is sent to it over the nodes' control channel
+(:data:`OP`). The writer runs changes one at a time on a thread of its own
+(:class:`~seglog.broker.coordinator_runtime.CoordinatorRuntime`): it catches
+up with the topic, checks the change against the state, appends and fsyncs
+its records, and reads them back; only then is the change answered. The
+state changes only by records read from the topic, so a record written by
+anyone else (``seglog mirror`` copying a registry in) is taken in too.
+
+A read catches up first: the writer from its own log, any other node by
+asking the leader for the records it has not seen (a
+:mod:`~seglog.broker.http_api.partition_query` question), so that a schema
+registered through one node is known to every node as soon as it is answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from seglog.broker.coordinator_runtime import CoordinatorRuntime
+from seglog.broker.http_api import partition_facts, partition_query
+from seglog.broker.nodes.channel import ControllerUnavailableError
+from seglog.broker.state import BrokerState
+from seglog.schemas.log_records import SCHEMAS_TOPIC
+from seglog.schemas.registry import RegistryError, RegistryReads, RegistryWrites
+from seglog.schemas.registry_state import RegistryState
+from seglog.schemas.schema_log import SchemaLog
+
+__all__ = ["OP", "RegistryStore"]
+
+logger = logging.getLogger(__name__)
+
+OP = "schema_registry"
+"""The control-channel op by which a node hands a change to the writer."""
+PAGE = 1000
+"""Records read from ``_schemas`` per question."""
+FORWARD_TIMEOUT = 60.0
+
+T = TypeVar("T")
+
+
+class RegistryStore:
+    """One broker's view of the registry, and the writer's changes if it is the writer."""
+
+    def __init__(self, state: BrokerState) -> None:
+        self._broker = state
+        self._log = SchemaLog(state.log_dir, state.topic_admin)
+        self._state = RegistryState()
+        self._next_offset = 0
+        self._runtime = CoordinatorRuntime("schema-registry")
+        # Readers on the event loop and the writer's thread take turns at the state.
+        self._lock = threading.Lock()
+
+    async def start(self) -> None:
+        """Create ``_schemas`` if needed (as Confluent's registry does when it starts)."""
+        await asyncio.to_thread(self._log.ensure_topic)
+
+    async def close(self) -> None:
+        """Stop the writer's thread (after the change under way)."""
+        await self._runtime.close()
+
+    # ---------------------------------------------------------------- roles
+
+    def _info(self) -> Any:
+        return self._broker.log_dir.topic(SCHEMAS_TOPIC)
+
+    def is_writer(self) -> bool:
+        """Whether this broker leads ``_schemas`` (and so makes every change)."""
+        info = self._info()
+        return info is not None and self._broker.log_dir.serves_partition(SCHEMAS_TOPIC, 0)
+
+    def writer_id(self) -> int:
+        """The node that makes the changes."""
+        info = self._info()
+        if info is None:
+            raise RegistryError(500, 50001, f"the topic {SCHEMAS_TOPIC} does not exist")
+        return self._broker.cluster.leader(info, 0)
+
+    # ---------------------------------------------------------------- reads
+
+    async def read(self, question: Callable[[RegistryReads], T]) -> T:
+        """``question`` answered from the state, caught up with the topic first."""
+        if self.is_writer():
+            return await self._runtime.run(lambda: self._read_local(question))
+        await self._catch_up_remote()
+        with self._lock:
+            return question(RegistryReads(self._state))
+
+    def _read_local(self, question: Callable[[RegistryReads], T]) -> T:
+        self._catch_up_local()
+        with self._lock:
+            return question(RegistryReads(self._state))
+
+    def _catch_up_local(self) -> None:
+        """Fold in the records of the local ``_schemas`` not seen yet (writer's thread)."""
+        if not self._log.exists:
+            return
+        while True:
+            page = partition_query.answer_local(
+                self._broker.log_dir,
+                partition_facts.RECORDS,
+                [(SCHEMAS_TOPIC, 0)],
+                {"offset": self._next_offset, "limit": PAGE},
+            )[0]
+            if not self._fold(page):
+                return
+
+    async def _catch_up_remote(self) -> None:
+        info = self._info()
+        if info is None:
+            return
+        while True:
+            try:
+                page = (
+                    await partition_query.ask(
+                        self._broker.log_dir,
+                        self._broker.cluster,
+                        info,
+                        [0],
+                        partition_facts.RECORDS,
+                        {"offset": self._next_offset, "limit": PAGE},
+                    )
+                )[0]
+            except ControllerUnavailableError as exc:
+                raise RegistryError(
+                    500,
+                    50004,
+                    f"the registry's writer (node {self.writer_id()}) is not available: {exc}",
+                ) from exc
+            if not self._fold(page):
+                return
+
+    def _fold(self, page: dict[str, Any]) -> bool:
+        """Apply a page of records; whether there may be more."""
+        with self._lock:
+            for record in page["records"]:
+                if record["offset"] < self._next_offset:
+                    continue
+                self._state.apply(
+                    _bytes(record["key"], record["key_encoding"]),
+                    _bytes(record["value"], record["value_encoding"]),
+                )
+            moved = page["next_offset"] > self._next_offset
+            self._next_offset = max(self._next_offset, page["next_offset"])
+        return moved and self._next_offset < int(page["high_watermark"])
+
+    # ---------------------------------------------------------------- changes
+
+    async def change(self, operation: str, args: dict[str, Any]) -> Any:
+        """Carry out ``RegistryWrites.<operation>(**args)``: here if this broker is the
+        writer, else on the writer; its answer (RegistryError as the writer refused)."""
+        if self._info() is None:
+            await self.start()
+        if self.is_writer():
+            return await self._runtime.run(lambda: self._change_local(operation, args))
+        writer = self.writer_id()
+        request = {"op": OP, "operation": operation, "args": args}
+        try:
+            answer = await asyncio.to_thread(
+                self._broker.cluster.control, writer, request, FORWARD_TIMEOUT
+            )
+        except ControllerUnavailableError as exc:
+            raise RegistryError(
+                500,
+                50003,
+                f"Error while forwarding the request to the writer (node {writer}): {exc}",
+            ) from exc
+        if "registry_error" in answer:
+            error = answer["registry_error"]
+            raise RegistryError(
+                int(error["status"]), int(error["error_code"]), str(error["message"])
+            )
+        return answer["answer"]
+
+    def serve_forwarded(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The writer's side of :data:`OP` (on a control-channel thread)."""
+        operation, args = str(request["operation"]), dict(request["args"])
+        future = self._runtime.submit(lambda: self._change_local(operation, args))
+        try:
+            return {"ok": True, "answer": future.result(timeout=FORWARD_TIMEOUT)}
+        except RegistryError as exc:
+            return {
+                "ok": True,
+                "registry_error": {
+                    "status": exc.status,
+                    "error_code": exc.error_code,
+                    "message": exc.message,
+                },
+            }
+
+    def _change_local(self, operation: str, args: dict[str, Any]) -> Any:
+        if not self.is_writer():
+            raise RegistryError(500, 50004, "this node is no longer the registry's writer")
+        self._catch_up_local()
+        with self._lock:
+            answer, records = getattr(RegistryWrites(self._state), operation)(**args)
+        if records:
+            self._log.append(records)
+            self._catch_up_local()
+        return answer
+
+
+def _bytes(text: str | None, encoding: str) -> bytes | None:
+    if text is None:
+        return None
+    if encoding == "base64":
+        return base64.b64decode(text)
+    return text.encode()

@@ -1,0 +1,74 @@
+"""Schema formats: parsing, canonical and normalized text, and compatibility of schema versions.
+
+``parse_schema(schema_type, text, references)`` gives a :class:`ParsedSchema` (Avro, JSON Schema
+or Protobuf); ``check_compatibility(level, new, previous)`` lists what makes ``new`` break
+``level`` against the previous versions (an empty list: compatible).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from seglog.schemas.formats import avro, json_schema, protobuf
+from seglog.schemas.formats._base import InvalidSchemaError, ParsedSchema
+from seglog.schemas.formats.levels import LEVELS, apply_level
+
+__all__ = [
+    "LEVELS",
+    "SCHEMA_TYPES",
+    "InvalidSchemaError",
+    "ParsedSchema",
+    "check_compatibility",
+    "parse_schema",
+]
+
+SCHEMA_TYPES = ("AVRO", "JSON", "PROTOBUF")
+
+
+def parse_schema(
+    schema_type: str, text: str, references: Mapping[str, str] | None = None
+) -> ParsedSchema:
+    """Parse ``text`` as a schema of ``schema_type``; raise :class:`InvalidSchemaError` if invalid.
+
+    ``references`` maps each reference's name to its schema text, dependencies first (as
+    ``RegistryState.resolved_references`` gives them).
+    """
+    refs = references or {}
+    if schema_type == "AVRO":
+        return avro.parse(text, refs)
+    if schema_type == "JSON":
+        return json_schema.parse(text, refs)
+    if schema_type == "PROTOBUF":
+        return protobuf.parse(text, refs)
+    raise InvalidSchemaError(
+        f"Unknown schema type {schema_type!r}; one of {', '.join(SCHEMA_TYPES)}"
+    )
+
+
+def check_compatibility(
+    level: str, new: ParsedSchema, previous: Sequence[ParsedSchema]
+) -> list[str]:
+    """One message per problem that makes ``new`` break ``level`` against ``previous``.
+
+    ``previous`` is oldest first. A previous version of another schema type than ``new`` is
+    incompatible with it whatever the level but NONE.
+    """
+    if level not in LEVELS:
+        raise ValueError(f"unknown compatibility level {level!r}; one of {', '.join(LEVELS)}")
+    return apply_level(level, new, previous, _check_pair)
+
+
+def _check_pair(
+    reader: ParsedSchema, writer: ParsedSchema, r_label: str, w_label: str
+) -> list[str]:
+    if isinstance(reader, avro.AvroSchema) and isinstance(writer, avro.AvroSchema):
+        return avro.incompatibilities(reader, writer, r_label, w_label)
+    if isinstance(reader, json_schema.JsonSchema) and isinstance(writer, json_schema.JsonSchema):
+        return json_schema.incompatibilities(reader, writer, r_label, w_label)
+    if isinstance(reader, protobuf.ProtobufSchema) and isinstance(writer, protobuf.ProtobufSchema):
+        return protobuf.incompatibilities(reader, writer, r_label, w_label)
+    return [
+        "{errorType:'TYPE_MISMATCH', description:'The "
+        f"{r_label} schema is of type {reader.schema_type} and the {w_label} schema of type "
+        f"{writer.schema_type}'}}"
+    ]
