@@ -226,6 +226,9 @@ class TypedOptions:
     """``mode=PERMISSIVE``: a record that cannot be decoded reads as null instead of failing."""
     auto_register: bool = True
     """The sink registers a schema derived from the column when the subject has none."""
+    value_message: str | None = None
+    key_message: str | None = None
+    """``valueProtobufMessage``/``keyProtobufMessage``: the Protobuf message a value/key is."""
 
     @property
     def typed(self) -> bool:
@@ -235,6 +238,10 @@ class TypedOptions:
     def format_of(self, column: str) -> str:
         """The format of ``key`` or ``value``."""
         return self.value_format if column == "value" else self.key_format
+
+    def message_of(self, column: str) -> str | None:
+        """The Protobuf message named for ``key`` or ``value`` (None: the file's main one)."""
+        return self.value_message if column == "value" else self.key_message
 
 
 def _choice(params: Mapping[str, str], key: str, name: str, allowed: tuple[str, ...]) -> str:
@@ -262,6 +269,8 @@ def parse_typed_options(params: Mapping[str, str], *, files_mode: bool) -> Typed
         schema_evolution=_choice(params, "schemaevolution", "schemaEvolution", EVOLUTIONS),
         permissive=_choice(params, "mode", "mode", MODES) == "PERMISSIVE",
         auto_register=_bool(params, "auto.register.schemas", "auto.register.schemas", True),
+        value_message=params.get("valueprotobufmessage", "").strip() or None,
+        key_message=params.get("keyprotobufmessage", "").strip() or None,
     )
     if options.typed and not files_mode and not registry.get("url", "").strip():
         column = "valueFormat" if options.value_format != "binary" else "keyFormat"

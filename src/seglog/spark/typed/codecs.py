@@ -21,20 +21,17 @@ How a record written with another schema than the planned one is read
 
 from __future__ import annotations
 
-import base64
-import binascii
-import importlib
 import io
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import fastavro
-from google.protobuf import descriptor_pb2  # type: ignore[import-untyped]
-from google.protobuf.descriptor import Descriptor  # type: ignore[import-untyped]
+from google.protobuf.descriptor import Descriptor
 from pyspark.sql.types import DataType
 
+from seglog.schemas.formats import parse_schema
 from seglog.schemas.wire import encode_message_indexes, header, read_message_indexes
 from seglog.spark.typed.avro_types import avro_converter, avro_preparer, avro_spark_type
 from seglog.spark.typed.json_types import (
@@ -48,7 +45,7 @@ from seglog.spark.typed.protobuf_types import (
     message_class,
     message_spark_type,
     message_to_dict,
-    pool_of,
+    row_message_indexes,
 )
 from seglog.spark.typed.registry import RegisteredSchema
 
@@ -173,20 +170,17 @@ class JsonCodec(SchemaCodec):
 
 
 class ProtobufCodec(SchemaCodec):
-    """A Protobuf file, its dependencies first, in a descriptor pool of its own."""
+    """A Protobuf file parsed by the registry's parser (:mod:`seglog.schemas.formats`), in the
+    descriptor pool that parser builds with its references and imports."""
 
-    def __init__(self, registered: RegisteredSchema) -> None:
+    def __init__(self, registered: RegisteredSchema, message: str | None = None) -> None:
         super().__init__(registered)
-        files = []
-        references: dict[str, str] = {}
-        for name, text in registered.references:
-            files.append(_file_descriptor(text, references, name))
-            references[name] = text
-        main = _file_descriptor(registered.schema, references, f"schema-{registered.id}.proto")
-        files.append(main)
-        self.pool = pool_of(files)
-        self.file_name = main.name
+        parsed: Any = parse_schema("PROTOBUF", registered.schema, dict(registered.references))
+        self.pool = parsed.pool
+        self.file_name = parsed.file_descriptor.name
         self._messages: dict[tuple[int, ...], tuple[Descriptor, Callable[..., Any], Any]] = {}
+        self.row_indexes = row_message_indexes(self.pool, self.file_name, message)
+        """The message a row is: the one named, else the file's main one."""
 
     def message(self, indexes: tuple[int, ...]) -> tuple[Descriptor, Callable[..., Any], Any]:
         """(descriptor, to-dict converter, class) of the message ``indexes`` name."""
@@ -198,9 +192,8 @@ class ProtobufCodec(SchemaCodec):
         return found
 
     def spark_type(self) -> DataType:
-        """The struct of the file's first message (see
-        :mod:`seglog.spark.typed.protobuf_types`)."""
-        return message_spark_type(self.message((0,))[0])
+        """The struct of the row message (see :mod:`seglog.spark.typed.protobuf_types`)."""
+        return message_spark_type(self.message(self.row_indexes)[0])
 
     def decoder(self, planned: SchemaCodec) -> Decoder:
         """The message the indexes name, decoded with this schema's descriptors."""
@@ -214,10 +207,10 @@ class ProtobufCodec(SchemaCodec):
         return decode
 
     def encoder(self, data_type: DataType) -> Encoder:
-        """The file's first message, built from the row's fields, after the header and the
-        message indexes ``[0]``."""
-        prefix = header(self.id) + encode_message_indexes([0])
-        _, _, cls = self.message((0,))
+        """The row message built from the row's fields, after the header and its message
+        indexes."""
+        prefix = header(self.id) + encode_message_indexes(self.row_indexes)
+        _, _, cls = self.message(self.row_indexes)
         plain = maps_as_dicts(data_type)
 
         def build(value: Any) -> Any:
@@ -235,33 +228,6 @@ class ProtobufCodec(SchemaCodec):
         return encode
 
 
-def _file_descriptor(
-    text: str, references: Mapping[str, str], name: str
-) -> descriptor_pb2.FileDescriptorProto:
-    """The FileDescriptorProto of a registered Protobuf schema: base64 of the serialized
-    descriptor (what confluent-kafka's serializer registers) or ``.proto`` text."""
-    stripped = text.strip()
-    if stripped and not any(c.isspace() or c in "{};" for c in stripped):
-        try:
-            raw = base64.b64decode(stripped, validate=True)
-            proto = descriptor_pb2.FileDescriptorProto()
-            proto.ParseFromString(raw)
-            if proto.message_type:
-                if not proto.name:
-                    proto.name = name
-                return proto
-        except (binascii.Error, ValueError):
-            pass
-    # The .proto parser is the registry's (seglog.schemas.formats).
-    formats = importlib.import_module("seglog.schemas.formats")
-    parsed = formats.parse_schema("PROTOBUF", text, references)
-    proto = descriptor_pb2.FileDescriptorProto()
-    proto.CopyFrom(parsed.file_descriptor)
-    if not proto.name:
-        proto.name = name
-    return proto
-
-
 _CODECS: dict[str, type[SchemaCodec]] = {
     "AVRO": AvroCodec,
     "JSON": JsonCodec,
@@ -269,6 +235,10 @@ _CODECS: dict[str, type[SchemaCodec]] = {
 }
 
 
-def codec_of(registered: RegisteredSchema) -> SchemaCodec:
-    """The codec of a registered schema's type."""
-    return _CODECS[registered.schema_type.upper()](registered)
+def codec_of(registered: RegisteredSchema, message: str | None = None) -> SchemaCodec:
+    """The codec of a registered schema's type (``message``: the Protobuf message a row is,
+    when not the file's main one)."""
+    kind = registered.schema_type.upper()
+    if kind == "PROTOBUF":
+        return ProtobufCodec(registered, message)
+    return _CODECS[kind](registered)

@@ -26,9 +26,9 @@ import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # type: ignore[import-untyped]
-from google.protobuf.descriptor import Descriptor, FieldDescriptor  # type: ignore[import-untyped]
-from google.protobuf.message import Message  # type: ignore[import-untyped]
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -51,7 +51,7 @@ __all__ = [
     "message_class",
     "message_spark_type",
     "message_to_dict",
-    "pool_of",
+    "row_message_indexes",
 ]
 
 _TIMESTAMP = "google.protobuf.Timestamp"
@@ -80,22 +80,6 @@ _UNSIGNED_64 = (FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64)
 
 class ProtobufTypeError(ValueError):
     """A Protobuf schema with no Spark type, or message indexes that name no message."""
-
-
-def pool_of(files: Sequence[descriptor_pb2.FileDescriptorProto]) -> descriptor_pool.DescriptorPool:
-    """A descriptor pool holding ``files`` (dependencies first) and the well-known types."""
-    pool = descriptor_pool.DescriptorPool()
-    from google.protobuf import timestamp_pb2
-
-    known = descriptor_pb2.FileDescriptorProto()
-    timestamp_pb2.DESCRIPTOR.CopyToProto(known)
-    added = {known.name}
-    pool.Add(known)
-    for file in files:
-        if file.name not in added:
-            pool.Add(file)
-            added.add(file.name)
-    return pool
 
 
 def message_at(
@@ -212,3 +196,53 @@ def _single_converter(field: FieldDescriptor) -> Converter | None:
             )
         return message_to_dict(field.message_type)
     return None
+
+
+# --------------------------------------------------------- the row message
+
+
+def _messages_with_indexes(
+    messages: Sequence[descriptor_pb2.DescriptorProto], prefix: str, path: tuple[int, ...]
+) -> list[tuple[str, tuple[int, ...], descriptor_pb2.DescriptorProto]]:
+    out = []
+    for i, message in enumerate(messages):
+        full = f"{prefix}{message.name}"
+        out.append((full, (*path, i), message))
+        out.extend(_messages_with_indexes(message.nested_type, f"{full}.", (*path, i)))
+    return out
+
+
+def row_message_indexes(
+    pool: descriptor_pool.DescriptorPool, file_name: str, name: str | None
+) -> tuple[int, ...]:
+    """The message indexes of the message a row is (in ``file_name``).
+
+    ``name`` (a full name, ``shop.Order``, or a simple one, ``Order``) chooses
+    it; without one it is the file's first top-level message that no other
+    message of the file uses as a field type (files usually declare the
+    parts of a message before it, and confluent-kafka registers the whole
+    file of the message it serializes), else the first.
+    """
+    proto = descriptor_pb2.FileDescriptorProto()
+    pool.FindFileByName(file_name).CopyToProto(proto)
+    prefix = f"{proto.package}." if proto.package else ""
+    messages = _messages_with_indexes(proto.message_type, prefix, ())
+    if not messages:
+        raise ProtobufTypeError(f"Protobuf schema {file_name} declares no message")
+    if name is not None:
+        wanted = name.lstrip(".")
+        for full, indexes, _ in messages:
+            if wanted in (full, full.removeprefix(prefix)):
+                return indexes
+        names = ", ".join(full for full, _, _ in messages)
+        raise ProtobufTypeError(f"Protobuf schema {file_name} has no message {name} ({names})")
+    used = {
+        field.type_name.lstrip(".")
+        for _, _, message in messages
+        for field in message.field
+        if field.type_name
+    }
+    for full, indexes, _ in messages:
+        if len(indexes) == 1 and full not in used:
+            return indexes
+    return (0,)

@@ -21,6 +21,7 @@ whatever the mode.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from pyspark.sql.types import DataType, StructField, StructType
 from seglog.errors import SeglogError
 from seglog.schemas.wire import WireFormatError, split
 from seglog.spark.options import SourceOptions, Subscribe, TypedOptions
+from seglog.spark.refusal import refusing
 from seglog.spark.schema import spark_schema
 from seglog.spark.typed.codecs import FORMATS, SchemaCodec, codec_of
 from seglog.spark.typed.registry import SchemaLookup, open_lookup
@@ -99,6 +101,16 @@ def plan_typed(options: SourceOptions) -> TypedPlan | None:
             "at least one topic when the query starts"
         )
     lookup = open_lookup(typed.registry, options.path)
+    try:
+        columns = _plan_columns(typed, topics, lookup)
+    finally:
+        lookup.close()
+    return TypedPlan(tuple(columns), typed, options.path)
+
+
+def _plan_columns(
+    typed: TypedOptions, topics: list[str], lookup: SchemaLookup
+) -> list[TypedColumn]:
     columns = []
     for column in ("key", "value"):
         fmt = typed.format_of(column)
@@ -120,7 +132,7 @@ def plan_typed(options: SourceOptions) -> TypedPlan | None:
                     f"Subject '{name}' holds a {latest.schema_type} schema, not "
                     f"{FORMATS[fmt]} ({column}Format={fmt})"
                 )
-            this_type = codec_of(latest).spark_type()
+            this_type = codec_of(latest, typed.message_of(column)).spark_type()
             if data_type is None:
                 data_type, first = this_type, topic
             elif this_type != data_type:
@@ -132,7 +144,7 @@ def plan_typed(options: SourceOptions) -> TypedPlan | None:
             planned[topic] = latest.id
         assert data_type is not None
         columns.append(TypedColumn(column, fmt, planned, data_type))
-    return TypedPlan(tuple(columns), typed, options.path)
+    return columns
 
 
 def typed_spark_schema(include_headers: bool, plan: TypedPlan | None) -> StructType:
@@ -154,6 +166,7 @@ class _ColumnDecoder:
         self.arrow_type = to_arrow_type(column.data_type, timezone="UTC")
         self.fail_other_ids = plan.options.schema_evolution == "fail"
         self.permissive = plan.options.permissive
+        self.message = plan.options.message_of(column.name)
         self._decoders: dict[tuple[str, int], Any] = {}
 
     def _planned_id(self, topic: str) -> int:
@@ -165,7 +178,7 @@ class _ColumnDecoder:
             latest = self.lookup.latest(name)
             if latest is None:
                 raise TypedReadError(f"Subject '{name}' has no schema in the registry")
-            if self.lookup.codec(latest.id).spark_type() != self.column.data_type:
+            if self.lookup.codec(latest.id, self.message).spark_type() != self.column.data_type:
                 raise TypedReadError(
                     f"The latest schema of subject '{name}' (id {latest.id}) gives the "
                     f"{self.column.name} column another type than the query's"
@@ -177,8 +190,8 @@ class _ColumnDecoder:
         key = (topic, schema_id)
         decoder = self._decoders.get(key)
         if decoder is None:
-            writer = self.lookup.codec(schema_id)
-            planned = self.lookup.codec(self._planned_id(topic))
+            writer = self.lookup.codec(schema_id, self.message)
+            planned = self.lookup.codec(self._planned_id(topic), self.message)
             if writer.registered.schema_type != planned.registered.schema_type:
                 raise ValueError(
                     f"schema id {schema_id} is a {writer.registered.schema_type} schema, "
@@ -269,7 +282,7 @@ class _Lookup:
     def __init__(self, plan: TypedPlan) -> None:
         self.plan = plan
         self._lookup: SchemaLookup | None = None
-        self._codecs: dict[int, SchemaCodec] = {}
+        self._codecs: dict[tuple[int, str | None], SchemaCodec] = {}
 
     @property
     def source(self) -> SchemaLookup:
@@ -277,26 +290,31 @@ class _Lookup:
             self._lookup = open_lookup(self.plan.options.registry, self.plan.path)
         return self._lookup
 
-    def codec(self, schema_id: int) -> SchemaCodec:
-        codec = self._codecs.get(schema_id)
+    def codec(self, schema_id: int, message: str | None) -> SchemaCodec:
+        codec = self._codecs.get((schema_id, message))
         if codec is None:
             registered = self.source.by_id(schema_id)
             if registered is None:
                 raise _UnknownSchema(schema_id)
-            codec = codec_of(registered)
-            self._codecs[schema_id] = codec
+            codec = codec_of(registered, message)
+            self._codecs[(schema_id, message)] = codec
         return codec
 
     def latest(self, name: str) -> Any:
         return self.source.latest(name)
+
+    def close(self) -> None:
+        if self._lookup is not None:
+            self._lookup.close()
+            self._lookup = None
 
 
 class TypedBatches:
     """Arrow batches of Spark's Kafka columns with the typed ones decoded (one per task)."""
 
     def __init__(self, plan: TypedPlan, include_headers: bool) -> None:
-        lookup = _Lookup(plan)
-        self.decoders = [_ColumnDecoder(c, plan, lookup) for c in plan.columns]
+        self.lookup = _Lookup(plan)
+        self.decoders = [_ColumnDecoder(c, plan, self.lookup) for c in plan.columns]
         self.schema = to_arrow_schema(typed_spark_schema(include_headers, plan), timezone="UTC")
 
     def convert(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -314,5 +332,10 @@ class TypedBatches:
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            yield self.convert(batch)
+        """``batches`` converted; the registry's connections closed at the end."""
+        try:
+            for batch in batches:
+                # A record that cannot be read is the user's to see in one line.
+                yield refusing(functools.partial(self.convert, batch))
+        finally:
+            self.lookup.close()

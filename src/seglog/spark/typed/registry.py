@@ -64,6 +64,9 @@ class SchemaLookup(ABC):
         """Register ``schema`` under ``subject``; its id."""
         raise ValueError(f"Cannot register a schema for subject '{subject}' here: no registry URL")
 
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
 
 class RegistryLookup(SchemaLookup):
     """A registry's REST API, through confluent-kafka's client (``conf``: its settings,
@@ -115,6 +118,10 @@ class RegistryLookup(SchemaLookup):
             missing_ok=False,
         )
         return int(found or 0)
+
+    def close(self) -> None:
+        """Close the client's HTTP connections."""
+        self.client.close()
 
     def _resolved(self, schema_id: int, schema: Any) -> RegisteredSchema:
         references: dict[str, str] = {}
