@@ -1,7 +1,9 @@
 """Batch and streaming writes: ``df.write.format("seglog")`` and ``writeStream``.
 
-Columns as in Spark's Kafka sink: ``value`` (required, string or binary),
-``key`` (string or binary), ``topic`` (string; the ``topic`` option wins over
+Columns as in Spark's Kafka sink: ``value`` (required, string or binary;
+with ``valueFormat`` avro/json/protobuf any type, a struct most often, encoded
+with the subject's schema by :mod:`seglog.spark.typed.write`), ``key`` (the
+same, with ``keyFormat``), ``topic`` (string; the ``topic`` option wins over
 it), ``partition`` (int; the producer's partitioner when null or absent) and
 ``headers`` (``array<struct<key string, value binary>>``). The columns are
 checked in ``writer()``/``streamWriter()``, which Spark calls on the driver,
