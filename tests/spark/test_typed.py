@@ -337,7 +337,19 @@ def test_json_schema_topic(
         }
         for i in range(12)
     ]
-    _produce(process.bootstrap, topic, [serializer(o, ctx) for o in orders])
+    # Keys: Avro strings, through the key subject.
+    key_serializer = AvroSerializer(_client(url), json.dumps("string"))
+    key_ctx = SerializationContext(topic, MessageField.KEY)
+    producer = Producer({"bootstrap.servers": process.bootstrap, "linger.ms": 5})
+    for o in orders:
+        producer.produce(
+            topic, value=serializer(o, ctx), key=key_serializer(f"order-{o['id']}", key_ctx)
+        )
+    assert producer.flush(30) == 0
+    keyed = _network(spark, registry, topic, valueFormat="json", keyFormat="avro")
+    assert keyed.schema["key"].dataType.simpleString() == "string"
+    rows = keyed.orderBy("offset").collect()
+    assert [(r["key"], r["value"]["id"]) for r in rows] == [(f"order-{i}", i) for i in range(12)]
     df = _network(spark, registry, topic, valueFormat="json")
     # Properties in the order of the registered document (the registry may reorder them).
     fields = {f.name: f.dataType.simpleString() for f in df.schema["value"].dataType.fields}
