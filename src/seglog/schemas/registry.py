@@ -11,6 +11,7 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -87,21 +88,7 @@ def invalid_version(text: object) -> RegistryError:
 
 def schema_json(stored: StoredSchema, *, with_subject: bool = True) -> dict[str, Any]:
     """A version as ``GET /subjects/{s}/versions/{v}`` answers it."""
-    doc: dict[str, Any] = {}
-    if with_subject:
-        doc["subject"] = stored.subject
-        doc["version"] = stored.version
-    doc["id"] = stored.id
-    if stored.schema_type != "AVRO":
-        doc["schemaType"] = stored.schema_type
-    if stored.references:
-        doc["references"] = [r.as_json() for r in stored.references]
-    if stored.metadata:
-        doc["metadata"] = stored.metadata
-    if stored.rule_set:
-        doc["ruleSet"] = stored.rule_set
-    doc["schema"] = stored.schema
-    return doc
+    return log_records.schema_fields(stored, with_subject=with_subject)
 
 
 @dataclass(frozen=True)
@@ -163,7 +150,7 @@ class RegistryReads:
         except KeyError as exc:
             raise invalid_schema(f"Invalid schema: {exc.args[0]}") from exc
         try:
-            parsed = parse_schema(request.schema_type, request.schema, references)
+            parsed = _parse(request.schema_type, request.schema, tuple(references.items()))
         except InvalidSchemaError as exc:
             raise invalid_schema(
                 f"Invalid schema {request.schema!r} with refs {list(request.references)} "
@@ -174,7 +161,7 @@ class RegistryReads:
     def parsed(self, stored: StoredSchema) -> ParsedSchema:
         """A stored schema parsed (it was valid when registered)."""
         references = self.state.resolved_references(stored.references)
-        return parse_schema(stored.schema_type, stored.schema, references)
+        return _parse(stored.schema_type, stored.schema, tuple(references.items()))
 
     def normalizes(self, subject: str, asked: bool) -> bool:
         """Whether ``subject``'s schemas are normalized (asked, or its config says so)."""
@@ -420,9 +407,9 @@ class RegistryWrites(RegistryReads):
         """``DELETE /subjects/{s}``: the versions deleted."""
         self._writable(subject)
         versions = self.state.versions(subject, deleted=permanent)
-        if not versions:
+        if not versions and not (not permanent and self.state.has_subject(subject)):
             raise subject_not_found(subject)
-        if not permanent and not self.state.versions(subject):
+        if not permanent and not versions:
             raise RegistryError(
                 404,
                 40404,
@@ -543,6 +530,13 @@ class RegistryWrites(RegistryReads):
             raise subject_not_found(subject)
         key = log_records.encode_key(RegistryKey(log_records.MODE, subject))
         return {"mode": previous}, [(key, None)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(schema_type: str, text: str, references: tuple[tuple[str, str], ...]) -> ParsedSchema:
+    """A schema parsed, each text once: a registration compares with every version a level
+    names and looks for the schema among all, which would parse them all again each time."""
+    return parse_schema(schema_type, text, dict(references))
 
 
 def _version_number(text: str) -> int:

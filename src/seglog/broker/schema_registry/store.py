@@ -104,6 +104,8 @@ class RegistryStore:
         """Fold in the records of the local ``_schemas`` not seen yet (writer's thread)."""
         if not self._log.exists:
             return
+        if self._broker.log_dir.log(SCHEMAS_TOPIC, 0).high_watermark <= self._next_offset:
+            return  # nothing new: most requests
         while True:
             page = partition_query.answer_local(
                 self._broker.log_dir,
