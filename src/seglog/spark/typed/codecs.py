@@ -2,9 +2,11 @@
 
 A :class:`SchemaCodec` is built once per schema id and task from a
 :class:`~seglog.spark.typed.registry.RegisteredSchema`: its Spark type (the
-column's type when it is the planned schema), a decoder of payloads written
-with it into the planned schema's shape, and an encoder for the sink. The
-payload is what follows the wire format's 5-byte header.
+column's type when it is the planned schema), a decoder of records written
+with it into the planned schema's shape, and an encoder for the sink. A
+decoder takes the whole record, the wire format's 5-byte header included
+(checked by the caller), and starts after it: no copy of the payload is made
+just to drop the header.
 
 How a record written with another schema than the planned one is read
 (``schemaEvolution=latest``):
@@ -32,7 +34,7 @@ from google.protobuf.descriptor import Descriptor
 from pyspark.sql.types import DataType
 
 from seglog.schemas.formats import parse_schema
-from seglog.schemas.wire import encode_message_indexes, header, read_message_indexes
+from seglog.schemas.wire import HEADER_SIZE, encode_message_indexes, header, read_message_indexes
 from seglog.spark.typed.avro_types import avro_converter, avro_preparer, avro_spark_type
 from seglog.spark.typed.json_types import (
     json_converter,
@@ -54,7 +56,7 @@ __all__ = ["FORMATS", "SchemaCodec", "codec_of"]
 FORMATS = {"avro": "AVRO", "json": "JSON", "protobuf": "PROTOBUF"}
 """Option value -> the registry's schema type."""
 
-Decoder = Callable[[memoryview], Any]
+Decoder = Callable[[bytes], Any]
 Encoder = Callable[[Any], bytes]
 
 
@@ -75,7 +77,8 @@ class SchemaCodec(ABC):
 
     @abstractmethod
     def decoder(self, planned: SchemaCodec) -> Decoder:
-        """Payloads written with this schema, as Arrow input of ``planned``'s Spark type."""
+        """Records written with this schema (header included), as Arrow input of ``planned``'s
+        Spark type."""
 
     @abstractmethod
     def encoder(self, data_type: DataType) -> Encoder:
@@ -106,8 +109,10 @@ class AvroCodec(SchemaCodec):
         read = fastavro.schemaless_reader
         bytes_io = io.BytesIO
 
-        def decode(payload: memoryview) -> Any:
-            value = read(bytes_io(payload), writer, reader, True, True)
+        def decode(record: bytes) -> Any:
+            stream = bytes_io(record)
+            stream.seek(HEADER_SIZE)
+            value = read(stream, writer, reader, True, True)
             return value if convert is None else convert(value)
 
         return decode
@@ -146,8 +151,8 @@ class JsonCodec(SchemaCodec):
         convert = json_converter(planned.document, planned.references)
         loads = json.loads
 
-        def decode(payload: memoryview) -> Any:
-            value = loads(bytes(payload))
+        def decode(record: bytes) -> Any:
+            value = loads(record[HEADER_SIZE:])
             return value if convert is None else convert(value)
 
         return decode
@@ -199,10 +204,10 @@ class ProtobufCodec(SchemaCodec):
         """The message the indexes name, decoded with this schema's descriptors."""
         messages = self.message
 
-        def decode(payload: memoryview) -> Any:
-            indexes, pos = read_message_indexes(payload)
+        def decode(record: bytes) -> Any:
+            indexes, pos = read_message_indexes(record, HEADER_SIZE)
             _, to_dict, cls = messages(tuple(indexes))
-            return to_dict(cls.FromString(payload[pos:].tobytes()))
+            return to_dict(cls.FromString(record[pos:]))
 
         return decode
 

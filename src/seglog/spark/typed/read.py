@@ -22,6 +22,7 @@ whatever the mode.
 from __future__ import annotations
 
 import functools
+import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,7 @@ from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
 from pyspark.sql.types import DataType, StructField, StructType
 
 from seglog.errors import SeglogError
-from seglog.schemas.wire import WireFormatError, split
+from seglog.schemas.wire import HEADER_SIZE, MAGIC_BYTE, WireFormatError, split
 from seglog.spark.options import SourceOptions, Subscribe, TypedOptions
 from seglog.spark.refusal import refusing
 from seglog.spark.schema import spark_schema
@@ -47,6 +48,9 @@ __all__ = [
     "subject",
     "typed_spark_schema",
 ]
+
+
+_SCHEMA_ID = struct.Struct(">I")
 
 
 class TypedReadError(SeglogError):
@@ -209,12 +213,16 @@ class _ColumnDecoder:
         append = out.append
         planned = self._planned_id(topic) if self.fail_other_ids else -1
         decoders = self._decoders
+        schema_id_at = _SCHEMA_ID.unpack_from
+        # The header is checked inline (the hot loop); split() says what is wrong with one.
         for i, value in enumerate(raw):
             if value is None:
                 append(None)
                 continue
             try:
-                schema_id, payload = split(value)
+                if len(value) < HEADER_SIZE or value[0] != MAGIC_BYTE:
+                    split(value)  # raises WireFormatError naming the problem
+                (schema_id,) = schema_id_at(value, 1)
                 if self.fail_other_ids and schema_id != planned:
                     raise TypedReadError(
                         f"Record at topic {topic} partition {partition} offset {offsets[i]} was "
@@ -222,7 +230,7 @@ class _ColumnDecoder:
                         f"{self.column.name} column (schemaEvolution=fail)"
                     )
                 decoder = decoders.get((topic, schema_id)) or self._decoder(topic, schema_id)
-                append(decoder(payload))
+                append(decoder(value))
             except TypedReadError:
                 raise
             except Exception as exc:
