@@ -61,6 +61,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from seglog.spark.typed import converters
+
 __all__ = [
     "Converter",
     "avro_converter",
@@ -212,36 +214,13 @@ def avro_converter(
         inner = (*stack, schema["name"])
         fields = [(f["name"], avro_converter(f["type"], named, inner)) for f in schema["fields"]]
         converting = [(name, conv) for name, conv in fields if conv is not None]
-        if not converting:
-            return None
-
-        def record(value: Any) -> Any:
-            if value is None:
-                return None
-            out = dict(value)
-            for name, conv in converting:
-                item = out.get(name)
-                if item is not None:
-                    out[name] = conv(item)
-            return out
-
-        return record
+        return converters.fields(converting) if converting else None
     if kind == "array":
         item_conv = avro_converter(schema["items"], named, stack)
-        if item_conv is None:
-            return None
-        return lambda value: (
-            None if value is None else [None if v is None else item_conv(v) for v in value]
-        )
+        return None if item_conv is None else converters.items(item_conv)
     if kind == "map":
         value_conv = avro_converter(schema["values"], named, stack)
-        if value_conv is None:
-            return None
-        return lambda value: (
-            None
-            if value is None
-            else {k: None if v is None else value_conv(v) for k, v in value.items()}
-        )
+        return None if value_conv is None else converters.values(value_conv)
     if logical == "time-millis":
         return _time_millis
     if logical == "time-micros":
@@ -361,39 +340,14 @@ def avro_preparer(
         inner = (*stack, schema["name"])
         fields = [(f["name"], avro_preparer(f["type"], named, inner)) for f in schema["fields"]]
         converting = [(name, prep) for name, prep in fields if prep is not None]
-        if not converting:
-            return None
-
-        def record(value: Any) -> Any:
-            if value is None:
-                return None
-            out = dict(value)
-            for name, prep in converting:
-                item = out.get(name)
-                if item is not None:
-                    out[name] = prep(item)
-            return out
-
-        return record
+        return converters.fields(converting) if converting else None
     if kind == "array":
         item_prep = avro_preparer(schema["items"], named, stack)
-        if item_prep is None:
-            return None
-        return lambda value: (
-            None if value is None else [None if v is None else item_prep(v) for v in value]
-        )
+        return None if item_prep is None else converters.items(item_prep)
     if kind == "map":
+        # Always: Arrow gives a map as a list of pairs, an encoder takes a dict.
         value_prep = avro_preparer(schema["values"], named, stack)
-
-        def mapping(value: Any) -> Any:
-            if value is None:
-                return None
-            pairs = value.items() if isinstance(value, dict) else value
-            if value_prep is None:
-                return dict(pairs)
-            return {k: None if v is None else value_prep(v) for k, v in pairs}
-
-        return mapping
+        return converters.values(value_prep, from_pairs=True)
     if isinstance(kind, dict | list) or (isinstance(kind, str) and kind in named):
         return avro_preparer(kind, named, stack)
     return None

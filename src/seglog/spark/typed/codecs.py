@@ -33,6 +33,7 @@ import fastavro
 from google.protobuf.descriptor import Descriptor
 from pyspark.sql.types import DataType
 
+from seglog.schemas.decoding import message_at
 from seglog.schemas.formats import parse_schema
 from seglog.schemas.wire import HEADER_SIZE, encode_message_indexes, header, read_message_indexes
 from seglog.spark.typed.avro_types import avro_converter, avro_preparer, avro_spark_type
@@ -43,7 +44,6 @@ from seglog.spark.typed.json_types import (
     maps_as_dicts,
 )
 from seglog.spark.typed.protobuf_types import (
-    message_at,
     message_class,
     message_spark_type,
     message_to_dict,

@@ -52,6 +52,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from seglog.spark.typed import converters
+
 __all__ = [
     "json_converter",
     "json_default",
@@ -211,36 +213,13 @@ def _converter(node: Any, resolver: _Resolver, stack: tuple[str, ...]) -> Conver
         fields = [
             (str(n), _converter(sub, resolver, stack)) for n, sub in node["properties"].items()
         ]
-        converting = [(n, c) for n, c in fields if c is not None]
-
-        def record(value: Any) -> Any:
-            if not isinstance(value, Mapping):
-                return None
-            if not converting:
-                return value
-            out = dict(value)
-            for name, conv in converting:
-                item = out.get(name)
-                if item is not None:
-                    out[name] = conv(item)
-            return out
-
-        return record
+        # Always: a value that is not an object is null in a struct column.
+        return converters.fields((n, c) for n, c in fields if c is not None)
     if kind in ("map", "array"):
         inner = _converter(
             node["additionalProperties" if kind == "map" else "items"], resolver, stack
         )
-        if kind == "map":
-            return lambda v: (
-                {k: i if inner is None or i is None else inner(i) for k, i in v.items()}
-                if isinstance(v, Mapping)
-                else None
-            )
-        return lambda v: (
-            [i if inner is None or i is None else inner(i) for i in v]
-            if isinstance(v, list)
-            else None
-        )
+        return converters.values(inner) if kind == "map" else converters.items(inner)
     if kind == "number":
         return _as_float
     if kind in ("string", "integer", "boolean"):
@@ -305,29 +284,12 @@ def maps_as_dicts(data_type: DataType) -> Converter | None:
     """What turns Arrow's Python value of ``data_type`` (maps as lists of pairs) into plain
     JSON-like values (maps as dicts); None when the type holds no map."""
     if isinstance(data_type, MapType):
-        inner = maps_as_dicts(data_type.valueType)
-        return lambda v: (
-            None if v is None else {k: i if inner is None or i is None else inner(i) for k, i in v}
-        )
+        return converters.values(maps_as_dicts(data_type.valueType), from_pairs=True)
     if isinstance(data_type, ArrayType):
         item = maps_as_dicts(data_type.elementType)
-        if item is None:
-            return None
-        return lambda v: None if v is None else [None if i is None else item(i) for i in v]
+        return None if item is None else converters.items(item)
     if isinstance(data_type, StructType):
         fields = [(f.name, maps_as_dicts(f.dataType)) for f in data_type.fields]
         converting = [(n, c) for n, c in fields if c is not None]
-        if not converting:
-            return None
-
-        def record(value: Any) -> Any:
-            if value is None:
-                return None
-            out = dict(value)
-            for name, conv in converting:
-                if out.get(name) is not None:
-                    out[name] = conv(out[name])
-            return out
-
-        return record
+        return converters.fields(converting) if converting else None
     return None

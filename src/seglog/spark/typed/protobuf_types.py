@@ -47,7 +47,6 @@ from pyspark.sql.types import (
 
 __all__ = [
     "ProtobufTypeError",
-    "message_at",
     "message_class",
     "message_spark_type",
     "message_to_dict",
@@ -80,29 +79,6 @@ _UNSIGNED_64 = (FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64)
 
 class ProtobufTypeError(ValueError):
     """A Protobuf schema with no Spark type, or message indexes that name no message."""
-
-
-def message_at(
-    pool: descriptor_pool.DescriptorPool, file_name: str, indexes: Sequence[int]
-) -> Descriptor:
-    """The message that Confluent's message indexes name in ``file_name`` (``[0]``: the file's
-    first message; ``[1, 0]``: the first nested message of the second)."""
-    # The file's messages in declaration order, as the indexes count them.
-    proto = descriptor_pb2.FileDescriptorProto()
-    pool.FindFileByName(file_name).CopyToProto(proto)
-    prefix = f"{proto.package}." if proto.package else ""
-    candidates = [pool.FindMessageTypeByName(prefix + m.name) for m in proto.message_type]
-    message: Descriptor | None = None
-    for depth, index in enumerate(indexes or [0]):
-        if index < 0 or index >= len(candidates):
-            raise ProtobufTypeError(
-                f"message index {list(indexes)} names no message of {file_name} "
-                f"(level {depth} has {len(candidates)})"
-            )
-        message = candidates[index]
-        candidates = list(message.nested_types)
-    assert message is not None
-    return message
 
 
 def message_class(message: Descriptor) -> type[Message]:
