@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DATA ?= ./data
 
-.PHONY: run demo pipeline test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-groups bench-spark bench-key-index bench-soak bench-security bench-console bodies clean install
+.PHONY: run demo pipeline test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-groups bench-spark bench-key-index bench-soak bench-security bench-console bench-registry bodies clean install
 
 install: $(STAMP)
 
@@ -109,6 +109,10 @@ bench-security: $(STAMP)
 # and the render time of a 1,000-topic topics page.
 bench-console: $(STAMP)
 	$(BIN)/python bench/console_bench.py
+
+# The schema registry's requests per second against its server's HTTP floor, alone and via a node.
+bench-registry: $(STAMP)
+	$(BIN)/python bench/registry_bench.py
 
 # The typed request and response bodies (src/seglog/protocol/bodies/), written from
 # the message tables; tests/protocol/test_bodies.py fails until they are current.

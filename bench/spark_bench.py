@@ -20,6 +20,12 @@ Then, in the same run:
                 scan that Spark filters) and on (the scan starts at the first record
                 at or after T, found through the time indexes).
 
+  typed Avro    a second topic (a fifth as many records) of Avro records in the
+                schema registry's wire format (registered and serialized by
+                confluent-kafka's ``AvroSerializer``, served by the broker's registry):
+                the same query with ``valueFormat=avro`` (every row decoded into a
+                struct) against the binary read of the same topic, network and files mode.
+
 Spark runs ``local[*]`` with the project's interpreter for its Python workers.
 Each Spark row is the best of ``--repeat`` runs after one warm-up query.
 """
@@ -40,6 +46,26 @@ from pathlib import Path
 import confluent_kafka as ck
 
 TOPIC = "bench"
+AVRO_TOPIC = "bench-avro"
+USER = {
+    "type": "record",
+    "name": "User",
+    "fields": [
+        {"name": "name", "type": "string"},
+        {"name": "age", "type": "int"},
+        {"name": "score", "type": "double"},
+        {"name": "email", "type": ["null", "string"], "default": None},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {
+            "name": "address",
+            "type": {
+                "type": "record",
+                "name": "Address",
+                "fields": [{"name": "city", "type": "string"}, {"name": "zip", "type": "int"}],
+            },
+        },
+    ],
+}
 
 
 def _free_port() -> int:
@@ -48,7 +74,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _start_broker(data: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _start_broker(data: Path, registry_port: int) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     args = [
         sys.executable,
@@ -59,6 +85,8 @@ def _start_broker(data: Path) -> tuple[subprocess.Popen[bytes], str]:
         f"log.dirs={data}",
         "--override",
         f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        "--schema-registry-port",
+        str(registry_port),
     ]
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
@@ -94,6 +122,70 @@ def _produce(bootstrap: str, records: int) -> float:
         if i % 10_000 == 0:
             producer.poll(0)
     assert producer.flush(120) == 0
+    return time.perf_counter() - start
+
+
+def _produce_avro(bootstrap: str, registry_url: str, records: int) -> None:
+    """``records`` Avro users in the wire format: a thousand distinct ones serialized by
+    confluent-kafka's AvroSerializer (which registers the schema), produced in turn."""
+    import json
+
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    deadline = time.monotonic() + 60
+    while True:  # the registry listens once the broker has read _schemas
+        try:
+            port = int(registry_url.rsplit(":", 1)[1])
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    with SchemaRegistryClient({"url": registry_url}) as client:
+        serializer = AvroSerializer(client, json.dumps(USER))
+        ctx = SerializationContext(AVRO_TOPIC, MessageField.VALUE)
+        values = [
+            serializer(
+                {
+                    "name": f"user {i}",
+                    "age": i % 90,
+                    "score": i / 7,
+                    "email": None if i % 3 else f"user{i}@example.com",
+                    "tags": [f"t{j}" for j in range(i % 4)],
+                    "address": {"city": f"city {i % 50}", "zip": 10_000 + i},
+                },
+                ctx,
+            )
+            for i in range(1000)
+        ]
+    producer = ck.Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000}
+    )
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(AVRO_TOPIC, values[i % 1000], partition=0)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(120) == 0
+
+
+def _typed_query(spark: object, reader_options: dict[str, str], path: str | None) -> float:
+    """Count the rows and sum a field of the typed value, so every row is decoded."""
+    from pyspark.sql import functions as F
+
+    reader = spark.read.format("seglog")  # type: ignore[attr-defined]
+    for key, value in reader_options.items():
+        reader = reader.option(key, value)
+    df = reader.load(path) if path else reader.load()
+    start = time.perf_counter()
+    df.agg(F.count("*"), F.sum("value.age"), F.max("value.address.city")).collect()
     return time.perf_counter() - start
 
 
@@ -172,10 +264,15 @@ def main() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     workdir = Path(tempfile.mkdtemp(prefix="seglog-spark-bench-"))
     data = workdir / "data"
-    broker, bootstrap = _start_broker(data)
+    registry_port = _free_port()
+    registry_url = f"http://127.0.0.1:{registry_port}"
+    broker, bootstrap = _start_broker(data, registry_port)
+    avro_records = max(records // 5, 1000)
     try:
         produce_s = _produce(bootstrap, records)
         print(f"produced {records:,} records in {produce_s:.1f} s", flush=True)
+        _produce_avro(bootstrap, registry_url, avro_records)
+        print(f"produced {avro_records:,} Avro records", flush=True)
         bare = min(_bare_client(bootstrap, records) for _ in range(args.repeat))
 
         import seglog.spark
@@ -208,6 +305,23 @@ def main() -> None:
         pruned_s = min(
             _spark_query(spark, timed, str(data), where, expect) for _ in range(args.repeat)
         )
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+
+        avro_network = {**network, "subscribe": AVRO_TOPIC}
+        avro_files = {**files, "subscribe": AVRO_TOPIC}
+        typed_network = {**avro_network, "valueFormat": "avro", "schema.registry.url": registry_url}
+        typed_files = {**avro_files, "valueFormat": "avro"}
+        _typed_query(spark, typed_network, None)  # warm-up of the decoding path
+        typed = [
+            ("binary value, network mode", avro_network, None, _spark_query),
+            ("typed Avro value, network mode", typed_network, None, _typed_query),
+            ("binary value, files mode", avro_files, str(data), _spark_query),
+            ("typed Avro value, files mode", typed_files, str(data), _typed_query),
+        ]
+        typed_s = {
+            name: min(query(spark, opts, path) for _ in range(args.repeat))  # type: ignore[operator]
+            for name, opts, path, query in typed
+        }
         spark.stop()
     finally:
         broker.send_signal(signal.SIGTERM)
@@ -230,6 +344,11 @@ def main() -> None:
         ("pruned by the time index (pushdown on)", pruned_s),
     ]:
         print(f"{name:<44} {seconds:>14.2f} {scan_s / seconds:>14.1f}x")
+    print(f"\n{avro_records:,} Avro records (6 fields, ~60 B), one partition, {cores} tasks\n")
+    print(f"{'read':<44} {'rows/s':>14} {'vs binary':>15}")
+    for name, seconds in typed_s.items():
+        binary = typed_s[name.replace("typed Avro", "binary")]
+        print(f"{name:<44} {avro_records / seconds:>14,.0f} {binary / seconds:>14.0%}")
 
 
 if __name__ == "__main__":

@@ -92,6 +92,18 @@ FORBIDDEN = {
         "asyncio",
         "selectors",
     },
+    # The schema registry's records, state and schema formats: beside the coordinator, below
+    # the broker that serves them and the Spark source and CLI that use them; no sockets.
+    "schemas": {
+        "seglog.broker",
+        "seglog.coordinator",
+        "seglog.spark",
+        "seglog.mirror",
+        "seglog.cli",
+        "socket",
+        "asyncio",
+        "selectors",
+    },
     # The mirror sits beside spark, with the same rules: Kafka protocol only through
     # a Kafka client, files only through storage. It may read the record layout of
     # __consumer_offsets from the coordinator (to translate the groups of a log

@@ -54,6 +54,9 @@ from seglog.cli._progress import (
     progress_wanted,
     size_text,
 )
+from seglog.cli.schemas import registry, registry_url_option, schema_source
+from seglog.schemas.decoding import WireDecoder, WireFormatError, json_default
+from seglog.schemas.formats import InvalidSchemaError
 
 # Consumer errors after which waiting for more cannot help.
 _FATAL = {
@@ -64,6 +67,8 @@ _FATAL = {
     KafkaError.OFFSET_OUT_OF_RANGE,
     KafkaError.TOPIC_AUTHORIZATION_FAILED,
 }
+
+_FORMATS = ["raw", "avro", "json", "protobuf"]
 
 _TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
 
@@ -88,7 +93,11 @@ def _json_bytes(data: bytes | str | None) -> Any:
         return {"base64": base64.b64encode(data).decode("ascii")}
 
 
-def _as_json(message: Message) -> bytes:
+_RAW: Any = object()
+"""A key or value printed as its bytes (not decoded)."""
+
+
+def _as_json(message: Message, key: Any = _RAW, value: Any = _RAW) -> bytes:
     timestamp_type, timestamp = message.timestamp()
     raw = message.headers() or []
     headers = list(raw.items()) if isinstance(raw, dict) else raw  # a consumer gives a list
@@ -98,11 +107,11 @@ def _as_json(message: Message) -> bytes:
         "offset": message.offset(),
         "timestamp": timestamp if timestamp_type in _TIMESTAMP_TYPES else None,
         "timestamp_type": _TIMESTAMP_TYPES.get(timestamp_type),
-        "key": _json_bytes(message.key()),
-        "value": _json_bytes(message.value()),
+        "key": _json_bytes(message.key()) if key is _RAW else key,
+        "value": _json_bytes(message.value()) if value is _RAW else value,
         "headers": [[name, _json_bytes(value)] for name, value in headers],
     }
-    return json.dumps(record, ensure_ascii=False).encode("utf-8")
+    return json.dumps(record, ensure_ascii=False, default=json_default).encode("utf-8")
 
 
 def _field(data: bytes | None) -> bytes:
@@ -190,6 +199,22 @@ def _start_offsets(
 )
 @click.option("--print-key", is_flag=True, help="With --format value: print the key too.")
 @click.option(
+    "--value-format",
+    type=click.Choice(_FORMATS),
+    default="raw",
+    show_default=True,
+    help="Decode values serialized against a schema registry (avro, json, protobuf) "
+    "and print them as JSON.",
+)
+@click.option(
+    "--key-format",
+    type=click.Choice(_FORMATS),
+    default="raw",
+    show_default=True,
+    help="The same for keys.",
+)
+@registry_url_option
+@click.option(
     "--key-separator",
     metavar="SEP",
     default="\t",
@@ -207,6 +232,9 @@ def consume(
     output: str,
     print_key: bool,
     key_separator: str,
+    value_format: str,
+    key_format: str,
+    registry_url: str | None,
     client: ClientSettings,
 ) -> None:
     """Print the messages of TOPIC to stdout, one a line, without a consumer group.
@@ -222,9 +250,16 @@ def consume(
               "key", "value", "headers": [[name, value], ...]}; bytes that are
               not UTF-8 are shown as {"base64": "..."}
 
+    With --value-format (or --key-format) avro, json or protobuf, each value
+    in the schema registry's wire format is decoded with the schema its id
+    names (asked of the registry the broker serves, or --schema-registry-url)
+    and printed as JSON; one that is not in the format, or cannot be decoded,
+    is printed as it is, with a warning.
+
     \b
-    Example:
+    Examples:
       seglog consume orders --from-beginning --exit --format json
+      seglog consume orders --from-beginning --value-format avro
     """
     chosen = [from_beginning, offset is not None, timestamp is not None]
     if sum(chosen) > 1:
@@ -241,6 +276,10 @@ def consume(
         # The end of a partition is seen when a fetch comes back empty, after the
         # broker's long poll: keep that short when the end is what we wait for.
         defaults["fetch.wait.max.ms"] = 100
+    decoder = None
+    if value_format != "raw" or key_format != "raw":
+        decoder = WireDecoder(schema_source(registry(client, registry_url)))
+    decode = _Decoding(decoder, key_format != "raw", value_format != "raw")
     began = time.monotonic()
     with reporting("bad client configuration"):
         consumer = Consumer(client.config(defaults))
@@ -272,6 +311,7 @@ def consume(
                     output,
                     print_key,
                     key_separator.encode(),
+                    decode,
                 )
     except Interrupted:
         pass  # a signal before the first poll, or a second one: stop at once
@@ -329,6 +369,43 @@ def _activity(
     return Activity("consume", topic, total=progress.total, unit="offsets"), progress
 
 
+class _Decoding:
+    """Keys and values decoded from the registry's wire format, when asked."""
+
+    def __init__(self, decoder: WireDecoder | None, keys: bool, values: bool) -> None:
+        self._decoder = decoder
+        self._keys = keys
+        self._values = values
+
+    def both(self, message: Message, tally: _Tally) -> tuple[Any, Any]:
+        """The key and value to print: decoded, or :data:`_RAW` (not asked, or undecodable)."""
+        key = self._one(message, message.key(), "key", tally) if self._keys else _RAW
+        value = self._one(message, message.value(), "value", tally) if self._values else _RAW
+        return key, value
+
+    def _one(self, message: Message, data: bytes | None, what: str, tally: _Tally) -> Any:
+        if data is None or self._decoder is None:
+            return _RAW
+        try:
+            return self._decoder.decode(data)[1]
+        except (WireFormatError, KeyError, InvalidSchemaError) as exc:
+            tally.errors += 1
+            where = f"{message.topic()!r} partition {message.partition()} offset {message.offset()}"
+            reason = exc.args[0] if isinstance(exc, KeyError) else exc
+            click.echo(
+                f"seglog: warning: {where}: the {what} is printed as it is: {reason}", err=True
+            )
+            return _RAW
+
+    @staticmethod
+    def field(data: bytes | None, shown: Any) -> bytes:
+        """A value printed alone: its bytes, or its decoded form as compact JSON."""
+        if shown is _RAW:
+            return _field(data)
+        text = json.dumps(shown, ensure_ascii=False, separators=(",", ":"), default=json_default)
+        return text.encode("utf-8")
+
+
 class _OffsetProgress:
     """How far each partition is between its first offset and its end (for --exit)."""
 
@@ -362,6 +439,7 @@ def _print_messages(
     output: str,
     print_key: bool,
     separator: bytes,
+    decode: _Decoding,
 ) -> None:
     out = sys.stdout.buffer  # taken inside the activity: it may print above its display
     at_end: set[int | None] = set()
@@ -388,12 +466,13 @@ def _print_messages(
                 continue
             at_end.discard(partition)
             key, value = message.key(), message.value()
+            shown_key, shown_value = decode.both(message, tally)
             if output == "json":
-                line = _as_json(message)
+                line = _as_json(message, shown_key, shown_value)
             elif output == "kv" or print_key:
-                line = _field(key) + separator + _field(value)
+                line = decode.field(key, shown_key) + separator + decode.field(value, shown_value)
             else:
-                line = _field(value)
+                line = decode.field(value, shown_value)
             out.write(line + b"\n")
             printed += 1
             tally.bytes += len(key or b"") + len(value or b"")

@@ -38,7 +38,6 @@ import binascii
 import datetime
 import json
 import os
-import ssl
 import sys
 import urllib.error
 import urllib.parse
@@ -49,13 +48,11 @@ from typing import Any
 import click
 
 from seglog.cli._client import ClientError, ClientSettings, connection_options, resolve
+from seglog.cli._http import JsonHttp, served_url
 from seglog.storage.key_search import record_json
 
 #: What a lookup asks for, over either path.
 Query = dict[str, Any]
-
-_SSL_PROTOCOLS = ("ssl", "sasl_ssl")
-_SASL_PROTOCOLS = ("sasl_plaintext", "sasl_ssl")
 
 
 class TimeParam(click.ParamType[int]):
@@ -133,64 +130,10 @@ def console_url(client: ClientSettings, *, hint: str = ", or give --console-url"
     ``hint`` ends the error said when the broker serves none (what else the
     command could be given).
     """
-    from confluent_kafka.admin import (  # type: ignore[attr-defined]
-        AdminClient,
-        ConfigResource,
-        ResourceType,
-    )
-
-    from seglog.cli._client import reporting, wait_for_broker
-
-    first = client.bootstrap.split(",")[0].strip()
-    host, _, port = first.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
-    with reporting("bad client configuration"):
-        admin = AdminClient(client.config())
-    wait_for_broker(admin, client)
-    with reporting("cannot ask the broker for its HTTP API's port (give --console-url)"):
-        brokers: dict[int, Any] = dict(admin.list_topics(timeout=client.timeout).brokers)
-
-        def named_first(node: int) -> tuple[bool, int]:
-            meta = brokers[node]
-            return (not (str(meta.host) == host and str(meta.port) == port), node)
-
-        # The broker the bootstrap server names (each node of several serves its own port).
-        ids = sorted(brokers, key=named_first)
-        if not ids:
-            raise ClientError(f"{client.bootstrap} named no broker")
-        resource = ConfigResource(ResourceType.BROKER, str(ids[0]))
-        configs = admin.describe_configs([resource])[resource].result(client.timeout)
-    entry = configs.get("console.port")
-    value = None if entry is None else entry.value
-    if value in (None, "", "0"):
-        raise ClientError(
-            f"the broker at {first} serves no HTTP API: start it with --console-port N "
-            f"(console.port){hint}"
-        )
-    scheme = "https" if _protocol(client) in _SSL_PROTOCOLS else "http"
-    shown = f"[{host}]" if ":" in host else host
-    return f"{scheme}://{shown}:{value}"
+    return served_url(client, "console.port", "HTTP API", "--console-port N", hint)
 
 
 _told_console_url = console_url  # inside find(), its --console-url option shadows the name
-
-
-def _protocol(client: ClientSettings) -> str:
-    return client.properties.get("security.protocol", "plaintext").lower()
-
-
-def _ssl_context(client: ClientSettings) -> ssl.SSLContext:
-    """The client's trust store and, for mutual TLS, its certificate."""
-    props = client.properties
-    context = ssl.create_default_context(cafile=props.get("ssl.ca.location"))
-    if props.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":
-        context.check_hostname = False
-    certificate = props.get("ssl.certificate.location")
-    if certificate:
-        context.load_cert_chain(
-            certificate, props.get("ssl.key.location"), props.get("ssl.key.password")
-        )
-    return context
 
 
 def _from_broker(
@@ -208,42 +151,14 @@ def _from_broker(
         if query[name] is not None:
             params[name] = str(query[name])
     params["isolation_level"] = "read_committed" if query["read_committed"] else "read_uncommitted"
-    url = (
-        f"{base.rstrip('/')}/v1/topics/{urllib.parse.quote(topic, safe='')}/records?"
-        + urllib.parse.urlencode(params)
+    path = f"/v1/topics/{urllib.parse.quote(topic, safe='')}/records"
+    body = JsonHttp(base, client, "HTTP API").call(
+        "GET", path, params=params, accept="application/json"
     )
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
-    props = client.properties
-    if _protocol(client) in _SASL_PROTOCOLS or "sasl.username" in props:
-        user, password = props.get("sasl.username", ""), props.get("sasl.password", "")
-        token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-        request.add_header("Authorization", f"Basic {token}")
-    context = _ssl_context(client) if url.startswith("https:") else None
-    try:
-        with urllib.request.urlopen(request, timeout=client.timeout, context=context) as reply:
-            body = json.loads(reply.read())
-    except urllib.error.HTTPError as error:
-        with error:
-            raise ClientError(_http_error(error.code, error.read())) from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ClientError(f"cannot reach the HTTP API at {base}: {reason}") from None
     records = body.get("records") if isinstance(body, dict) else None
     if not isinstance(records, list):
         raise ClientError(f"the HTTP API at {base} answered no record list")
     return records
-
-
-def _http_error(status: int, raw: bytes) -> str:
-    try:
-        message = str(json.loads(raw)["message"])
-    except (ValueError, KeyError, TypeError):
-        message = raw.decode("utf-8", "replace").strip() or "no message"
-    what = {
-        401: "authentication required (give sasl.username and sasl.password)",
-        403: "not authorized",
-    }.get(status)
-    return f"{what}: {message}" if what else message
 
 
 # ---------------------------------------------------------------- output

@@ -105,6 +105,7 @@ def _register() -> None:
     from seglog.cli.mirror import mirror
     from seglog.cli.offsets import offsets
     from seglog.cli.produce import produce
+    from seglog.cli.schemas import schemas
     from seglog.cli.serve import serve
     from seglog.cli.topics import topics
     from seglog.cli.transactions import transactions
@@ -127,6 +128,7 @@ def _register() -> None:
     cli.add_command(acls)
     cli.add_command(configs)
     cli.add_command(console)
+    cli.add_command(schemas)
 
 
 _register()

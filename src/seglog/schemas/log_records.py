@@ -137,7 +137,18 @@ def decode_key(data: bytes) -> RegistryKey | None:
 
 def encode_schema(stored: StoredSchema) -> bytes:
     """The value of a SCHEMA record (``schemaType`` and ``references`` only when not default)."""
-    doc: dict[str, Any] = {"subject": stored.subject, "version": stored.version, "id": stored.id}
+    doc = schema_fields(stored)
+    doc["deleted"] = stored.deleted
+    return _compact(doc)
+
+
+def schema_fields(stored: StoredSchema, *, with_subject: bool = True) -> dict[str, Any]:
+    """A version as the registry writes it, in its records and its answers (less ``deleted``)."""
+    doc: dict[str, Any] = {}
+    if with_subject:
+        doc["subject"] = stored.subject
+        doc["version"] = stored.version
+    doc["id"] = stored.id
     if stored.schema_type != AVRO:
         doc["schemaType"] = stored.schema_type
     if stored.references:
@@ -147,8 +158,7 @@ def encode_schema(stored: StoredSchema) -> bytes:
     if stored.rule_set:
         doc["ruleSet"] = stored.rule_set
     doc["schema"] = stored.schema
-    doc["deleted"] = stored.deleted
-    return _compact(doc)
+    return doc
 
 
 def decode_schema(data: bytes) -> StoredSchema:

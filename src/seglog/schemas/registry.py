@@ -87,21 +87,7 @@ def invalid_version(text: object) -> RegistryError:
 
 def schema_json(stored: StoredSchema, *, with_subject: bool = True) -> dict[str, Any]:
     """A version as ``GET /subjects/{s}/versions/{v}`` answers it."""
-    doc: dict[str, Any] = {}
-    if with_subject:
-        doc["subject"] = stored.subject
-        doc["version"] = stored.version
-    doc["id"] = stored.id
-    if stored.schema_type != "AVRO":
-        doc["schemaType"] = stored.schema_type
-    if stored.references:
-        doc["references"] = [r.as_json() for r in stored.references]
-    if stored.metadata:
-        doc["metadata"] = stored.metadata
-    if stored.rule_set:
-        doc["ruleSet"] = stored.rule_set
-    doc["schema"] = stored.schema
-    return doc
+    return log_records.schema_fields(stored, with_subject=with_subject)
 
 
 @dataclass(frozen=True)
@@ -223,35 +209,48 @@ class RegistryReads:
     def find(
         self, subject: str, parsed: ParsedSchema, request: SchemaRequest, *, deleted: bool = False
     ) -> StoredSchema | None:
-        """The version of ``subject`` holding this very schema, newest first."""
+        """The version of ``subject`` holding this very schema, newest first.
+
+        The same text (whitespace aside) first; else the same schema once both are
+        normalized (an Avro record with its properties in another order), as
+        Confluent's registry compares the forms its parsers write back.
+        """
+        candidates = [
+            stored
+            for version in reversed(self.state.versions(subject, deleted=deleted))
+            if (stored := self.state.version(subject, version, deleted=deleted)) is not None
+            and stored.schema_type == request.schema_type
+            and stored.references == request.references
+        ]
         canonical = parsed.canonical()
-        for version in reversed(self.state.versions(subject, deleted=deleted)):
-            stored = self.state.version(subject, version, deleted=deleted)
-            if (
-                stored is not None
-                and stored.schema_type == request.schema_type
-                and stored.references == request.references
-                and (stored.schema == canonical or self._canonical(stored) == canonical)
-            ):
+        for stored in candidates:
+            if stored.schema == canonical or self._canonical(stored) == canonical:
+                return stored
+        normalized = parsed.normalize().canonical()
+        for stored in candidates:
+            if self._canonical(stored, normalized=True) == normalized:
                 return stored
         return None
 
-    def _canonical(self, stored: StoredSchema) -> str:
-        """``stored``'s canonical text (its own text when it does not parse).
+    def _canonical(self, stored: StoredSchema, *, normalized: bool = False) -> str:
+        """``stored``'s canonical text, ``normalized`` or not (its own text when it does
+        not parse).
 
         Remembered in the state: finding a schema's id compares it with every schema
-        stored, and parsing them all again for each registration made it quadratic.
+        stored, and parsing them all again for each registration made it quadratic
+        (a cache of parsed schemas, bounded, is no help once they outnumber it: the
+        comparisons go through them all in turn).
         """
         try:
             references = self.state.resolved_references(stored.references)
         except KeyError:
             return stored.schema
-        key = (stored.schema_type, stored.schema, tuple(references.items()))
+        key = (stored.schema_type, stored.schema, tuple(references.items()), normalized)
         canonical = self.state.canonical_texts.get(key)
         if canonical is None:
             try:
                 parsed = parse_schema(stored.schema_type, stored.schema, references)
-                canonical = str(parsed.canonical())
+                canonical = str((parsed.normalize() if normalized else parsed).canonical())
             except InvalidSchemaError:
                 canonical = stored.schema
             self.state.canonical_texts[key] = canonical
@@ -280,8 +279,6 @@ class RegistryReads:
             raise subject_not_found(subject)
         parsed = self.parse(request, normalize=self.normalizes(subject, normalize))
         found = self.find(subject, parsed, request, deleted=deleted)
-        if found is None and not normalize:
-            found = self.find(subject, parsed.normalize(), request, deleted=deleted)
         if found is None:
             raise schema_not_found()
         return schema_json(found)

@@ -41,9 +41,10 @@ class RegistryState:
         # Per key, the bytes it was written as whose last record is a value (not a
         # tombstone): each is a record compaction keeps (see RegistryWrites._set).
         self._spellings: dict[log_records.RegistryKey, set[bytes]] = {}
-        self.canonical_texts: dict[tuple[str, str, tuple[tuple[str, str], ...]], str] = {}
+        self.canonical_texts: dict[tuple[str, str, tuple[tuple[str, str], ...], bool], str] = {}
         """Canonical texts of stored schemas as readers work them out, kept for the next:
-        (type, text, resolved references) -> canonical text. Not state: never folded."""
+        (type, text, resolved references, normalized) -> canonical text. Not state: never
+        folded."""
         self.max_id = 0
         """The highest schema id ever seen (the next one is above it)."""
         self.records_applied = 0

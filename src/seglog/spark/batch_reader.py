@@ -66,6 +66,7 @@ from seglog.spark.offsets import OffsetRange, TopicPartition, plan_ranges
 from seglog.spark.options import SourceOptions
 from seglog.spark.refusal import refusing
 from seglog.spark.transport import open_transport, plan_inputs, resolve_offsets
+from seglog.spark.typed.read import TypedBatches, TypedPlan
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -126,9 +127,22 @@ class RangePartition(InputPartition):
 
 
 def read_range(
-    options: SourceOptions, rng: OffsetRange, keys: frozenset[bytes] | None = None
+    options: SourceOptions,
+    rng: OffsetRange,
+    keys: frozenset[bytes] | None = None,
+    typed: TypedPlan | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The records of one range as Arrow batches, through a transport opened for the task."""
+    """The records of one range as Arrow batches, through a transport opened for the task;
+    with ``typed``, its key/value columns decoded (:mod:`seglog.spark.typed.read`)."""
+    batches = _read_range(options, rng, keys)
+    if typed is None:
+        return batches
+    return TypedBatches(typed, options.include_headers)(batches)
+
+
+def _read_range(
+    options: SourceOptions, rng: OffsetRange, keys: frozenset[bytes] | None
+) -> Iterator[pa.RecordBatch]:
     with open_transport(options) as transport:
         if keys is not None and isinstance(transport, FilesTransport):
             yield from transport.read_keys(
@@ -195,9 +209,15 @@ def _start_at(rng: OffsetRange, first: int | None) -> OffsetRange:
 class BatchReader(DataSourceReader):
     """``DataSourceReader`` over a broker or a log directory."""
 
-    def __init__(self, options: SourceOptions, schema: StructType | None = None) -> None:
+    def __init__(
+        self,
+        options: SourceOptions,
+        schema: StructType | None = None,
+        typed: TypedPlan | None = None,
+    ) -> None:
         self.options = options
         self.schema = schema
+        self.typed = typed
 
     bounds = ScanBounds()
 
@@ -211,7 +231,7 @@ class BatchReader(DataSourceReader):
         """Arrow batches of the partition's range (none for Spark's placeholder partition)."""
         if not isinstance(partition, RangePartition):
             return iter(())  # nothing to read: Spark plans one empty partition instead of none
-        return read_range(self.options, partition.range, partition.keys)
+        return read_range(self.options, partition.range, partition.keys, self.typed)
 
 
 _PUSHDOWN_WORKER = "pyspark.sql.worker.data_source_pushdown_filters"
@@ -249,7 +269,8 @@ class FilteringBatchReader(BatchReader):
                 narrowed = _offset_bounds(bounds, f)
             elif column == "timestamp":
                 bounds = _timestamp_bounds(bounds, f)
-            elif column == "key":
+            elif column == "key" and self.options.typed.key_format == "binary":
+                # A typed key's filters compare decoded values, not the bytes the index holds.
                 if prunable is None:
                     prunable = refusing(lambda: _keys_indexed(self.options))
                 if prunable:

@@ -11,7 +11,13 @@ as in Spark: a global timestamp (``startingTimestamp``), then timestamps per
 partition (``startingOffsetsByTimestamp``), then ``startingOffsets``
 (``earliest``, ``latest`` or JSON); the same for the ending side.
 
-seglog adds one thing: a ``path`` (``load("/path/to/log-dir")``) selects files
+Typed columns (``valueFormat``/``keyFormat`` = ``avro``, ``json`` or
+``protobuf``, with ``schema.registry.url``, ``schemaEvolution`` and ``mode``)
+are seglog's too; see :mod:`seglog.spark.typed`. Every ``schema.registry.*``
+option goes, without its prefix, to confluent-kafka's ``SchemaRegistryClient``
+(``schema.registry.basic.auth.user.info`` and so on).
+
+seglog adds one more thing: a ``path`` (``load("/path/to/log-dir")``) selects files
 mode, where no broker is involved; ``kafka.bootstrap.servers`` is then not
 needed and, with no subscription option, every topic of the directory is read
 (but Kafka's internal topics, as with a pattern).
@@ -46,6 +52,7 @@ __all__ = [
     "Strategy",
     "Subscribe",
     "SubscribePattern",
+    "TypedOptions",
     "WriteOptions",
     "parse_source_options",
     "parse_write_options",
@@ -197,6 +204,83 @@ OffsetSpec = Earliest | Latest | SpecificOffsets | GlobalTimestamp | SpecificTim
 """Where a range starts or ends, before it is resolved against a log."""
 
 
+# -------------------------------------------------------------- typed columns
+
+FORMATS = ("binary", "avro", "json", "protobuf")
+"""``valueFormat``/``keyFormat`` values; ``binary`` is Spark's Kafka columns as they are."""
+EVOLUTIONS = ("latest", "fail")
+MODES = ("FAILFAST", "PERMISSIVE")
+_REGISTRY_PREFIX = "schema.registry."
+
+
+@dataclass(frozen=True)
+class TypedOptions:
+    """How the key and value columns are typed (see :mod:`seglog.spark.typed`)."""
+
+    value_format: str = "binary"
+    key_format: str = "binary"
+    registry: Mapping[str, str] = field(default_factory=dict)
+    """``SchemaRegistryClient`` settings: the ``schema.registry.*`` options without the prefix."""
+    schema_evolution: str = "latest"
+    permissive: bool = False
+    """``mode=PERMISSIVE``: a record that cannot be decoded reads as null instead of failing."""
+    auto_register: bool = True
+    """The sink registers a schema derived from the column when the subject has none."""
+    value_message: str | None = None
+    key_message: str | None = None
+    """``valueProtobufMessage``/``keyProtobufMessage``: the Protobuf message a value/key is."""
+
+    @property
+    def typed(self) -> bool:
+        """Whether the key or the value is typed."""
+        return self.value_format != "binary" or self.key_format != "binary"
+
+    def format_of(self, column: str) -> str:
+        """The format of ``key`` or ``value``."""
+        return self.value_format if column == "value" else self.key_format
+
+    def message_of(self, column: str) -> str | None:
+        """The Protobuf message named for ``key`` or ``value`` (None: the file's main one)."""
+        return self.value_message if column == "value" else self.key_message
+
+
+def _choice(params: Mapping[str, str], key: str, name: str, allowed: tuple[str, ...]) -> str:
+    text = params.get(key, allowed[0]).strip()
+    for value in allowed:
+        if text.lower() == value.lower():
+            return value
+    raise ValueError(
+        f"Invalid value '{params[key]}' for option '{name}', must be one of: {', '.join(allowed)}"
+    )
+
+
+def parse_typed_options(params: Mapping[str, str], *, files_mode: bool) -> TypedOptions:
+    """The typed-column options of lower-cased ``params``; a typed format needs a registry URL
+    unless a log directory (files mode) holds the registry."""
+    registry = {
+        key[len(_REGISTRY_PREFIX) :]: value
+        for key, value in params.items()
+        if key.startswith(_REGISTRY_PREFIX)
+    }
+    options = TypedOptions(
+        value_format=_choice(params, "valueformat", "valueFormat", FORMATS),
+        key_format=_choice(params, "keyformat", "keyFormat", FORMATS),
+        registry=registry,
+        schema_evolution=_choice(params, "schemaevolution", "schemaEvolution", EVOLUTIONS),
+        permissive=_choice(params, "mode", "mode", MODES) == "PERMISSIVE",
+        auto_register=_bool(params, "auto.register.schemas", "auto.register.schemas", True),
+        value_message=params.get("valueprotobufmessage", "").strip() or None,
+        key_message=params.get("keyprotobufmessage", "").strip() or None,
+    )
+    if options.typed and not files_mode and not registry.get("url", "").strip():
+        column = "valueFormat" if options.value_format != "binary" else "keyFormat"
+        raise ValueError(
+            f"Option 'schema.registry.url' must be specified for {column}="
+            f"{options.format_of('value' if column == 'valueFormat' else 'key')}"
+        )
+    return options
+
+
 # -------------------------------------------------------------------- options
 
 
@@ -226,6 +310,8 @@ class SourceOptions:
     broker_timeout_ms: int = 30_000
     # seglog's addition: commit each finished micro-batch's offsets to this consumer group.
     commit_group: str | None = None
+    # seglog's addition: key and value typed from a schema registry.
+    typed: TypedOptions = field(default_factory=TypedOptions)
 
     @property
     def files_mode(self) -> bool:
@@ -459,6 +545,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         or 120_000,
         commit_group=_commit_group(params, streaming, files_mode),
         broker_timeout_ms=broker_timeout_ms,
+        typed=parse_typed_options(params, files_mode=files_mode),
     )
 
 
@@ -503,6 +590,8 @@ class WriteOptions:
     kafka_params: Mapping[str, str]
     exactly_once: bool = False
     """``exactlyOnce``: write each micro-batch partition in a Kafka transaction (streams only)."""
+    typed: TypedOptions = field(default_factory=TypedOptions)
+    """How typed ``key``/``value`` columns are encoded (``valueFormat`` ...)."""
 
 
 # librdkafka settings that make a producer fast for bulk writes; the user's kafka.* win.
@@ -537,4 +626,10 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
             "Option 'kafka.transactional.id' cannot be set with 'exactlyOnce': the sink derives "
             "one transactional id per query and partition"
         )
-    return WriteOptions(bootstrap, topic.strip() if topic else None, kafka, exactly_once)
+    return WriteOptions(
+        bootstrap,
+        topic.strip() if topic else None,
+        kafka,
+        exactly_once,
+        parse_typed_options(params, files_mode=False),
+    )

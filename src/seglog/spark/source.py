@@ -38,10 +38,10 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadLimit
 
 from seglog.spark.batch_reader import BatchReader, FilteringBatchReader, building_for_pushdown
-from seglog.spark.options import parse_source_options, parse_write_options
+from seglog.spark.options import SourceOptions, parse_source_options, parse_write_options
 from seglog.spark.refusal import refusing
-from seglog.spark.schema import spark_schema
 from seglog.spark.stream_reader import StreamReader
+from seglog.spark.typed.read import TypedPlan, plan_typed, typed_spark_schema
 from seglog.spark.writer import BatchWriter, StreamWriter
 
 if TYPE_CHECKING:
@@ -87,17 +87,20 @@ _READ_ONLY_OPTIONS = frozenset(
 )
 
 
-def check_read_options_at_load(options: Mapping[str, str], *, read: bool = False) -> None:
+def check_read_options_at_load(
+    options: Mapping[str, str], *, read: bool = False
+) -> SourceOptions | None:
     """Raise what is wrong with read options for a batch and a stream alike (see the module
     docstring); unless ``read`` (the options are known to be a read's), options that may be a
-    write's are left to the factories."""
+    write's are left to the factories. The options parsed (as a stream's when they can be),
+    None when they were left."""
     keys = {key.lower() for key in options}
     if not read and not keys & _READ_ONLY_OPTIONS:
-        return
+        return None
     try:
-        parse_source_options(options, streaming=True)
+        return parse_source_options(options, streaming=True)
     except ValueError:
-        parse_source_options(options, streaming=False)
+        return parse_source_options(options, streaming=False)
 
 
 class RefusedStreamReader(DataSourceStreamReader):
@@ -141,6 +144,9 @@ class SeglogDataSource(DataSource):
         super().__init__(options)
         # Set by schema(); PySpark skips schema() when the user gave one.
         self.fixed_schema = False
+        # The typed columns planned by schema(): PySpark hands this instance, as schema()
+        # left it, to the reader factories.
+        self.typed_plan: TypedPlan | None = None
         refusing(lambda: check_read_options_at_load(self.options))
 
     @classmethod
@@ -153,14 +159,16 @@ class SeglogDataSource(DataSource):
             raise ValueError(CUSTOM_SCHEMA_REFUSED)
 
     def schema(self) -> StructType:
-        """Spark's Kafka row schema, with ``headers`` when ``includeHeaders`` is true.
+        """Spark's Kafka row schema, with ``headers`` when ``includeHeaders`` is true, and the
+        key/value typed from the registry when ``keyFormat``/``valueFormat`` say so.
 
         PySpark asks only when reading, so the options are checked as a read's here.
         """
-        refusing(lambda: check_read_options_at_load(self.options, read=True))
+        options = refusing(lambda: check_read_options_at_load(self.options, read=True))
+        assert options is not None
         self.fixed_schema = True
-        include = {k.lower(): str(v) for k, v in self.options.items()}.get("includeheaders", "")
-        return spark_schema(include.strip().lower() == "true")
+        self.typed_plan = refusing(lambda: plan_typed(options))
+        return typed_spark_schema(options.include_headers, self.typed_plan)
 
     def reader(self, schema: StructType) -> BatchReader:
         """A batch reader; options are validated as for a batch query."""
@@ -170,8 +178,8 @@ class SeglogDataSource(DataSource):
         self._refuse_custom_schema()
         options = parse_source_options(self.options, streaming=False)
         if building_for_pushdown():
-            return FilteringBatchReader(options, schema)
-        return BatchReader(options, schema)
+            return FilteringBatchReader(options, schema, self.typed_plan)
+        return BatchReader(options, schema, self.typed_plan)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A streaming reader; options are validated as for a streaming query.
@@ -183,7 +191,8 @@ class SeglogDataSource(DataSource):
         """
         try:
             self._refuse_custom_schema()
-            return StreamReader(parse_source_options(self.options, streaming=True), schema)
+            options = parse_source_options(self.options, streaming=True)
+            return StreamReader(options, schema, self.typed_plan)
         except ValueError as exc:
             return RefusedStreamReader(str(exc))
 

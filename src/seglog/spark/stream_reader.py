@@ -83,6 +83,7 @@ from seglog.spark.offsets import (
 )
 from seglog.spark.options import SourceOptions
 from seglog.spark.transport import Transport, data_loss, open_transport, resolve_offsets
+from seglog.spark.typed.read import TypedPlan
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -122,9 +123,15 @@ def admit(
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``DataSourceStreamReader`` with admission control and ``Trigger.AvailableNow``."""
 
-    def __init__(self, options: SourceOptions, schema: StructType | None = None) -> None:
+    def __init__(
+        self,
+        options: SourceOptions,
+        schema: StructType | None = None,
+        typed: TypedPlan | None = None,
+    ) -> None:
         self.options = options
         self.schema = schema
+        self.typed = typed
         self._transport: Transport | None = None
         self._target: PartitionOffsets | None = None
         self._latest: PartitionOffsets | None = None
@@ -256,7 +263,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Arrow batches of one range (in a task)."""
         assert isinstance(partition, RangePartition)
-        return read_range(self.options, partition.range)
+        return read_range(self.options, partition.range, typed=self.typed)
 
     def commit(self, end: dict[str, Any]) -> None:
         """With ``commitOffsetsToGroup``, commit ``end`` to that group (Spark's checkpoint

@@ -1,7 +1,9 @@
 """Batch and streaming writes: ``df.write.format("seglog")`` and ``writeStream``.
 
-Columns as in Spark's Kafka sink: ``value`` (required, string or binary),
-``key`` (string or binary), ``topic`` (string; the ``topic`` option wins over
+Columns as in Spark's Kafka sink: ``value`` (required, string or binary;
+with ``valueFormat`` avro/json/protobuf any type, a struct most often, encoded
+with the subject's schema by :mod:`seglog.spark.typed.write`), ``key`` (the
+same, with ``keyFormat``), ``topic`` (string; the ``topic`` option wins over
 it), ``partition`` (int; the producer's partitioner when null or absent) and
 ``headers`` (``array<struct<key string, value binary>>``). The columns are
 checked in ``writer()``/``streamWriter()``, which Spark calls on the driver,
@@ -60,6 +62,7 @@ from pyspark.sql.datasource import (
 )
 
 from seglog.spark.options import THROUGHPUT_DEFAULTS, WriteOptions
+from seglog.spark.typed.write import TypedEncoder
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -103,6 +106,8 @@ def check_write_schema(schema: StructType, options: WriteOptions) -> None:
     if "value" not in fields:
         raise ValueError("Required attribute 'value' not found")
     for name in ("key", "value"):
+        if options.typed.format_of(name) != "binary":
+            continue  # encoded with the subject's schema (seglog.spark.typed.write)
         if name in fields and not isinstance(fields[name], StringType | BinaryType):
             raise ValueError(
                 f"{name.capitalize()} attribute type must be a StringType or BinaryType, "
@@ -209,6 +214,25 @@ def _produce_rows(
         if errors:
             break
     return count
+
+
+def typed_columns(schema: StructType, options: WriteOptions) -> dict[str, Any]:
+    """The Spark types of the ``key``/``value`` columns a typed format encodes."""
+    return {
+        f.name.lower(): f.dataType
+        for f in schema.fields
+        if f.name.lower() in ("key", "value")
+        and options.typed.format_of(f.name.lower()) != "binary"
+    }
+
+
+def encoded(
+    options: WriteOptions, columns: dict[str, Any], batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """``batches`` with their typed columns encoded (as they are when none is typed)."""
+    if not columns:
+        return batches
+    return TypedEncoder(options.typed, columns, options.topic)(batches)
 
 
 def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
@@ -342,10 +366,12 @@ class BatchWriter(DataSourceArrowWriter):
             raise ValueError("Option 'exactlyOnce' applies to streaming writes only")
         check_write_schema(schema, options)
         self.options = options
+        self.typed_columns = typed_columns(schema, options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
         """Produce the task's rows."""
-        return WriteResult(produce_batches(self.options, iterator))
+        rows = encoded(self.options, self.typed_columns, iterator)
+        return WriteResult(produce_batches(self.options, rows))
 
 
 class StreamWriter(DataSourceStreamArrowWriter):
@@ -354,9 +380,11 @@ class StreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: WriteOptions, schema: StructType) -> None:
         check_write_schema(schema, options)
         self.options = options
+        self.typed_columns = typed_columns(schema, options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
         """Produce the task's rows of one micro-batch (in a transaction if exactly-once)."""
+        iterator = encoded(self.options, self.typed_columns, iterator)
         if not self.options.exactly_once:
             return WriteResult(produce_batches(self.options, iterator))
         from pyspark import TaskContext

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -57,8 +56,8 @@ def round_trip(broker: RegistryBroker, topic: str, values: list[bytes]) -> list[
     return out
 
 
-def test_avro_serializer_round_trip(registry_broker: Callable[..., RegistryBroker]) -> None:
-    broker = registry_broker()
+def test_avro_serializer_round_trip(any_registry: RegistryBroker) -> None:
+    broker = any_registry
     serializer = AvroSerializer(broker.client(), json.dumps(USER_V1))
     ctx = SerializationContext("users", MessageField.VALUE)
     users = [{"name": f"u{i}", "age": i} for i in range(20)]
@@ -75,9 +74,9 @@ def test_avro_serializer_round_trip(registry_broker: Callable[..., RegistryBroke
 
 
 def test_registering_again_gives_the_same_id_and_other_subjects_share_it(
-    registry_broker: Callable[..., RegistryBroker],
+    any_registry: RegistryBroker,
 ) -> None:
-    broker = registry_broker()
+    broker = any_registry
     client = broker.client()
     first = client.register_schema("a-value", avro(USER_V1))
     # Whitespace and key order do not make another schema.
@@ -93,9 +92,9 @@ def test_registering_again_gives_the_same_id_and_other_subjects_share_it(
 
 
 def test_incompatible_changes_are_refused_with_409(
-    registry_broker: Callable[..., RegistryBroker],
+    any_registry: RegistryBroker,
 ) -> None:
-    broker = registry_broker()
+    broker = any_registry
     client = broker.client()
     client.register_schema("u-value", avro(USER_V1))
     no_default = {**USER_V1, "fields": [*USER_V1["fields"], {"name": "email", "type": "string"}]}
@@ -124,8 +123,8 @@ def test_incompatible_changes_are_refused_with_409(
     assert client.register_schema("u-value", avro(removed)) > 0
 
 
-def test_invalid_schemas_and_unknown_things(registry_broker: Callable[..., RegistryBroker]) -> None:
-    broker = registry_broker()
+def test_invalid_schemas_and_unknown_things(any_registry: RegistryBroker) -> None:
+    broker = any_registry
     client = broker.client()
     with pytest.raises(SchemaRegistryError) as invalid:
         client.register_schema("x-value", Schema('{"type": "nope"}', "AVRO"))
@@ -147,8 +146,8 @@ def test_invalid_schemas_and_unknown_things(registry_broker: Callable[..., Regis
     assert broker.api.get("/contexts").body == ["."]
 
 
-def test_soft_and_permanent_deletes(registry_broker: Callable[..., RegistryBroker]) -> None:
-    broker = registry_broker()
+def test_soft_and_permanent_deletes(any_registry: RegistryBroker) -> None:
+    broker = any_registry
     client = broker.client()
     schema_id = client.register_schema("d-value", avro(USER_V1))
     with pytest.raises(SchemaRegistryError) as not_soft:
@@ -176,8 +175,8 @@ def test_soft_and_permanent_deletes(registry_broker: Callable[..., RegistryBroke
     assert broker.client().register_schema("e-value", avro(USER_V1)) > 0
 
 
-def test_avro_references(registry_broker: Callable[..., RegistryBroker]) -> None:
-    broker = registry_broker()
+def test_avro_references(any_registry: RegistryBroker) -> None:
+    broker = any_registry
     client = broker.client()
     address = {
         "type": "record",
@@ -216,8 +215,8 @@ def test_avro_references(registry_broker: Callable[..., RegistryBroker]) -> None
     assert missing.value.error_code == 42201
 
 
-def test_json_schema_serializer_round_trip(registry_broker: Callable[..., RegistryBroker]) -> None:
-    broker = registry_broker()
+def test_json_schema_serializer_round_trip(any_registry: RegistryBroker) -> None:
+    broker = any_registry
     schema = {
         "$schema": "http://json-schema.org/draft-07/schema#",
         "title": "Order",
@@ -257,8 +256,8 @@ def _point_class() -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("geo.Point"))
 
 
-def test_protobuf_serializer_round_trip(registry_broker: Callable[..., RegistryBroker]) -> None:
-    broker = registry_broker()
+def test_protobuf_serializer_round_trip(any_registry: RegistryBroker) -> None:
+    broker = any_registry
     point = _point_class()
     ctx = SerializationContext("points", MessageField.VALUE)
     serializer = ProtobufSerializer(point, broker.client(), {"use.deprecated.format": False})
@@ -282,8 +281,8 @@ def test_protobuf_serializer_round_trip(registry_broker: Callable[..., RegistryB
     )
 
 
-def test_the_registry_survives_kill_9(registry_broker: Callable[..., RegistryBroker]) -> None:
-    broker = registry_broker()
+def test_the_registry_survives_kill_9(any_registry: RegistryBroker) -> None:
+    broker = any_registry
     client = broker.client()
     ids = [
         client.register_schema(f"s{i}-value", avro({**USER_V1, "name": f"User{i}"}))
@@ -291,11 +290,7 @@ def test_the_registry_survives_kill_9(registry_broker: Callable[..., RegistryBro
     ]
     client.set_compatibility("s0-value", "FULL")
     client.delete_version("s1-value", 1)
-    broker.process.kill()
-    broker.process.start()
-    from tests.broker.http_api.conftest import wait_listening
-
-    wait_listening(broker.port, broker.process.alive, broker.process.log)
+    broker.kill_and_restart()
     after = broker.client()
     assert after.get_subjects() == [f"s{i}-value" for i in (0, 2, 3, 4)]
     assert [after.get_schema(i).schema_type for i in ids] == ["AVRO"] * 5

@@ -188,7 +188,21 @@ def test_the_console_port_serves_the_registry_too(
 
     console = free_port()
     broker = registry_broker(**{"console.port": str(console)})
-    wait_listening(console, broker.process.alive, broker.process.log)
+    wait_listening(console, broker.alive, broker.server.log)
     registered = send(Api(console), "POST", "/subjects/c-value/versions", V1).body["id"]
     assert send(broker.api, "GET", f"/schemas/ids/{registered}").status == 200
     assert send(Api(console), "GET", "/subjects").body == ["c-value"]
+
+
+def test_the_same_avro_schema_with_properties_reordered_is_the_same_version(
+    registry_broker: Callable[..., RegistryBroker],
+) -> None:
+    api = registry_broker().api
+    record = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "string"}]}
+    reordered = {"fields": [{"type": "string", "name": "a"}], "name": "R", "type": "record"}
+    first = send(api, "POST", "/subjects/o/versions", {"schema": json.dumps(record)}).body
+    again = send(api, "POST", "/subjects/o/versions", {"schema": json.dumps(reordered)}).body
+    assert again == first
+    assert send(api, "GET", "/subjects/o/versions").body == [1]
+    found = send(api, "POST", "/subjects/o", {"schema": json.dumps(reordered)}).body
+    assert found["version"] == 1

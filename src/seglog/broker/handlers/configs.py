@@ -321,6 +321,8 @@ def _describe_broker(
         # The port bound, which is where clients find the API: this node's (node i
         # serves console.port + i), or the one chosen for console.port=0.
         values["console.port"] = str(state.console_port)
+    if state.schema_registry_port is not None:
+        values["schema.registry.port"] = str(state.schema_registry_port)
     out: list[_Config] = []
     for name, value in sorted(values.items()):
         # Kafka answers a secret (and a setting it cannot type) with a null value.

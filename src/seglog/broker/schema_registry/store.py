@@ -141,6 +141,8 @@ class RegistryStore:
         self._follow_topic(info)
         if info is None:
             return
+        if self._broker.log_dir.log(SCHEMAS_TOPIC, 0).high_watermark <= self._next_offset:
+            return  # nothing new: most requests
         while True:
             page = partition_query.answer_local(
                 self._broker.log_dir,

@@ -7,9 +7,10 @@ or Protobuf); ``check_compatibility(level, new, previous)`` lists what makes ``n
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
-from seglog.schemas.formats import avro, json_schema, protobuf
+from seglog.schemas.formats import avro, json_schema, protobuf, protobuf_diff
 from seglog.schemas.formats._base import InvalidSchemaError, ParsedSchema
 from seglog.schemas.formats.levels import LEVELS, apply_level
 
@@ -31,25 +32,32 @@ def parse_schema(
     """Parse ``text`` as a schema of ``schema_type``; raise :class:`InvalidSchemaError` if invalid.
 
     ``references`` maps each reference's name to its schema text, dependencies first (as
-    ``RegistryState.resolved_references`` gives them).
+    ``RegistryState.resolved_references`` gives them). The same arguments give the same
+    object, from a cache: treat a parsed schema as immutable.
     """
-    refs = references or {}
     try:
-        if schema_type == "AVRO":
-            return avro.parse(text, refs)
-        if schema_type == "JSON":
-            return json_schema.parse(text, refs)
-        if schema_type == "PROTOBUF":
-            return protobuf.parse(text, refs)
+        return _parse(schema_type, text, tuple((references or {}).items()))
     except RecursionError:
         # The JSON depth limit keeps the parsers well inside the stack; this is for a
         # schema that nests deep in a way the limit does not count (a chain of references).
         raise InvalidSchemaError(
             f"Invalid {schema_type} schema: nested too deeply to be parsed"
         ) from None
-    raise InvalidSchemaError(
-        f"Unknown schema type {schema_type!r}; one of {', '.join(SCHEMA_TYPES)}"
-    )
+
+
+# A registry parses the same stored schemas again and again (every compatibility check, every
+# lookup): JSON Schema's metaschema check and protoc take milliseconds each.
+@functools.lru_cache(maxsize=1024)
+def _parse(schema_type: str, text: str, references: tuple[tuple[str, str], ...]) -> ParsedSchema:
+    refs = dict(references)
+    if schema_type == "AVRO":
+        return avro.parse(text, refs)
+    if schema_type == "JSON":
+        return json_schema.parse(text, refs)
+    if schema_type == "PROTOBUF":
+        return protobuf.parse(text, refs)
+    types = ", ".join(SCHEMA_TYPES)
+    raise InvalidSchemaError(f"Unknown schema type {schema_type!r}; one of {types}")
 
 
 def check_compatibility(
@@ -73,7 +81,7 @@ def _check_pair(
     if isinstance(reader, json_schema.JsonSchema) and isinstance(writer, json_schema.JsonSchema):
         return json_schema.incompatibilities(reader, writer, r_label, w_label)
     if isinstance(reader, protobuf.ProtobufSchema) and isinstance(writer, protobuf.ProtobufSchema):
-        return protobuf.incompatibilities(reader, writer, r_label, w_label)
+        return protobuf_diff.incompatibilities(reader, writer, r_label, w_label)
     return [
         "{errorType:'TYPE_MISMATCH', description:'The "
         f"{r_label} schema is of type {reader.schema_type} and the {w_label} schema of type "

@@ -36,6 +36,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
+from fastavro.schema import SchemaParseException
 from fastavro.schema import parse_schema as _fastavro_parse
 
 from seglog.schemas import json_text
@@ -111,10 +112,10 @@ def parse(text: str, references: Mapping[str, str]) -> AvroSchema:
     for name, ref_text in references.items():
         ref_doc = _load(ref_text, f"reference '{name}'")
         _check_with_fastavro(ref_doc, fastavro_names, f"reference '{name}'")
-        _Normalizer(names).walk(ref_doc, "")
+        _Normalizer(names, f"reference '{name}'").walk(ref_doc, "")
     document = _load(text, "schema")
     parsed = _check_with_fastavro(document, fastavro_names, "schema")
-    normalized = _Normalizer(names).walk(document, "")
+    normalized = _Normalizer(names, "schema").walk(document, "")
     return AvroSchema(document, parsed, normalized, names, references)
 
 
@@ -130,9 +131,9 @@ def _load(text: str, what: str) -> Json:
 def _check_with_fastavro(document: Json, named: dict[str, Any], what: str) -> Any:
     try:
         return _fastavro_parse(document, named_schemas=named)
-    # fastavro's SchemaParseException and UnknownType are ValueErrors; a document of the
-    # wrong shape (a number where a dict is expected) surfaces as one of the others.
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+    # fastavro says what is wrong with SchemaParseException or UnknownType (a ValueError); a
+    # document of the wrong shape (a number where an object belongs) fails with one of the rest.
+    except (SchemaParseException, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise InvalidSchemaError(f"Invalid Avro {what}: {type(exc).__name__}: {exc}") from None
 
 
@@ -149,8 +150,12 @@ def _namespace_of(full_name: str) -> str:
 class _Normalizer:
     """Builds the normalized document and records each named type's definition by full name."""
 
-    def __init__(self, names: dict[str, Json]) -> None:
+    def __init__(self, names: dict[str, Json], what: str) -> None:
         self.names = names
+        self.what = what
+
+    def _invalid(self, problem: str) -> InvalidSchemaError:
+        return InvalidSchemaError(f"Invalid Avro {self.what}: {problem}")
 
     def walk(self, node: Json, namespace: str) -> Json:
         if isinstance(node, str):
@@ -158,7 +163,7 @@ class _Normalizer:
         if isinstance(node, list):
             return [self.walk(branch, namespace) for branch in node]
         if not isinstance(node, dict) or "type" not in node:
-            raise InvalidSchemaError(f"Invalid Avro schema: not a schema: {node!r}")
+            raise self._invalid(f"not a schema: {node!r}")
         kind = node["type"]
         if not isinstance(kind, str) or kind not in NAMED | {"array", "map"}:
             # A primitive written as an object, or {"type": <another schema>}.
@@ -181,12 +186,12 @@ class _Normalizer:
             return qualified
         if name in self.names:
             return name
-        raise InvalidSchemaError(f"Invalid Avro schema: unknown type '{name}'")
+        raise self._invalid(f"unknown type '{name}'")
 
     def _named(self, kind: str, node: dict[str, Json], namespace: str) -> Json:
         name = node.get("name")
         if not isinstance(name, str):
-            raise InvalidSchemaError(f"Invalid Avro schema: a {kind} needs a name")
+            raise self._invalid(f"a {kind} needs a name")
         own_namespace = node.get("namespace", namespace)
         full = _full_name(name, own_namespace if isinstance(own_namespace, str) else namespace)
         inner_namespace = _namespace_of(full)
@@ -200,13 +205,15 @@ class _Normalizer:
         if kind in ("record", "error"):
             fields = node.get("fields")
             if not isinstance(fields, list):
-                raise InvalidSchemaError(f"Invalid Avro schema: record '{full}' has no fields")
+                raise self._invalid(f"record '{full}' has no fields")
             # Registered before its fields are walked: a record may refer to itself.
             result = self._ordered(kind, node, replaced)
             self.names[full] = result
             result["fields"] = [self._field(f, inner_namespace) for f in fields]
             # Re-ordered now that the fields are in: dict order is the written order.
-            ordered = self._ordered(kind, result, {})
+            ordered = self._ordered(
+                kind, result, {"namespace": ""} if "namespace" in result else {}
+            )
             result.clear()
             result.update(ordered)
             return result
@@ -216,7 +223,7 @@ class _Normalizer:
 
     def _field(self, field: Json, namespace: str) -> Json:
         if not isinstance(field, dict) or not isinstance(field.get("name"), str):
-            raise InvalidSchemaError(f"Invalid Avro schema: not a field: {field!r}")
+            raise self._invalid(f"not a field: {field!r}")
         return self._ordered("field", field, {"type": self.walk(field.get("type"), namespace)})
 
     @staticmethod
@@ -320,11 +327,12 @@ class _Resolver:
             yield from self._name(reader, writer, path)
             missing = [s for s in writer["symbols"] if s not in reader["symbols"]]
             if missing and "default" not in reader:
+                symbols = f"[{', '.join(missing)}]"
                 yield message(
                     "MISSING_ENUM_SYMBOLS",
-                    f"The {self.r} schema is missing enum symbols '{', '.join(missing)}' at "
-                    f"path '{path}/symbols' in the {self.w} schema",
-                    f"[{', '.join(missing)}]",
+                    f"The {self.r} schema is missing enum symbols '{symbols}' at path "
+                    f"'{path}/symbols' in the {self.w} schema",
+                    symbols,
                 )
         else:
             yield from self._record(reader, writer, path)

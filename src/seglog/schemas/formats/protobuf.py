@@ -18,17 +18,15 @@ Either way the file and its dependencies are then built into a fresh ``Descripto
 checks that every type resolves. Imports of the well-known ``google/protobuf/*`` files and of the
 registry's built-ins need no reference, as with the registry.
 
+Descriptors are kept as given but for each ``json_name`` equal to the one derived from the
+field's name, which is dropped: some tools write them and some do not.
+
 Canonical text: base64 as given, or the ``.proto`` text with runs of whitespace collapsed
 (outside string literals and comments). Normalized: the descriptor with the fields of every
 message ordered by number, the values of every enum ordered by number, written as base64 of
 its deterministic serialization (options, being messages, serialize in field order).
 
-Compatibility: the registry's rules, comparing the messages and enums of the file by full
-name (writer against reader): MESSAGE_REMOVED, ENUM_REMOVED, PACKAGE_CHANGED, and per field
-number FIELD_KIND_CHANGED (scalar, message, enum, repeated or not), FIELD_SCALAR_KIND_CHANGED
-(outside the wire-compatible groups), FIELD_NAMED_TYPE_CHANGED, REQUIRED_FIELD_ADDED,
-REQUIRED_FIELD_REMOVED, FIELD_MOVED_TO_EXISTING_ONEOF and MULTIPLE_FIELDS_MOVED_TO_ONEOF.
-Adding or removing an optional field, renaming a field or adding an enum constant is fine.
+Compatibility is in ``protobuf_diff``.
 """
 
 from __future__ import annotations
@@ -42,35 +40,20 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
 from google.protobuf import descriptor_pb2, descriptor_pool
-from google.protobuf.descriptor_pb2 import FieldDescriptorProto, FileDescriptorProto
+from google.protobuf.descriptor_pb2 import FileDescriptorProto
 from google.protobuf.message import DecodeError
 
-from seglog.schemas.formats._base import InvalidSchemaError, ParsedSchema, message
+from seglog.schemas.formats._base import InvalidSchemaError, ParsedSchema
 
 # The name given to a schema sent as text: text carries no file name of its own.
 TEXT_FILE_NAME = "schema.proto"
-
-_LABEL_REQUIRED = FieldDescriptorProto.LABEL_REQUIRED
-_LABEL_REPEATED = FieldDescriptorProto.LABEL_REPEATED
-_TYPE_MESSAGE = FieldDescriptorProto.TYPE_MESSAGE
-_TYPE_GROUP = FieldDescriptorProto.TYPE_GROUP
-_TYPE_ENUM = FieldDescriptorProto.TYPE_ENUM
-
-# Scalar types that read each other's bytes on the wire: a change inside a group is compatible.
-_T = FieldDescriptorProto
-_SCALAR_GROUPS: tuple[frozenset[int], ...] = (
-    frozenset({_T.TYPE_INT32, _T.TYPE_UINT32, _T.TYPE_INT64, _T.TYPE_UINT64, _T.TYPE_BOOL}),
-    frozenset({_T.TYPE_SINT32, _T.TYPE_SINT64}),
-    frozenset({_T.TYPE_FIXED32, _T.TYPE_SFIXED32}),
-    frozenset({_T.TYPE_FIXED64, _T.TYPE_SFIXED64}),
-    frozenset({_T.TYPE_STRING, _T.TYPE_BYTES}),
-)
 
 
 class ProtobufSchema(ParsedSchema):
@@ -88,15 +71,19 @@ class ProtobufSchema(ParsedSchema):
         file_descriptor: FileDescriptorProto,
         dependencies: Mapping[str, FileDescriptorProto],
         pool: descriptor_pool.DescriptorPool,
+        *,
+        is_text: bool,
     ) -> None:
         self.text = text
         self.file_descriptor = file_descriptor
         self.dependencies = dict(dependencies)
         self.pool = pool
+        # Whether ``text`` is .proto text (else base64 of the descriptor).
+        self.is_text = is_text
 
     def canonical(self) -> str:
-        """The text as given, runs of whitespace collapsed; base64 as given."""
-        return _compact(self.text)
+        """The .proto text with runs of whitespace collapsed; base64 without line breaks."""
+        return _compact(self.text) if self.is_text else "".join(self.text.split())
 
     def serialized(self) -> str:
         """Base64 of the serialized FileDescriptorProto, as ``?format=serialized`` answers."""
@@ -111,7 +98,7 @@ class ProtobufSchema(ParsedSchema):
         for enum in normalized.enum_type:
             _sort_enum(enum)
         text = base64.b64encode(normalized.SerializeToString(deterministic=True)).decode("ascii")
-        return ProtobufSchema(text, normalized, self.dependencies, self.pool)
+        return ProtobufSchema(text, normalized, self.dependencies, self.pool, is_text=False)
 
 
 def _sort_message(msg: descriptor_pb2.DescriptorProto) -> None:
@@ -142,9 +129,11 @@ def parse(text: str, references: Mapping[str, str]) -> ProtobufSchema:
         fdp, is_text = _to_descriptor(name, ref_text, dependencies, texts)
         dependencies[name] = fdp
         texts[name] = ref_text if is_text else None
-    fdp, _ = _to_descriptor(None, text, dependencies, texts)
+    fdp, is_text = _to_descriptor(None, text, dependencies, texts)
     pool = _build_pool(fdp, dependencies)
-    return ProtobufSchema(text, fdp, dependencies, pool)
+    for file in [fdp, *dependencies.values()]:
+        _drop_default_json_names(file)
+    return ProtobufSchema(text, fdp, dependencies, pool, is_text=is_text)
 
 
 def _to_descriptor(
@@ -185,7 +174,8 @@ def _grpc_include() -> str:
 
 
 def _imports(text: str) -> list[str]:
-    return re.findall(r'^\s*import\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;', text, re.MULTILINE)
+    # Loose (it may match inside a comment): it only decides how to compile, not what.
+    return re.findall(r'\bimport\s+(?:public\s+|weak\s+)?"([^"]+)"\s*;', text)
 
 
 def _compile(
@@ -198,8 +188,11 @@ def _compile(
     include = _grpc_include()
     # protoc reads imports from files: the references' texts are written beside the schema.
     # A reference known only as a descriptor, or a built-in protoc does not ship, has no text.
+    written = [text, *(t for t in texts.values() if t is not None)]
     needs_descriptors = any(t is None for t in texts.values()) or any(
-        imp not in texts and not Path(include, imp).is_file() for imp in _imports(text)
+        imp not in texts and not Path(include, imp).is_file()
+        for source in written
+        for imp in _imports(source)
     )
     with tempfile.TemporaryDirectory(prefix="seglog-proto-") as tmp:
         root = Path(tmp, "src")
@@ -216,12 +209,17 @@ def _compile(
         return _compile_in_process(root, name, include, what)
 
 
+# One compilation at a time: protoc's library is not promised to be thread-safe, and
+# catch_warnings changes process-wide state.
+_PROTOC_LOCK = threading.Lock()
+
+
 def _compile_in_process(root: Path, name: str, include: str, what: str) -> FileDescriptorProto:
     from grpc_tools import _protoc_compiler
 
     module = re.sub(r"\.proto$", "", name).replace("-", "_") + "_pb2.py"
     try:
-        with warnings.catch_warnings():
+        with _PROTOC_LOCK, warnings.catch_warnings():
             # protoc's warnings (an unused import) are no reason to refuse a schema.
             warnings.simplefilter("ignore")
             generated = _protoc_compiler.get_protos(
@@ -229,7 +227,9 @@ def _compile_in_process(root: Path, name: str, include: str, what: str) -> FileD
             )
     except _protoc_compiler.ProtocErrors as exc:
         details = "; ".join(
-            f"{e.filename.decode()}:{e.line}:{e.column}: {e.message.decode()}" for e in exc.errors()
+            # protoc counts lines and columns from 0 here, and from 1 on its command line.
+            f"{e.filename.decode()}:{e.line + 1}:{e.column + 1}: {e.message.decode()}"
+            for e in exc.errors()
         )
         raise InvalidSchemaError(f"Invalid Protobuf {what}: {details}") from None
     for module_name, code in generated:
@@ -305,8 +305,7 @@ def _compile_in_subprocess(
         raise InvalidSchemaError(f"Invalid Protobuf {what}: {details}")
     out = descriptor_pb2.FileDescriptorSet()
     out.ParseFromString((tmp / "out.pb").read_bytes())
-    fdp = out.file[-1]
-    _drop_default_json_names(fdp)
+    fdp: FileDescriptorProto = out.file[-1]
     return fdp
 
 
@@ -316,7 +315,12 @@ def _json_name(name: str) -> str:
 
 
 def _drop_default_json_names(fdp: FileDescriptorProto) -> None:
-    """Clear the json_name protoc fills in, as the descriptor in generated code has none."""
+    """Clear each json_name that is the one derived from the field's name.
+
+    Whether a descriptor carries them depends on the tool that wrote it (protoc's descriptor
+    sets do, its Python modules do not, protobuf's own modules do): without them, the same
+    schema has one descriptor whichever way it came.
+    """
 
     def walk(msg: descriptor_pb2.DescriptorProto) -> None:
         for field in msg.field:
@@ -421,173 +425,3 @@ def _compact(text: str) -> str:
         last_kind = kind
         pending_space = False
     return "".join(out)
-
-
-# --- compatibility -------------------------------------------------------------------------
-
-
-def _messages(fdp: FileDescriptorProto) -> dict[str, descriptor_pb2.DescriptorProto]:
-    found: dict[str, descriptor_pb2.DescriptorProto] = {}
-
-    def walk(msg: descriptor_pb2.DescriptorProto, prefix: str) -> None:
-        full = f"{prefix}.{msg.name}" if prefix else msg.name
-        found[full] = msg
-        for nested in msg.nested_type:
-            walk(nested, full)
-
-    for msg in fdp.message_type:
-        walk(msg, fdp.package)
-    return found
-
-
-def _enums(fdp: FileDescriptorProto) -> dict[str, descriptor_pb2.EnumDescriptorProto]:
-    found = {f"{fdp.package}.{e.name}" if fdp.package else e.name: e for e in fdp.enum_type}
-    for full, msg in _messages(fdp).items():
-        for enum in msg.enum_type:
-            found[f"{full}.{enum.name}"] = enum
-    return found
-
-
-def _kind(field: FieldDescriptorProto) -> str:
-    if field.type in (_TYPE_MESSAGE, _TYPE_GROUP):
-        return "message"
-    if field.type == _TYPE_ENUM:
-        return "enum"
-    return "scalar"
-
-
-def _same_group(a: int, b: int) -> bool:
-    return a == b or any(a in group and b in group for group in _SCALAR_GROUPS)
-
-
-class _Comparer:
-    def __init__(self, reader_label: str, writer_label: str) -> None:
-        self.r = reader_label
-        self.w = writer_label
-
-    def compare(self, reader: FileDescriptorProto, writer: FileDescriptorProto) -> Iterator[str]:
-        if reader.package != writer.package:
-            yield message(
-                "PACKAGE_CHANGED",
-                f"The package of the {self.r} schema ('{reader.package}') differs from that of "
-                f"the {self.w} schema ('{writer.package}')",
-            )
-            return
-        r_messages, w_messages = _messages(reader), _messages(writer)
-        for full, w_msg in w_messages.items():
-            path = f"#/{full}"
-            r_msg = r_messages.get(full)
-            if r_msg is None:
-                yield message(
-                    "MESSAGE_REMOVED",
-                    f"The message '{full}' of the {self.w} schema is missing in the {self.r} "
-                    "schema",
-                )
-                continue
-            yield from self._message(r_msg, w_msg, path)
-        r_enums = _enums(reader)
-        for full in _enums(writer):
-            if full not in r_enums:
-                yield message(
-                    "ENUM_REMOVED",
-                    f"The enum '{full}' of the {self.w} schema is missing in the {self.r} schema",
-                )
-
-    def _message(
-        self,
-        reader: descriptor_pb2.DescriptorProto,
-        writer: descriptor_pb2.DescriptorProto,
-        path: str,
-    ) -> Iterator[str]:
-        r_fields = {f.number: f for f in reader.field}
-        w_fields = {f.number: f for f in writer.field}
-        for number, w_field in w_fields.items():
-            if number not in r_fields and w_field.label == _LABEL_REQUIRED:
-                yield message(
-                    "REQUIRED_FIELD_REMOVED",
-                    f"The required field '{w_field.name}' at path '{path}/{number}' of the "
-                    f"{self.w} schema is missing in the {self.r} schema",
-                )
-        for number, r_field in r_fields.items():
-            where = f"{path}/{number}"
-            w_field = w_fields.get(number)
-            if w_field is None:
-                if r_field.label == _LABEL_REQUIRED:
-                    yield message(
-                        "REQUIRED_FIELD_ADDED",
-                        f"The required field '{r_field.name}' at path '{where}' in the {self.r} "
-                        f"schema is missing in the {self.w} schema",
-                    )
-                continue
-            yield from self._field(r_field, w_field, where)
-        yield from self._oneofs(reader, writer, path)
-
-    def _field(self, r: FieldDescriptorProto, w: FieldDescriptorProto, where: str) -> Iterator[str]:
-        r_kind, w_kind = _kind(r), _kind(w)
-        repeated_changed = (r.label == _LABEL_REPEATED) != (w.label == _LABEL_REPEATED)
-        if r_kind != w_kind or repeated_changed:
-            yield message(
-                "FIELD_KIND_CHANGED",
-                f"The kind of the field at path '{where}' in the {self.r} schema does not match "
-                f"with the {self.w} schema",
-            )
-        elif r_kind == "scalar" and not _same_group(r.type, w.type):
-            yield message(
-                "FIELD_SCALAR_KIND_CHANGED",
-                f"The scalar type of the field at path '{where}' in the {self.r} schema "
-                f"({_type_name(r.type)}) does not read the {self.w} schema's "
-                f"({_type_name(w.type)})",
-            )
-        elif r_kind != "scalar" and r.type_name != w.type_name:
-            yield message(
-                "FIELD_NAMED_TYPE_CHANGED",
-                f"The type of the field at path '{where}' in the {self.r} schema "
-                f"('{r.type_name.lstrip('.')}') differs from the {self.w} schema's "
-                f"('{w.type_name.lstrip('.')}')",
-            )
-
-    def _oneofs(
-        self,
-        reader: descriptor_pb2.DescriptorProto,
-        writer: descriptor_pb2.DescriptorProto,
-        path: str,
-    ) -> Iterator[str]:
-        w_oneof_of = {
-            f.number: writer.oneof_decl[f.oneof_index].name
-            for f in writer.field
-            if f.HasField("oneof_index") and not f.proto3_optional
-        }
-        w_oneof_names = {o.name for o in writer.oneof_decl}
-        moved: dict[str, list[int]] = {}
-        for field in reader.field:
-            if not field.HasField("oneof_index") or field.proto3_optional:
-                continue
-            in_writer = any(f.number == field.number for f in writer.field)
-            if in_writer and field.number not in w_oneof_of:
-                moved.setdefault(reader.oneof_decl[field.oneof_index].name, []).append(field.number)
-        for oneof, numbers in moved.items():
-            if oneof in w_oneof_names:
-                yield message(
-                    "FIELD_MOVED_TO_EXISTING_ONEOF",
-                    f"The fields {numbers} at path '{path}' were moved into the existing oneof "
-                    f"'{oneof}' in the {self.r} schema",
-                )
-            elif len(numbers) > 1:
-                yield message(
-                    "MULTIPLE_FIELDS_MOVED_TO_ONEOF",
-                    f"The fields {numbers} at path '{path}' were moved into the new oneof "
-                    f"'{oneof}' in the {self.r} schema",
-                )
-
-
-def _type_name(field_type: int) -> str:
-    name: str = FieldDescriptorProto.Type.Name(field_type)
-    return name.removeprefix("TYPE_").lower()
-
-
-def incompatibilities(
-    reader: ProtobufSchema, writer: ProtobufSchema, reader_label: str, writer_label: str
-) -> list[str]:
-    """What a reader with ``reader`` cannot read of data written with ``writer`` (none: [])."""
-    comparer = _Comparer(reader_label, writer_label)
-    return list(comparer.compare(reader.file_descriptor, writer.file_descriptor))

@@ -1,0 +1,1 @@
+"""Tests of the schema formats: parsing, canonical forms, compatibility."""
