@@ -23,11 +23,9 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from seglog.cli.main import cli
 from seglog.schemas.log_dir import read_registry
-from tests.broker.http_api.conftest import Answer, Api, wait_listening
-from tests.broker.nodes.conftest import Cluster, free_ports, make_cluster
+from tests.broker.conftest import BrokerProcess
+from tests.broker.http_api.conftest import Answer, Api
 from tests.broker.schema_registry.conftest import RegistryBroker
-
-__all__ = ["make_cluster"]
 
 SCHEMA_TYPE = "application/vnd.schemaregistry.v1+json"
 WAIT = 120.0
@@ -83,6 +81,12 @@ def snapshot(api: Api) -> dict[str, Any]:
             api, "GET", f"/schemas/ids/{schema_id}/versions", deleted="true"
         ).body
     return out
+
+
+def process(broker: RegistryBroker) -> BrokerProcess:
+    """The broker's one process (the tests that kill or cut it run a broker alone)."""
+    assert isinstance(broker.server, BrokerProcess)
+    return broker.server
 
 
 # ------------------------------------------------------------------ concurrency
@@ -159,17 +163,12 @@ def test_eight_threads_registering_at_once(
     hammer([broker.url])
 
 
-def test_eight_threads_registering_at_once_through_two_nodes(make_cluster: Any) -> None:
-    port = free_ports(2)
-    cluster: Cluster = make_cluster(2, **{"schema.registry.port": str(port)})
-    for i in range(2):
-        wait_listening(
-            port + i,
-            lambda: cluster.process is not None and cluster.process.poll() is None,
-            cluster.log,
-        )
-    assert send(Api(port + 1), "PUT", "/config", {"compatibility": "NONE"}).status == 200
-    hammer([f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"])
+def test_eight_threads_registering_at_once_through_two_nodes(
+    registry_broker: Callable[..., RegistryBroker],
+) -> None:
+    broker = registry_broker(nodes=2)
+    assert send(Api(broker.ports[1]), "PUT", "/config", {"compatibility": "NONE"}).status == 200
+    hammer([f"http://127.0.0.1:{port}" for port in broker.ports])
 
 
 # ------------------------------------------------------------ vanished, lying clients
@@ -195,10 +194,10 @@ def test_a_client_gone_right_after_sending_leaves_a_whole_schema_or_none(
     # A request sent whole with a plain close is carried out (the handler runs to its end
     # without its client); one cut by a reset may be lost, never half written.
     assert send(api, "GET", "/subjects/gone0-value/versions/1").status in (200, 404)
-    broker.process.stop()
-    state = read_registry(broker.process.data)
-    broker.process.start()
-    wait_listening(broker.port, broker.process.alive, broker.process.log)
+    process(broker).stop()
+    state = read_registry(process(broker).data)
+    process(broker).start()
+    broker.wait()
     for i, (subject, schema) in enumerate(schemas.items()):
         got = send(api, "GET", f"/subjects/{subject}/versions/1")
         stored = state.version(subject, 1)
@@ -228,7 +227,7 @@ def test_a_body_shorter_than_its_content_length_then_a_close_writes_nothing(
     ok = send(broker.api, "POST", "/subjects/ok-value/versions", {"schema": record("Ok")})
     assert ok.status == 200
     assert send(broker.api, "GET", "/subjects").body == ["ok-value"]
-    assert read_registry(broker.process.data).subjects() == ["ok-value"]
+    assert read_registry(process(broker).data).subjects() == ["ok-value"]
 
 
 def test_a_body_over_16_mib_gets_413_and_nothing_is_written(
@@ -240,7 +239,7 @@ def test_a_body_over_16_mib_gets_413_and_nothing_is_written(
     assert refused.status == 413, refused.body
     assert isinstance(refused.body["error_code"], int) and refused.body["message"]
     assert send(broker.api, "GET", "/subjects").body == []
-    assert read_registry(broker.process.data).subjects() == []
+    assert read_registry(process(broker).data).subjects() == []
     assert send(broker.api, "POST", "/subjects/s-value/versions", {"schema": '"int"'}).status == 200
 
 
@@ -363,10 +362,10 @@ def test_kill_9_right_after_an_answer_keeps_the_schema(
             {"schema": record(f"K{round_}", "a")},
         )
         assert answer.status == 200
-        broker.process.kill()  # at once: the answer came after the fsync, or not at all
+        process(broker).kill()  # at once: the answer came after the fsync, or not at all
         ids.append(answer.body["id"])
-        broker.process.start()
-        wait_listening(broker.port, broker.process.alive, broker.process.log)
+        process(broker).start()
+        broker.wait()
     for round_, schema_id in enumerate(ids):
         got = send(broker.api, "GET", f"/subjects/k{round_}-value/versions/1")
         assert got.status == 200 and got.body["id"] == schema_id
@@ -396,8 +395,8 @@ def test_a_torn_tail_of_schemas_loses_only_the_torn_records(
         ).body["id"]
         for i in range(8)
     ]
-    broker.process.kill()
-    segments = sorted((broker.process.data / "_schemas-0").glob("*.log"))
+    process(broker).kill()
+    segments = sorted((process(broker).data / "_schemas-0").glob("*.log"))
     assert len(segments) == 1
     data = segments[0].read_bytes()
     ends = batch_ends(data)
@@ -412,8 +411,8 @@ def test_a_torn_tail_of_schemas_loses_only_the_torn_records(
         data = data[:cut]
     segments[0].write_bytes(data)
 
-    broker.process.start()
-    wait_listening(broker.port, broker.process.alive, broker.process.log)
+    process(broker).start()
+    broker.wait()
     for i, schema_id in enumerate(ids):
         got = send(broker.api, "GET", f"/subjects/t{i}-value/versions/1")
         if i < whole:
@@ -504,9 +503,9 @@ def test_records_a_plain_producer_writes_are_taken_in_or_skipped(
     assert AvroDeserializer(broker.client())(payload, ctx) == {"x": 42}
     # A restarted broker folds the same records to the same state.
     before = snapshot(api)
-    broker.process.stop()
-    broker.process.start()
-    wait_listening(broker.port, broker.process.alive, broker.process.log)
+    process(broker).stop()
+    process(broker).start()
+    broker.wait()
     assert snapshot(api) == before
 
 
@@ -547,8 +546,8 @@ def test_transactional_records_count_once_committed(
     assert send(api, "GET", "/subjects").body == ["a-value", "open-value"]
     after = send(api, "POST", "/subjects/b-value/versions", {"schema": '"long"'})
     assert after.status == 200 and after.body["id"] == 801
-    broker.process.stop()
-    assert read_registry(broker.process.data).subjects() == ["a-value", "b-value", "open-value"]
+    process(broker).stop()
+    assert read_registry(process(broker).data).subjects() == ["a-value", "b-value", "open-value"]
 
 
 def test_schemas_deleted_and_made_again_under_a_running_registry(
@@ -569,9 +568,9 @@ def test_schemas_deleted_and_made_again_under_a_running_registry(
     got = send(api, "GET", f"/schemas/ids/{new.body['id']}")
     assert json.loads(got.body["schema"])["name"] == "New"
     before = snapshot(api)
-    broker.process.stop()
-    broker.process.start()
-    wait_listening(broker.port, broker.process.alive, broker.process.log)
+    process(broker).stop()
+    process(broker).start()
+    broker.wait()
     assert snapshot(api) == before
 
 
@@ -604,20 +603,18 @@ def test_mirror_copies_the_registry_with_its_ids(
     # B holds a registry of its own, with nothing in it yet.
     assert send(b.api, "GET", "/subjects").body == []
 
-    result = CliRunner().invoke(
-        cli,
-        [
-            "mirror",
-            "--from",
-            a.bootstrap,
-            "--to",
-            b.bootstrap,
-            "--topics",
-            "_schemas|orders",
-            "--state",
-            str(tmp_path / "map.json"),
-        ],
-    )
+    args = [
+        "mirror",
+        "--from",
+        a.bootstrap,
+        "--to",
+        b.bootstrap,
+        "--topics",
+        "_schemas|orders",
+        "--state",
+        str(tmp_path / "map.json"),
+    ]
+    result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert snapshot(b.api) == snapshot(a.api)
     target = b.client()
@@ -645,6 +642,11 @@ def test_mirror_copies_the_registry_with_its_ids(
     mirrored = {s["id"] for s in send(b.api, "GET", "/schemas", deleted="true").body}
     new = target.register_schema("new-value", Schema(record("New"), "AVRO"))
     assert new > max(mirrored)
+    # One way only: the target's own record is not in the source, and the next run says so.
+    source.register_schema("later-value", Schema(record("Later"), "AVRO"))
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code != 0 and "not in the source" in again.output, again.output
+    assert send(b.api, "GET", "/subjects/later-value/versions").status == 404
 
 
 # ------------------------------------------------------------------ compaction
@@ -747,7 +749,7 @@ def test_compaction_of_schemas_keeps_the_state(
     else:
         pytest.fail(f"the cleaner did not compact _schemas ({written} changes)")
     assert snapshot(api) == before
-    broker.process.stop()
-    broker.process.start()
-    wait_listening(broker.port, broker.process.alive, broker.process.log)
+    process(broker).stop()
+    process(broker).start()
+    broker.wait()
     assert snapshot(api) == before
