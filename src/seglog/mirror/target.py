@@ -59,6 +59,10 @@ def producer_defaults() -> dict[str, Any]:
         "max.in.flight.requests.per.connection": 5,
         "linger.ms": 5,
         "message.timeout.ms": 300_000,
+        # Any record the source holds: librdkafka's own 1 MB limit would refuse one that a
+        # topic with a larger max.message.bytes (the registry's _schemas: 32 MiB) took;
+        # the target broker's limit is the one that decides.
+        "message.max.bytes": 1_000_000_000,
     }
 
 

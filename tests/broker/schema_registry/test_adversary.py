@@ -327,13 +327,19 @@ def test_lone_surrogates_get_a_clean_4xx(registry_broker: Callable[..., Registry
     assert send(api, "POST", "/subjects/s-value/versions", {"schema": '"int"'}).status == 200
 
 
+def wide_schema() -> str:
+    """An Avro record of 30,000 fields: over 1 MiB of text."""
+    fields = [{"name": f"field_{i:06d}", "type": "string"} for i in range(30_000)]
+    schema = json.dumps({"type": "record", "name": "Wide", "fields": fields})
+    assert len(schema) > 1024 * 1024
+    return schema
+
+
 def test_a_schema_of_1_mib_registers_and_reads_back(
     registry_broker: Callable[..., RegistryBroker],
 ) -> None:
     broker = registry_broker()
-    fields = [{"name": f"field_{i:06d}", "type": "string"} for i in range(30_000)]
-    schema = json.dumps({"type": "record", "name": "Wide", "fields": fields})
-    assert len(schema) > 1024 * 1024
+    schema = wide_schema()
     client = broker.client()
     schema_id = client.register_schema("wide-value", Schema(schema, "AVRO"))
     fresh = broker.client()
@@ -590,6 +596,8 @@ def test_mirror_copies_the_registry_with_its_ids(
         for i in range(1, 4)
     }
     source.delete_version("users-value", 1)
+    # A record over librdkafka's 1 MB default message size copies too.
+    wide_id = source.register_schema("wide-value", Schema(wide_schema(), "AVRO"))
     serializer = AvroSerializer(
         source, record("Order", "a", "b"), conf={"auto.register.schemas": True}
     )
@@ -618,6 +626,7 @@ def test_mirror_copies_the_registry_with_its_ids(
     assert result.exit_code == 0, result.output
     assert snapshot(b.api) == snapshot(a.api)
     target = b.client()
+    assert json.loads(target.get_schema(wide_id).schema_str) == json.loads(wide_schema())
     assert target.get_versions("users-value") == [2, 3]
     assert target.get_latest_version("orders-key").schema_id == ids[("orders-key", 3)]
     assert target.get_compatibility("orders-value") == "FULL"
