@@ -666,6 +666,11 @@ def test_mirror_copies_the_registry_with_its_ids(
 
 def schema_records(bootstrap: str) -> int:
     """How many records ``_schemas`` holds now, from its start to its end."""
+    return len(schema_keys(bootstrap))
+
+
+def schema_keys(bootstrap: str) -> list[bytes]:
+    """The keys of the records ``_schemas`` holds now, from its start to its end."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -679,23 +684,21 @@ def schema_records(bootstrap: str) -> int:
 
         low, high = consumer.get_watermark_offsets(TopicPartition("_schemas", 0), timeout=30)
         consumer.assign([TopicPartition("_schemas", 0, low)])
-        count, position = 0, low
+        keys, position = [], low
         while position < high:
             message = consumer.poll(1.0)
             if message is None or message.error() is not None:
                 continue
-            count += 1
+            keys.append(message.key())
             position = message.offset() + 1
-        return count
+        return keys
     finally:
         consumer.close()
 
 
-def test_compaction_of_schemas_keeps_the_state(
-    registry_broker: Callable[..., RegistryBroker],
-) -> None:
-    broker = registry_broker(**{"log.cleaner.backoff.ms": "50"})
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+def compact_eagerly(bootstrap: str) -> None:
+    """``_schemas`` rolled at each append, cleaned at once, its tombstones dropped at once."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     resource = ConfigResource(
         ConfigResource.Type.TOPIC,
         "_schemas",
@@ -709,6 +712,13 @@ def test_compaction_of_schemas_keeps_the_state(
     )
     for future in admin.incremental_alter_configs([resource]).values():
         future.result(30)
+
+
+def test_compaction_of_schemas_keeps_the_state(
+    registry_broker: Callable[..., RegistryBroker],
+) -> None:
+    broker = registry_broker(**{"log.cleaner.backoff.ms": "50"})
+    compact_eagerly(broker.bootstrap)
     api = broker.api
     written = 0
 
@@ -761,6 +771,40 @@ def test_compaction_of_schemas_keeps_the_state(
     else:
         pytest.fail(f"the cleaner did not compact _schemas ({written} changes)")
     assert snapshot(api) == before
+    process(broker).stop()
+    process(broker).start()
+    broker.wait()
+    assert snapshot(api) == before
+
+
+def test_a_registry_idle_while_compaction_drops_a_tombstone_reads_its_topic_again(
+    registry_broker: Callable[..., RegistryBroker],
+) -> None:
+    """The registry reads ``_schemas`` at requests: one nobody asked while another wrote a
+    tombstone (a mirror copying a deletion in) and the cleaner dropped it must not answer
+    the version from what it read before."""
+    broker = registry_broker(**{"log.cleaner.backoff.ms": "50"})
+    compact_eagerly(broker.bootstrap)
+    api = broker.api
+    send(api, "PUT", "/config", {"compatibility": "NONE"})
+    kept = send(api, "POST", "/subjects/kept-value/versions", {"schema": record("Kept")})
+    gone = send(api, "POST", "/subjects/gone-value/versions", {"schema": record("Gone")})
+    assert send(api, "GET", "/subjects").body == ["gone-value", "kept-value"]
+    gone_key = b'{"keytype":"SCHEMA","subject":"gone-value","version":1,"magic":1}'
+    produce(broker.bootstrap, [(gone_key, None)])
+    # No request to the registry now, until the cleaner has dropped every record of the key.
+    for round_ in range(int(WAIT * 2)):
+        filler = b'{"keytype":"CONFIG","subject":"filler","magic":0}'
+        produce(broker.bootstrap, [(filler, json.dumps({"alias": str(round_)}).encode())])
+        if not any(k == gone_key for k in schema_keys(broker.bootstrap)):
+            break
+        threading.Event().wait(0.5)
+    else:
+        pytest.fail("the cleaner did not drop the tombstone")
+    assert send(api, "GET", "/subjects").body == ["kept-value"]
+    assert send(api, "GET", f"/schemas/ids/{gone.body['id']}").status == 404
+    assert send(api, "GET", f"/schemas/ids/{kept.body['id']}").status == 200
+    before = snapshot(api)
     process(broker).stop()
     process(broker).start()
     broker.wait()

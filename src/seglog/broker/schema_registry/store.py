@@ -41,11 +41,12 @@ from seglog.broker.coordinator_runtime import CoordinatorRuntime
 from seglog.broker.http_api import partition_facts, partition_query
 from seglog.broker.nodes.channel import ControllerUnavailableError
 from seglog.broker.state import BrokerState
-from seglog.errors import RecordTooLargeError
+from seglog.errors import RecordTooLargeError, StorageError
 from seglog.schemas.log_records import SCHEMAS_TOPIC
 from seglog.schemas.registry import RegistryError, RegistryReads, RegistryWrites
 from seglog.schemas.registry_state import RegistryState
 from seglog.schemas.schema_log import SchemaLog
+from seglog.storage import checkpoints
 
 __all__ = ["OP", "RegistryStore"]
 
@@ -128,12 +129,46 @@ class RegistryStore:
         topic_id = None if info is None else info.topic_id
         if topic_id == self._topic_id:
             return
+        if self._topic_id is not None:
+            logger.warning("%s was deleted: the registry starts over", SCHEMAS_TOPIC)
+        self._start_over(topic_id)
+
+    def _start_over(self, topic_id: uuid.UUID | None) -> None:
         with self._lock:
-            if self._topic_id is not None:
-                logger.warning("%s was deleted: the registry starts over", SCHEMAS_TOPIC)
             self._topic_id = topic_id
             self._state = RegistryState()
             self._next_offset = self._high_watermark = 0
+
+    def _cleaned_past(self) -> bool:
+        """Whether the cleaner has compacted records this state has not read yet.
+
+        The state is read lazily, at requests, so it may lag far behind the log: a
+        registry nobody asked for a day while records came in (``seglog mirror``
+        copying a registry in, another node's writes). Compaction of records not
+        read yet is harmless, except for a tombstone removed past
+        ``delete.retention.ms``: the version it deleted, read before, would stay.
+        Tombstones go only where the cleaner has been (below the first dirty offset
+        of ``cleaner-offset-checkpoint``), so a state read past that point misses
+        none; else it is read again from the start.
+        """
+        if self._next_offset == 0:
+            return False
+        path = self._broker.log_dir.path / checkpoints.CLEANER_OFFSET_CHECKPOINT
+        try:
+            first_dirty = checkpoints.read_offset_checkpoint(path, env=self._broker.log_dir.env)
+        except StorageError:
+            return False  # the cleaner starts over from the log's start: nothing removed
+        return first_dirty.get((SCHEMAS_TOPIC, 0), 0) > self._next_offset
+
+    def _read_again_if_cleaned(self, info: Any) -> None:
+        if self._cleaned_past():
+            logger.info(
+                "%s was compacted past offset %d, where the registry had read it to: "
+                "reading it again from its start",
+                SCHEMAS_TOPIC,
+                self._next_offset,
+            )
+            self._start_over(info.topic_id)
 
     def _catch_up_local(self) -> None:
         """Fold in the records of the local ``_schemas`` not seen yet (writer's thread)."""
@@ -143,6 +178,7 @@ class RegistryStore:
             return
         if self._broker.log_dir.log(SCHEMAS_TOPIC, 0).high_watermark <= self._next_offset:
             return  # nothing new: most requests
+        self._read_again_if_cleaned(info)
         while True:
             page = partition_query.answer_local(
                 self._broker.log_dir,
@@ -158,6 +194,7 @@ class RegistryStore:
         self._follow_topic(info)
         if info is None:
             return
+        self._read_again_if_cleaned(info)
         while True:
             try:
                 page = (
