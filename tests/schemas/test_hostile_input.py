@@ -250,3 +250,25 @@ def test_a_stored_schema_that_does_not_parse_is_said_and_spares_the_rest() -> No
     # A level that compares nothing does not read them.
     state.apply(b'{"keytype":"CONFIG","subject":"bad","magic":0}', b'{"compatibilityLevel":"NONE"}')
     assert registered(state, "bad", {"schema": '"string"'}) == 3
+
+
+def test_ids_and_versions_stay_32_bit_as_the_wire_format_needs() -> None:
+    """A record's header holds a 4-byte id: a larger one no serializer can write."""
+    top = log_records.MAX_INT
+    state = RegistryState()
+    state.apply(key("huge", 1), value("huge", 1, top + 1, '"string"'))
+    state.apply(key("huge", top + 1), value("huge", top + 1, 5, '"string"'))
+    assert state.subjects() == [] and state.max_id == 0
+    state.apply(key("top", 1), value("top", 1, top, '"string"'))
+    assert state.max_id == top
+    with pytest.raises(RegistryError) as refused:
+        registered(state, "next", {"schema": '"int"'})
+    assert refused.value.error_code == 50001
+    # The same schema again keeps its id.
+    assert registered(state, "again", {"schema": '"string"'}) == top
+    state = RegistryState()
+    state.apply(b'{"keytype":"MODE","subject":null,"magic":0}', b'{"mode":"IMPORT"}')
+    for body in ({"id": top + 1, "version": 1}, {"id": 3, "version": top + 1}):
+        with pytest.raises(RegistryError) as refused:
+            registered(state, "imported", {"schema": '"int"', **body})
+        assert refused.value.error_code == 42201

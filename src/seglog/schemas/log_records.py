@@ -32,6 +32,7 @@ __all__ = [
     "CLEAR_SUBJECT",
     "CONFIG",
     "DELETE_SUBJECT",
+    "MAX_INT",
     "MODE",
     "NOOP",
     "SCHEMA",
@@ -58,6 +59,8 @@ CLEAR_SUBJECT = "CLEAR_SUBJECT"
 _KNOWN = frozenset({SCHEMA, CONFIG, MODE, NOOP, DELETE_SUBJECT, CLEAR_SUBJECT})
 
 AVRO = "AVRO"
+MAX_INT = 2**31 - 1
+"""The largest id or version: both are 32-bit signed (a record's header holds 4 bytes of id)."""
 SCHEMA_TYPES = frozenset({AVRO, "JSON", "PROTOBUF"})
 
 
@@ -130,7 +133,9 @@ def decode_key(data: bytes) -> RegistryKey | None:
     version = doc.get("version")
     if subject is not None and not isinstance(subject, str):
         raise ValueError(f"_schemas key: subject is not a string: {subject!r}")
-    if keytype == SCHEMA and (not json_text.is_integer(version) or subject is None):
+    if keytype == SCHEMA and (
+        not json_text.is_integer(version) or not 0 < version <= MAX_INT or subject is None
+    ):
         raise ValueError(f"_schemas key: a SCHEMA key needs a subject and a version: {doc}")
     return RegistryKey(str(keytype), subject, version if keytype == SCHEMA else None)
 
@@ -176,12 +181,12 @@ def decode_schema(data: bytes) -> StoredSchema:
     if not (
         json_text.is_integer(version)
         and json_text.is_integer(schema_id)
-        and version > 0
-        and schema_id >= 0
+        and 0 < version <= MAX_INT
+        and 0 <= schema_id <= MAX_INT
     ):
         raise ValueError(
             f"_schemas: malformed schema value: version {version!r} and id {schema_id!r} "
-            "are not integers (version above 0, id not negative)"
+            "are not integers (version above 0, id not negative, both 32-bit)"
         )
     if schema_type not in SCHEMA_TYPES:
         raise ValueError(f"_schemas: malformed schema value: schema type {schema_type!r}")

@@ -123,6 +123,9 @@ class SchemaRequest:
                 raise invalid_schema(f"Invalid schema: malformed reference {ref}: {exc}") from exc
         schema_id = body.get("id")
         version = body.get("version")
+        for name, number in (("id", schema_id), ("version", version)):
+            if json_text.is_integer(number) and number > log_records.MAX_INT:
+                raise invalid_schema(f"Invalid schema: {name} {number} is not a 32-bit integer")
         return cls(
             schema=schema,
             schema_type=schema_type,
@@ -397,10 +400,16 @@ class RegistryWrites(RegistryReads):
         else:
             holder = self._holder_of(request, canonical)
             schema_id = holder.id if holder is not None else self.state.max_id + 1
+            if schema_id > log_records.MAX_INT:
+                raise RegistryError(500, 50001, "Error while registering: no schema id is left")
         if holder is not None:
             # An id names one text: the state takes in no record giving an id another text.
             canonical = holder.schema
         version = request.version or self.state.highest_version(subject) + 1
+        if version > log_records.MAX_INT:
+            raise RegistryError(
+                500, 50001, f"Error while registering: {subject} has no version left"
+            )
         stored = StoredSchema(
             subject=subject,
             version=version,
