@@ -5,7 +5,9 @@ tool over a log directory) folds the topic through :meth:`RegistryState.apply`
 in offset order; the state is then what Confluent's registry would hold after
 reading the same records: its subjects and their versions (soft-deleted ones
 kept, marked), schema ids, compatibility levels and modes. Applying is
-idempotent per key, so a compacted topic gives the same state as the full one.
+idempotent per key, so a compacted topic gives the same state as the full one
+(save where two writers gave one id to two schemas: the first read keeps it,
+and compaction may remove that one first).
 """
 
 from __future__ import annotations
