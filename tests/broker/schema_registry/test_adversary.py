@@ -193,18 +193,18 @@ def test_a_client_gone_right_after_sending_leaves_a_whole_schema_or_none(
     # The registry goes on serving, and writes go on.
     after = send(api, "POST", "/subjects/after-value/versions", {"schema": record("After")})
     assert after.status == 200, after.body
-    # A request sent whole with a plain close is carried out (the handler runs to its end
-    # without its client); one cut by a reset may be lost, never half written.
+    # Each was carried out whole or not at all (aiohttp runs a handler to its end without
+    # its client, but one whose connection went before it started is never started).
     assert send(api, "GET", "/subjects/gone0-value/versions/1").status in (200, 404)
     broker.server.stop()
     state = read_registry(broker.server.data)
     broker.server.start()
     broker.wait()
-    for i, (subject, schema) in enumerate(schemas.items()):
+    for subject, schema in schemas.items():
         got = send(api, "GET", f"/subjects/{subject}/versions/1")
         stored = state.version(subject, 1)
         if got.status == 404:
-            assert i % 2 == 1 and stored is None, subject
+            assert stored is None, subject
             continue
         assert got.status == 200 and json.loads(got.body["schema"]) == json.loads(schema)
         assert stored is not None and stored.id == got.body["id"]
