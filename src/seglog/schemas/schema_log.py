@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from seglog.errors import SeglogError
+from seglog.errors import InvalidConfigError, SeglogError
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.schemas.log_records import SCHEMAS_TOPIC
 from seglog.storage.log_dir import LogDir
@@ -50,6 +50,30 @@ class SchemaLog:
         except SeglogError as exc:
             if exc.kafka_error != "TOPIC_ALREADY_EXISTS":
                 raise
+
+    def check_topic(self) -> None:
+        """Refuse (InvalidConfigError) a ``_schemas`` the registry would lose schemas from.
+
+        As Confluent's registry checks its topic when it starts: one partition
+        (the order of changes is the order of one log) and ``cleanup.policy=compact``
+        (with ``delete``, retention would remove every schema after a week).
+        """
+        info = self.log_dir.topics().get(SCHEMAS_TOPIC)
+        if info is None:
+            return
+        if info.partitions != 1:
+            raise InvalidConfigError(
+                f"the schema registry's topic {SCHEMAS_TOPIC} has {info.partitions} partitions: "
+                "it must have exactly 1 (delete it, or point the registry at another broker)"
+            )
+        policy = self.log_dir.topic_config(SCHEMAS_TOPIC).cleanup_policy
+        if policy != "compact":
+            raise InvalidConfigError(
+                f"the schema registry's topic {SCHEMAS_TOPIC} has cleanup.policy={policy}: it "
+                "must be compact, or retention would delete the schemas (seglog configs --alter "
+                f"--entity-type topics --entity-name {SCHEMAS_TOPIC} "
+                "--add-config cleanup.policy=compact)"
+            )
 
     def append(self, records: Sequence[tuple[bytes, bytes | None]]) -> int:
         """Append ``records`` as one batch and fsync it; the offset after them (blocking).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -206,3 +207,44 @@ def test_the_same_avro_schema_with_properties_reordered_is_the_same_version(
     assert send(api, "GET", "/subjects/o/versions").body == [1]
     found = send(api, "POST", "/subjects/o", {"schema": json.dumps(reordered)}).body
     assert found["version"] == 1
+
+
+def test_a_schemas_topic_that_would_lose_schemas_is_refused_at_start(tmp_path: Path) -> None:
+    """As Confluent's registry: _schemas must be compacted, with one partition."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewTopic,
+        ResourceType,
+    )
+
+    from tests.broker.conftest import BrokerProcess, free_port
+
+    data = tmp_path / "data"
+    plain = BrokerProcess(data)
+    plain.start()
+    admin = AdminClient({"bootstrap.servers": plain.bootstrap})
+    topic = NewTopic("_schemas", 1, config={"cleanup.policy": "delete"})
+    for future in admin.create_topics([topic]).values():
+        future.result(30)
+    assert plain.stop() == 0
+    port = free_port()
+    with_registry = BrokerProcess(data, {"schema.registry.port": str(port)})
+    with pytest.raises(RuntimeError) as refused:
+        with_registry.start()
+    assert "_schemas has cleanup.policy=delete: it must be compact" in str(refused.value)
+    plain.start()
+    compact = ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource(ResourceType.TOPIC, "_schemas", incremental_configs=[compact])
+    admin = AdminClient({"bootstrap.servers": plain.bootstrap})
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+    assert plain.stop() == 0
+    with_registry.start()
+    try:
+        wait_listening(port, with_registry.alive, with_registry.log)
+        assert send(Api(port), "GET", "/subjects").body == []
+    finally:
+        with_registry.close()

@@ -80,8 +80,10 @@ class RegistryStore:
         self._lock = threading.Lock()
 
     async def start(self) -> None:
-        """Create ``_schemas`` if needed (as Confluent's registry does when it starts)."""
+        """Create ``_schemas`` if needed, and check it, as Confluent's registry does when it
+        starts (InvalidConfigError for a topic that would lose schemas)."""
         await asyncio.to_thread(self._log.ensure_topic)
+        await asyncio.to_thread(self._log.check_topic)
 
     async def close(self) -> None:
         """Stop the writer's thread (after the change under way)."""
