@@ -297,3 +297,27 @@ def test_the_registry_survives_kill_9(any_registry: RegistryBroker) -> None:
     assert after.get_compatibility("s0-value") == "FULL"
     # New ids go on above the old ones.
     assert after.register_schema("new-value", avro({**USER_V1, "name": "New"})) > max(ids)
+
+
+def test_metadata_is_kept_and_the_latest_with_metadata_found(any_registry: RegistryBroker) -> None:
+    from confluent_kafka.schema_registry import Metadata, MetadataProperties, MetadataTags
+
+    client = any_registry.client()
+
+    def with_owner(owner: str, name: str) -> Schema:
+        metadata = Metadata(MetadataTags({}), MetadataProperties({"owner": owner}), set())
+        return Schema(json.dumps({**USER_V1, "name": name}), "AVRO", metadata=metadata)
+
+    client.set_compatibility("m-value", "NONE")
+    first = client.register_schema("m-value", with_owner("team-a", "A"))
+    client.register_schema("m-value", with_owner("team-b", "B"))
+    client.register_schema("m-value", avro({**USER_V1, "name": "C"}))
+    found = any_registry.client().get_latest_with_metadata("m-value", {"owner": "team-a"})
+    assert (found.schema_id, found.version) == (first, 1)
+    assert found.schema.metadata is not None
+    assert found.schema.metadata.properties.properties == {"owner": "team-a"}
+    latest = any_registry.client().get_latest_with_metadata("m-value", {})
+    assert latest.version == 3
+    with pytest.raises(SchemaRegistryError) as none:
+        any_registry.client().get_latest_with_metadata("m-value", {"owner": "nobody"})
+    assert none.value.error_code == 40403

@@ -289,6 +289,31 @@ async def get_version(request: web.Request) -> web.StreamResponse:
     return answer(await _store(request).read(question))
 
 
+async def latest_with_metadata(request: web.Request) -> web.StreamResponse:
+    """``GET /subjects/{subject}/metadata?key=K&value=V...``: the newest version whose
+    ``metadata.properties`` hold every pair given (confluent-kafka's
+    ``get_latest_with_metadata``, its serializers' ``use.latest.with.metadata``)."""
+    subject = request.match_info["subject"]
+    await _require(request, Operation.DESCRIBE, subject)
+    keys, values = request.query.getall("key", []), request.query.getall("value", [])
+    if len(keys) != len(values):
+        raise RegistryError(
+            422, 42201, f"{len(keys)} metadata keys but {len(values)} values: give them in pairs"
+        )
+    wanted = dict(zip(keys, values, strict=True))
+    deleted, fmt = _flag(request, "deleted"), request.query.get("format")
+
+    def question(reads: RegistryReads) -> dict[str, Any]:
+        for version in reversed(reads.live_subject(subject, deleted=deleted)):
+            stored = reads.state.version(subject, version, deleted=deleted)
+            properties = (stored.metadata or {}).get("properties") or {} if stored else {}
+            if stored is not None and all(properties.get(k) == v for k, v in wanted.items()):
+                return schema_json(_formatted(reads, stored, fmt))
+        raise schema_not_found()
+
+    return answer(await _store(request).read(question))
+
+
 async def get_version_schema(request: web.Request) -> web.StreamResponse:
     """``GET /subjects/{subject}/versions/{version}/schema``: the text alone."""
     subject, version = request.match_info["subject"], request.match_info["version"]
@@ -451,6 +476,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("DELETE", "/subjects/{subject}/versions/{version}", delete_version),
     ("GET", "/subjects/{subject}/versions/{version}/schema", get_version_schema),
     ("GET", "/subjects/{subject}/versions/{version}/referencedby", referenced_by),
+    ("GET", "/subjects/{subject}/metadata", latest_with_metadata),
     ("POST", "/compatibility/subjects/{subject}/versions", compatibility),
     ("POST", "/compatibility/subjects/{subject}/versions/{version}", compatibility),
     ("GET", "/config", get_config),
