@@ -98,10 +98,15 @@ def _value(page: str, name: str, **labels: str) -> float:
 @pytest.fixture(scope="module")
 def scrapes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scrapes]:
     """One broker with /metrics: produce 10, consume and commit 10 in a group, produce 5 more."""
-    metrics_port = free_port()
+    metrics_port, registry_port = free_port(), free_port()
     broker = BrokerProcess(
         tmp_path_factory.mktemp("metrics") / "data",
-        {"metrics.port": str(metrics_port), "group.initial.rebalance.delay.ms": "0"},
+        {
+            "metrics.port": str(metrics_port),
+            "group.initial.rebalance.delay.ms": "0",
+            # Served too, so that its metrics are on the page (one schema registered below).
+            "schema.registry.port": str(registry_port),
+        },
     )
     broker.start()
     topic = f"measured-{os.getpid()}"
@@ -137,6 +142,7 @@ def scrapes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scrapes]:
         for i in range(5):
             producer.produce(topic, value=b"w%d" % i)
         assert producer.flush(30) == 0
+        _register_a_schema(registry_port, f"{topic}-value")
         after = _scrape(metrics_port)
         yield Scrapes(
             topic=topic,
@@ -247,6 +253,26 @@ def test_a_deleted_group_leaves_the_page(scrapes: Scrapes) -> None:
         for name, labels in _samples(page)
         if ("consumergroup", scrapes.group) in labels
     ]
+
+
+def _register_a_schema(port: int, subject: str) -> None:
+    body = json.dumps({"schema": json.dumps({"type": "record", "name": "M", "fields": []})})
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/subjects/{subject}/versions",
+        data=body.encode(),
+        method="POST",
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        assert json.loads(reply.read())["id"] == 1
+
+
+def test_the_schema_registry_is_counted(scrapes: Scrapes) -> None:
+    page = scrapes.after
+    assert _value(page, "kafka_schema_registry_registered_count") == 1
+    assert _value(page, "kafka_schema_registry_master_slave_role") == 1
+    assert _value(page, "kafka_schema_registry_subjects") == 1
+    assert _value(page, "kafka_schema_registry_versions", schema_type="AVRO", state="live") == 1
 
 
 def test_the_process_is_measured(scrapes: Scrapes) -> None:

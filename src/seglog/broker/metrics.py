@@ -580,8 +580,9 @@ class _ScrapeRegistry(CollectorRegistry):
             _SWITCH.leave()
 
 
-def registry_for(state: BrokerState) -> CollectorRegistry:
-    """A registry of the broker's collectors and this process's own metrics.
+def registry_for(state: BrokerState, extra: Sequence[Collector] = ()) -> CollectorRegistry:
+    """A registry of the broker's collectors, ``extra`` ones (the schema registry's) and
+    this process's own metrics.
 
     Not prometheus_client's default registry: each broker has its own, so that
     several brokers in one process (tests do that) do not mix their metrics.
@@ -589,6 +590,8 @@ def registry_for(state: BrokerState) -> CollectorRegistry:
     registry = _ScrapeRegistry(auto_describe=False)
     registry.register(KafkaBrokerCollector(state))
     registry.register(KafkaExporterCollector(state))
+    for collector in extra:
+        registry.register(collector)
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
@@ -614,7 +617,11 @@ class MetricsServer:
         self._thread.join()
 
 
-def start_metrics_server(state: BrokerState, host: str, port: int) -> MetricsServer:
-    """Serve ``state``'s metrics on ``host``:``port`` ("" or 0.0.0.0: every interface)."""
-    server, thread = start_http_server(port, addr=host or "0.0.0.0", registry=registry_for(state))
+def start_metrics_server(
+    state: BrokerState, host: str, port: int, extra: Sequence[Collector] = ()
+) -> MetricsServer:
+    """Serve ``state``'s metrics (and ``extra`` collectors') on ``host``:``port`` ("" or
+    0.0.0.0: every interface)."""
+    registry = registry_for(state, extra)
+    server, thread = start_http_server(port, addr=host or "0.0.0.0", registry=registry)
     return MetricsServer(server, thread)

@@ -33,6 +33,7 @@ from seglog.broker.metrics import MetricsServer, start_metrics_server
 from seglog.broker.nodes import transactions as node_transactions
 from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.nodes.control import NodeControl, open_member
+from seglog.broker.schema_registry.metrics import RegistryCollector
 from seglog.broker.schema_registry.server import RegistryServer
 from seglog.broker.schema_registry.server import mount as mount_registry
 from seglog.broker.schema_registry.store import OP as registry_op
@@ -242,7 +243,10 @@ class Broker:
             # It runs off the loop, in prometheus_client's server thread (see
             # seglog.broker.metrics).
             self._metrics = start_metrics_server(
-                self.state, settings.metrics_host, settings.metrics_port
+                self.state,
+                settings.metrics_host,
+                settings.metrics_port,
+                [] if registry_store is None else [RegistryCollector(registry_store)],
             )
             logger.info(
                 "metrics on http://%s:%d/metrics",

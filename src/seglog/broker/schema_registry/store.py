@@ -35,6 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from seglog.broker.coordinator_runtime import CoordinatorRuntime
@@ -62,6 +63,16 @@ UNDECIDED_WAIT = 5.0
 UNDECIDED_POLL = 0.05
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RegistryFigures:
+    """What ``/metrics`` tells of the registry."""
+
+    versions: dict[tuple[str, bool], int]
+    """Versions by (schema type, soft-deleted)."""
+    subjects: int
+    writer: bool
 
 
 class RegistryStore:
@@ -105,6 +116,16 @@ class RegistryStore:
         if info is None:
             raise RegistryError(500, 50001, f"the topic {SCHEMAS_TOPIC} does not exist")
         return self._broker.cluster.leader(info, 0)
+
+    def figures(self) -> RegistryFigures:
+        """Counts of the state as last read, for ``/metrics`` (any thread)."""
+        versions: dict[tuple[str, bool], int] = {}
+        with self._lock:
+            for stored in self._state.all_schemas(deleted=True):
+                key = (stored.schema_type, stored.deleted)
+                versions[key] = versions.get(key, 0) + 1
+            subjects = len(self._state.subjects())
+        return RegistryFigures(versions, subjects, self.is_writer())
 
     # ---------------------------------------------------------------- reads
 
