@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from confluent_kafka import Producer
 
 from seglog.cli.main import cli
-from tests.broker.http_api.conftest import create_topic, wait_listening
+from tests.broker.http_api.conftest import create_topic, node_apis
 from tests.broker.nodes.conftest import Cluster, free_ports, make_cluster
 
 __all__ = ["make_cluster"]  # fixture
@@ -19,12 +19,7 @@ __all__ = ["make_cluster"]  # fixture
 def test_either_node_answers_for_both(make_cluster: Any, topic: str) -> None:
     console = free_ports(2)
     cluster: Cluster = make_cluster(2, **{"console.port": str(console)})
-
-    def alive() -> bool:
-        return cluster.process is not None and cluster.process.poll() is None
-
-    for port in (console, console + 1):
-        wait_listening(port, alive, cluster.log)
+    node_apis(cluster, console)
     create_topic(cluster.bootstrap(), topic, partitions=2)  # node 1 leads 0, node 2 leads 1
     producer = Producer({"bootstrap.servers": cluster.bootstrap(), "linger.ms": 0})
     for partition, timestamp in ((0, 1000), (1, 2000), (0, 3000)):

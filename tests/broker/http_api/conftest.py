@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker.conftest import BrokerProcess, free_port
+from tests.broker.nodes.conftest import Cluster
 from tests.broker.security.conftest import certs, secured_broker
 
 __all__ = ["certs", "secured_broker"]  # the security tests' fixtures, for test_security.py
@@ -90,6 +91,14 @@ class Api:
         self, topic: str, *, auth: tuple[str, str] | None = None, **params: object
     ) -> Answer:
         return self.get(f"/v1/topics/{urllib.parse.quote(topic)}/records", auth=auth, **params)
+
+
+def node_apis(cluster: Cluster, first_port: int) -> list[Api]:
+    """The HTTP API of each node (node i on ``first_port + i``), once all are listening."""
+    apis = [Api(first_port + i) for i in range(cluster.nodes)]
+    for api in apis:
+        wait_listening(api.port, cluster.alive, cluster.log)
+    return apis
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, **config: str) -> None:

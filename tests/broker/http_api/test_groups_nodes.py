@@ -7,7 +7,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.broker.http_api.conftest import Api, create_topic, wait_listening
+from tests.broker.http_api.conftest import create_topic, node_apis
 from tests.broker.http_api.test_groups import consume, wait_for
 from tests.broker.http_api.test_storage_routes import produce
 from tests.broker.nodes.conftest import Cluster, free_ports, make_cluster
@@ -20,13 +20,7 @@ def test_groups_of_both_coordinators_on_either_node(make_cluster: Any, topic: st
     cluster: Cluster = make_cluster(
         2, **{"console.port": str(console), "console.write.enable": "true"}
     )
-    apis = [Api(console), Api(console + 1)]
-    for api in apis:
-        wait_listening(
-            api.port,
-            lambda: cluster.process is not None and cluster.process.poll() is None,
-            cluster.log,
-        )
+    apis = node_apis(cluster, console)
     create_topic(cluster.bootstrap(), topic, partitions=2)
     produce(cluster.bootstrap(), topic, [{"value": b"v", "partition": i % 2} for i in range(4)])
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
@@ -89,13 +83,7 @@ def test_groups_of_both_coordinators_on_either_node(make_cluster: Any, topic: st
 def test_transactions_of_both_coordinators_on_either_node(make_cluster: Any, topic: str) -> None:
     console = free_ports(2)
     cluster: Cluster = make_cluster(2, **{"console.port": str(console)})
-    apis = [Api(console), Api(console + 1)]
-    for api in apis:
-        wait_listening(
-            api.port,
-            lambda: cluster.process is not None and cluster.process.poll() is None,
-            cluster.log,
-        )
+    apis = node_apis(cluster, console)
     create_topic(cluster.bootstrap(), topic, partitions=2)
     ids = [f"t{i}-{topic}" for i in range(6)]
     for tid in ids:

@@ -8,7 +8,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from tests.broker.http_api.conftest import Api, create_topic, wait_listening
+from tests.broker.http_api.conftest import create_topic, node_apis
 from tests.broker.nodes.conftest import Cluster, free_ports, make_cluster
 
 __all__ = ["make_cluster"]
@@ -17,13 +17,7 @@ __all__ = ["make_cluster"]
 def test_every_node_answers_for_partitions_of_both_nodes(make_cluster: Any, topic: str) -> None:
     console = free_ports(2)
     cluster: Cluster = make_cluster(2, **{"console.port": str(console)})
-    apis = [Api(console), Api(console + 1)]  # node i on console.port + i
-    for api in apis:
-        wait_listening(
-            api.port,
-            lambda: cluster.process is not None and cluster.process.poll() is None,
-            cluster.log,
-        )
+    apis = node_apis(cluster, console)  # node i on console.port + i
     # Two partitions: node 1 leads partition 0, node 2 partition 1 (round robin).
     create_topic(cluster.bootstrap(), topic, partitions=2)
     producer = Producer({"bootstrap.servers": cluster.bootstrap(), "linger.ms": 0})
@@ -59,13 +53,7 @@ def test_topic_partition_segment_and_record_routes_on_any_node(
 ) -> None:
     console = free_ports(2)
     cluster: Cluster = make_cluster(2, **{"console.port": str(console)})
-    apis = [Api(console), Api(console + 1)]
-    for api in apis:
-        wait_listening(
-            api.port,
-            lambda: cluster.process is not None and cluster.process.poll() is None,
-            cluster.log,
-        )
+    apis = node_apis(cluster, console)
     create_topic(cluster.bootstrap(), topic, partitions=2)
     producer = Producer({"bootstrap.servers": cluster.bootstrap(), "linger.ms": 0})
     for i in range(5):
@@ -105,13 +93,7 @@ def test_produce_reaches_the_leader_from_either_node(make_cluster: Any, topic: s
     cluster: Cluster = make_cluster(
         2, **{"console.port": str(console), "console.write.enable": "true"}
     )
-    apis = [Api(console), Api(console + 1)]
-    for api in apis:
-        wait_listening(
-            api.port,
-            lambda: cluster.process is not None and cluster.process.poll() is None,
-            cluster.log,
-        )
+    apis = node_apis(cluster, console)
     create_topic(cluster.bootstrap(), topic, partitions=2)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
     cid = str(admin.describe_cluster().result(30).cluster_id)

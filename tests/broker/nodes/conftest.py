@@ -80,6 +80,10 @@ class Cluster:
     def port(self, node_id: int) -> int:
         return self.base + node_id - 1
 
+    def alive(self) -> bool:
+        """Whether ``seglog serve`` (the supervisor of the nodes) is running."""
+        return self.process is not None and self.process.poll() is None
+
     def bootstrap(self, node_id: int = 1) -> str:
         return f"127.0.0.1:{self.port(node_id)}"
 

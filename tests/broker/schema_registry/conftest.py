@@ -58,8 +58,6 @@ class RegistryBroker:
         return client
 
     def alive(self) -> bool:
-        if isinstance(self.server, Cluster):
-            return self.server.process is not None and self.server.process.poll() is None
         return self.server.alive()
 
     def wait(self) -> None:

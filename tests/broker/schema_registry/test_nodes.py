@@ -11,7 +11,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from tests.broker.http_api.conftest import Api, wait_listening
+from tests.broker.http_api.conftest import Api, node_apis
 from tests.broker.nodes.conftest import Cluster, free_ports, make_cluster
 
 __all__ = ["make_cluster"]
@@ -31,12 +31,7 @@ def test_any_node_registers_and_answers(make_cluster: Any) -> None:
     port = free_ports(2)
     cluster: Cluster = make_cluster(2, **{"schema.registry.port": str(port)})
     urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
-    for i in range(2):
-        wait_listening(
-            port + i,
-            lambda: cluster.process is not None and cluster.process.poll() is None,
-            cluster.log,
-        )
+    node_apis(cluster, port)
     clients = [SchemaRegistryClient({"url": url}) for url in urls]
     try:
         # Through each node in turn: whichever leads _schemas writes, the other forwards.
