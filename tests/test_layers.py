@@ -104,6 +104,21 @@ FORBIDDEN = {
         "asyncio",
         "selectors",
     },
+    # Share groups' partitions and their durable state: beside the coordinator (which may
+    # use them to delete a group's state), below the broker; clock and timers injected.
+    "share": {
+        "seglog.broker",
+        "seglog.spark",
+        "seglog.mirror",
+        "seglog.topic_source",
+        "seglog.cli",
+        "seglog.schemas",
+        "socket",
+        "asyncio",
+        "selectors",
+        "time",
+        "threading",
+    },
     # The mirror sits beside spark, with the same rules: Kafka protocol only through
     # a Kafka client, files only through storage. It may read the record layout of
     # __consumer_offsets from the coordinator (to translate the groups of a log

@@ -135,7 +135,39 @@ class ValidList:
                 raise _invalid(name, item, f"String must be one of: {', '.join(self.choices)}")
 
 
-Validator = Range | ValidString | ValidList
+_ISO_DURATION = re.compile(
+    r"P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
+)
+
+
+def duration_ms(text: str) -> int | None:
+    """The milliseconds of an ISO-8601 duration as Java's ``Duration.parse`` reads it, or None."""
+    match = _ISO_DURATION.fullmatch(text.upper())
+    if match is None or text.upper() in ("P", "PT") or text.upper().endswith("T"):
+        return None
+    days, hours, minutes = (int(match[g] or 0) for g in ("d", "h", "m"))
+    seconds = float(match["s"] or 0)
+    return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class ValidOffsetReset:
+    """Kafka's ``ShareGroupAutoOffsetResetStrategy`` check: latest, earliest or by_duration:ISO."""
+
+    def check(self, name: str, value: Any) -> None:
+        """Raise InvalidConfigError unless ``value`` names a reset strategy."""
+        text = str(value).strip().lower()
+        if text in ("latest", "earliest"):
+            return
+        if text.startswith("by_duration:"):
+            if duration_ms(text.removeprefix("by_duration:").strip()) is not None:
+                return
+            raise _invalid(name, value, "Invalid duration")
+        choices = "latest, earliest, by_duration:PnDTnHnMn.nS"
+        raise _invalid(name, value, f"String must be one of: {choices}")
+
+
+Validator = Range | ValidString | ValidList | ValidOffsetReset
 
 
 def _number(bound: float) -> str:
@@ -493,6 +525,26 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     _broker("group.share.record.lock.duration.ms", Type.INT, 30_000, at_least(1_000)),
     _broker("group.share.min.record.lock.duration.ms", Type.INT, 15_000, at_least(1_000)),
     _broker("group.share.max.record.lock.duration.ms", Type.INT, 60_000, at_least(1_000)),
+    # --- share groups (KIP-932)
+    _broker("group.share.enable", Type.BOOLEAN, True),
+    _broker("group.share.delivery.count.limit", Type.INT, 5, between(2, 10)),
+    _broker("group.share.min.delivery.count.limit", Type.INT, 2, between(2, 10)),
+    _broker("group.share.max.delivery.count.limit", Type.INT, 10, between(2, 10)),
+    _broker("group.share.partition.max.record.locks", Type.INT, 2_000, between(100, 10_000)),
+    _broker("group.share.max.size", Type.INT, 200, between(10, 1_000)),
+    _broker("group.share.max.share.sessions", Type.INT, 2_000, at_least(1)),
+    _broker("group.share.assignors", Type.LIST, ["simple"]),
+    _broker("share.coordinator.state.topic.num.partitions", Type.INT, 50, at_least(1)),
+    _broker("share.coordinator.state.topic.replication.factor", Type.SHORT, 3, at_least(1)),
+    _broker("share.coordinator.state.topic.segment.bytes", Type.INT, 104_857_600, at_least(1)),
+    _broker(
+        "share.coordinator.snapshot.update.records.per.snapshot", Type.INT, 500, between(0, 500)
+    ),
+    _broker(
+        "share.coordinator.cold.partition.snapshot.interval.ms", Type.INT, 300_000, at_least(1)
+    ),
+    _broker("errors.deadletterqueue.topic.name.prefix", Type.STRING, "dlq."),
+    _broker("errors.deadletterqueue.auto.create.topics.enable", Type.BOOLEAN, False),
     _broker("offsets.retention.minutes", Type.INT, 10_080, at_least(1)),
     _broker("offsets.retention.check.interval.ms", Type.LONG, 600_000, at_least(1)),
     _broker("offset.metadata.max.bytes", Type.INT, 4_096, at_least(0)),

@@ -82,7 +82,6 @@ KAFKA_IGNORED: frozenset[str] = frozenset(
         "offsets.load.buffer.size",
         "offsets.topic.compression.codec",
         "group.coordinator.rebalance.protocols",
-        "group.share.enable",
         "transaction.partition.verification.enable",
         "compression.gzip.level",
         "compression.lz4.level",

@@ -80,7 +80,11 @@ def test_defaults_come_from_the_broker_settings(make_broker) -> None:  # type: i
     assert {name: c["value"] for name, c in configs.items()} == {
         "consumer.heartbeat.interval.ms": "6000",
         "consumer.session.timeout.ms": "45000",
+        "errors.deadletterqueue.copy.record.enable": "false",
+        "errors.deadletterqueue.topic.name": "",
         "share.auto.offset.reset": "latest",
+        "share.delivery.count.limit": "5",
+        "share.partition.max.record.locks": "2000",
         "share.heartbeat.interval.ms": "5000",
         "share.isolation.level": "read_uncommitted",
         "share.record.lock.duration.ms": "30000",

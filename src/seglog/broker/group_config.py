@@ -31,7 +31,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from seglog.config import BrokerConfig, ConfigDef, Type, ValidString, at_least
+from seglog.config import (
+    BrokerConfig,
+    ConfigDef,
+    Type,
+    ValidOffsetReset,
+    ValidString,
+    at_least,
+    between,
+)
 from seglog.errors import InvalidConfigError
 from seglog.storage import io
 
@@ -47,9 +55,11 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("share.session.timeout.ms", Type.INT, None, at_least(1)),
         ConfigDef("share.heartbeat.interval.ms", Type.INT, None, at_least(1)),
         ConfigDef("share.record.lock.duration.ms", Type.INT, None, at_least(1000)),
-        ConfigDef(
-            "share.auto.offset.reset", Type.STRING, "latest", ValidString(("latest", "earliest"))
-        ),
+        ConfigDef("share.auto.offset.reset", Type.STRING, "latest", ValidOffsetReset()),
+        ConfigDef("share.delivery.count.limit", Type.INT, None, between(2, 10)),
+        ConfigDef("share.partition.max.record.locks", Type.INT, None, between(100, 10_000)),
+        ConfigDef("errors.deadletterqueue.topic.name", Type.STRING, ""),
+        ConfigDef("errors.deadletterqueue.copy.record.enable", Type.BOOLEAN, False),
         ConfigDef(
             "share.isolation.level",
             Type.STRING,
@@ -71,7 +81,26 @@ GROUP_DOCS: dict[str, str] = {
     ),
     "share.heartbeat.interval.ms": "How often the share group's members heartbeat.",
     "share.record.lock.duration.ms": "How long a record acquired by a share group stays locked.",
-    "share.auto.offset.reset": "Where a share-partition starts: latest or earliest.",
+    "share.auto.offset.reset": (
+        "Where a share-partition starts when the group first reads it: latest, earliest, "
+        "or by_duration:<ISO-8601 duration> (the first record written within that time)."
+    ),
+    "share.delivery.count.limit": (
+        "How many times a record may be delivered to the share group before it is archived "
+        "(and dead-lettered, with errors.deadletterqueue.topic.name)."
+    ),
+    "share.partition.max.record.locks": (
+        "How many records of one partition the share group may hold in flight at once."
+    ),
+    "errors.deadletterqueue.topic.name": (
+        "The topic that receives the share group's records that were rejected or reached the "
+        "delivery count limit (KIP-1191); empty for none. It must start with the broker's "
+        "errors.deadletterqueue.topic.name.prefix."
+    ),
+    "errors.deadletterqueue.copy.record.enable": (
+        "Whether a dead-lettered record carries the original key and value, or only the "
+        "headers that say where it came from and why."
+    ),
     "share.isolation.level": (
         "Whether the share group reads transactional records before they are committed "
         "(read_uncommitted) or only once committed (read_committed)."
@@ -85,6 +114,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     "share.session.timeout.ms": "group.share.session.timeout.ms",
     "share.heartbeat.interval.ms": "group.share.heartbeat.interval.ms",
     "share.record.lock.duration.ms": "group.share.record.lock.duration.ms",
+    "share.delivery.count.limit": "group.share.delivery.count.limit",
+    "share.partition.max.record.locks": "group.share.partition.max.record.locks",
 }
 """The broker setting that supplies the default of a group setting."""
 
@@ -100,6 +131,8 @@ _BOUNDS: tuple[tuple[str, str, bool], ...] = (
     ("share.session.timeout.ms", "group.share.max.session.timeout.ms", False),
     ("share.record.lock.duration.ms", "group.share.min.record.lock.duration.ms", True),
     ("share.record.lock.duration.ms", "group.share.max.record.lock.duration.ms", False),
+    ("share.delivery.count.limit", "group.share.min.delivery.count.limit", True),
+    ("share.delivery.count.limit", "group.share.max.delivery.count.limit", False),
 )
 
 

@@ -144,6 +144,12 @@ ERRORS: Final[dict[str, tuple[int, bool]]] = {
     "INVALID_VOTER_KEY": (125, False),
     "DUPLICATE_VOTER": (126, False),
     "VOTER_NOT_FOUND": (127, False),
+    "INVALID_REGULAR_EXPRESSION": (128, False),
+    "REBOOTSTRAP_REQUIRED": (129, False),
+    "STREAMS_INVALID_TOPOLOGY": (130, False),
+    "STREAMS_INVALID_TOPOLOGY_EPOCH": (131, False),
+    "STREAMS_TOPOLOGY_FENCED": (132, False),
+    "SHARE_SESSION_LIMIT_REACHED": (133, True),
 }
 
 _BY_CODE: Final[dict[int, str]] = {code: name for name, (code, _) in ERRORS.items()}

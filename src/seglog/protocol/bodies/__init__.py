@@ -32,5 +32,6 @@ FAMILIES = (
     "quotas",
     "security",
     "forwarding",
+    "share",
 )
 """The generated modules, one per module of :mod:`seglog.protocol.messages`."""

@@ -296,17 +296,17 @@ class SyncGroupResponse(TypedDict):
 
 
 class DescribeGroupsRequest(TypedDict):
-    """DescribeGroups request: the body (v0-5)."""
+    """DescribeGroups request: the body (v0-6)."""
 
     groups: list[str]
-    include_authorized_operations: NotRequired[bool]  # v3-5
+    include_authorized_operations: NotRequired[bool]  # v3-6
 
 
 class DescribeGroupsResponseGroupsMembers(TypedDict):
-    """DescribeGroups response: ``groups.members`` (v0-5)."""
+    """DescribeGroups response: ``groups.members`` (v0-6)."""
 
     member_id: str
-    group_instance_id: NotRequired[str | None]  # v4-5
+    group_instance_id: NotRequired[str | None]  # v4-6
     client_id: str
     client_host: str
     member_metadata: bytes
@@ -314,21 +314,22 @@ class DescribeGroupsResponseGroupsMembers(TypedDict):
 
 
 class DescribeGroupsResponseGroups(TypedDict):
-    """DescribeGroups response: ``groups`` (v0-5)."""
+    """DescribeGroups response: ``groups`` (v0-6)."""
 
     error_code: int
+    error_message: NotRequired[str | None]  # v6
     group_id: str
     group_state: str
     protocol_type: str
     protocol_data: str
     members: list[DescribeGroupsResponseGroupsMembers]
-    authorized_operations: NotRequired[int]  # v3-5
+    authorized_operations: NotRequired[int]  # v3-6
 
 
 class DescribeGroupsResponse(TypedDict):
-    """DescribeGroups response: the body (v0-5)."""
+    """DescribeGroups response: the body (v0-6)."""
 
-    throttle_time_ms: NotRequired[int]  # v1-5
+    throttle_time_ms: NotRequired[int]  # v1-6
     groups: list[DescribeGroupsResponseGroups]
 
 
@@ -466,14 +467,14 @@ class ConsumerGroupHeartbeatResponse(TypedDict):
 
 
 class ConsumerGroupDescribeRequest(TypedDict):
-    """ConsumerGroupDescribe request: the body (v0)."""
+    """ConsumerGroupDescribe request: the body (v0-1)."""
 
     group_ids: list[str]
     include_authorized_operations: bool
 
 
 class ConsumerGroupDescribeResponseGroupsMembersAssignmentTopicPartitions(TypedDict):
-    """ConsumerGroupDescribe response: ``groups.members.assignment.topic_partitions`` (v0)."""
+    """ConsumerGroupDescribe response: ``groups.members.assignment.topic_partitions`` (v0-1)."""
 
     topic_id: UUID
     topic_name: str
@@ -481,13 +482,13 @@ class ConsumerGroupDescribeResponseGroupsMembersAssignmentTopicPartitions(TypedD
 
 
 class ConsumerGroupDescribeResponseGroupsMembersAssignment(TypedDict):
-    """ConsumerGroupDescribe response: ``groups.members.assignment`` (v0)."""
+    """ConsumerGroupDescribe response: ``groups.members.assignment`` (v0-1)."""
 
     topic_partitions: list[ConsumerGroupDescribeResponseGroupsMembersAssignmentTopicPartitions]
 
 
 class ConsumerGroupDescribeResponseGroupsMembersTargetAssignmentTopicPartitions(TypedDict):
-    """ConsumerGroupDescribe response (v0):
+    """ConsumerGroupDescribe response (v0-1):
 
     ``groups.members.target_assignment.topic_partitions``
     """
@@ -498,7 +499,7 @@ class ConsumerGroupDescribeResponseGroupsMembersTargetAssignmentTopicPartitions(
 
 
 class ConsumerGroupDescribeResponseGroupsMembersTargetAssignment(TypedDict):
-    """ConsumerGroupDescribe response: ``groups.members.target_assignment`` (v0)."""
+    """ConsumerGroupDescribe response: ``groups.members.target_assignment`` (v0-1)."""
 
     topic_partitions: list[
         ConsumerGroupDescribeResponseGroupsMembersTargetAssignmentTopicPartitions
@@ -506,7 +507,7 @@ class ConsumerGroupDescribeResponseGroupsMembersTargetAssignment(TypedDict):
 
 
 class ConsumerGroupDescribeResponseGroupsMembers(TypedDict):
-    """ConsumerGroupDescribe response: ``groups.members`` (v0)."""
+    """ConsumerGroupDescribe response: ``groups.members`` (v0-1)."""
 
     member_id: str
     instance_id: str | None
@@ -518,10 +519,11 @@ class ConsumerGroupDescribeResponseGroupsMembers(TypedDict):
     subscribed_topic_regex: str | None
     assignment: ConsumerGroupDescribeResponseGroupsMembersAssignment
     target_assignment: ConsumerGroupDescribeResponseGroupsMembersTargetAssignment
+    member_type: NotRequired[int]  # v1
 
 
 class ConsumerGroupDescribeResponseGroups(TypedDict):
-    """ConsumerGroupDescribe response: ``groups`` (v0)."""
+    """ConsumerGroupDescribe response: ``groups`` (v0-1)."""
 
     error_code: int
     error_message: str | None
@@ -535,7 +537,7 @@ class ConsumerGroupDescribeResponseGroups(TypedDict):
 
 
 class ConsumerGroupDescribeResponse(TypedDict):
-    """ConsumerGroupDescribe response: the body (v0)."""
+    """ConsumerGroupDescribe response: the body (v0-1)."""
 
     throttle_time_ms: int
     groups: list[ConsumerGroupDescribeResponseGroups]

@@ -26,6 +26,7 @@ from seglog.protocol.messages import (
     replicas,
     sasl,
     security,
+    share,
 )
 from seglog.protocol.schema import Api
 
@@ -82,6 +83,13 @@ ALL: tuple[Api, ...] = (
     groups.CONSUMER_GROUP_HEARTBEAT,
     groups.CONSUMER_GROUP_DESCRIBE,
     replicas.DESCRIBE_TOPIC_PARTITIONS,
+    share.SHARE_GROUP_HEARTBEAT,
+    share.SHARE_GROUP_DESCRIBE,
+    share.SHARE_FETCH,
+    share.SHARE_ACKNOWLEDGE,
+    share.DESCRIBE_SHARE_GROUP_OFFSETS,
+    share.ALTER_SHARE_GROUP_OFFSETS,
+    share.DELETE_SHARE_GROUP_OFFSETS,
 )
 """Every described API, in API key order."""
 

@@ -353,7 +353,7 @@ LIST_GROUPS = Api(
 DESCRIBE_GROUPS = Api(
     15,
     "DescribeGroups",
-    "0-5",
+    "0-6",
     flexible=5,
     request=(
         F("groups", "[]string"),
@@ -366,6 +366,7 @@ DESCRIBE_GROUPS = Api(
             "[]struct",
             fields=(
                 F("error_code", "int16"),
+                F("error_message", "string", "6+", nullable="6+", default=None),
                 F("group_id", "string"),
                 F("group_state", "string"),
                 F("protocol_type", "string"),
@@ -519,7 +520,7 @@ _DESCRIBED_ASSIGNMENT = (
 CONSUMER_GROUP_DESCRIBE = Api(
     69,
     "ConsumerGroupDescribe",
-    "0",
+    "0-1",
     flexible=0,
     request=(
         F("group_ids", "[]string"),
@@ -552,6 +553,7 @@ CONSUMER_GROUP_DESCRIBE = Api(
                         F("subscribed_topic_regex", "string", nullable="0+", default=None),
                         F("assignment", "struct", fields=_DESCRIBED_ASSIGNMENT),
                         F("target_assignment", "struct", fields=_DESCRIBED_ASSIGNMENT),
+                        F("member_type", "int8", "1+", default=-1, ignorable=True),
                     ),
                 ),
                 F("authorized_operations", "int32", default=-(2**31)),
