@@ -535,7 +535,6 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     _broker("group.share.max.share.sessions", Type.INT, 2_000, at_least(1)),
     _broker("group.share.assignors", Type.LIST, ["simple"]),
     _broker("share.coordinator.state.topic.num.partitions", Type.INT, 50, at_least(1)),
-    _broker("share.coordinator.state.topic.replication.factor", Type.SHORT, 3, at_least(1)),
     _broker("share.coordinator.state.topic.segment.bytes", Type.INT, 104_857_600, at_least(1)),
     _broker(
         "share.coordinator.snapshot.update.records.per.snapshot", Type.INT, 500, between(0, 500)
