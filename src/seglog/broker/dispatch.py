@@ -19,6 +19,7 @@ from seglog.broker.handlers import (
     metadata,
     produce,
     quotas,
+    share_fetch,
     transactions,
 )
 from seglog.broker.quotas import (
@@ -102,10 +103,14 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_DELETE: groups.offset_delete,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.consumer_group_describe,
+    ApiKey.SHARE_FETCH: share_fetch.share_fetch,
+    ApiKey.SHARE_ACKNOWLEDGE: share_fetch.share_acknowledge,
 }
 
 
-_WAITING_APIS = frozenset({ApiKey.FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP})
+_WAITING_APIS = frozenset(
+    {ApiKey.FETCH, ApiKey.SHARE_FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP}
+)
 
 
 def _api_name(api_key: int) -> str:

@@ -435,6 +435,8 @@ class Broker:
                 await self._group_load  # its thread reads the log directory
             await stop_transaction_timers(self.state)
             self.state.coordinator.shutdown()
+            if self.state.shares is not None:
+                self.state.shares.close()
         if self._node is not None:  # None when start() failed before opening storage
             await self._node.stop()
         if self.log_dir is not None:

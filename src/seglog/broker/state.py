@@ -25,7 +25,9 @@ from seglog.broker.quotas import ClientQuotas
 from seglog.broker.security.authorizer import Authorizer
 from seglog.broker.security.failures import AuthenticationFailures
 from seglog.broker.settings import BrokerSettings
+from seglog.broker.share.service import ShareService
 from seglog.broker.storage_errors import StorageErrorLog
+from seglog.config import BrokerConfig
 from seglog.coordinator.group_coordinator import create_coordinator
 from seglog.coordinator.transaction_coordinator import create_transaction_coordinator
 from seglog.storage.log_dir import LogDir
@@ -212,6 +214,15 @@ class BrokerState:
         )
         self.group_configs.on_change(self._apply_group_configs)
         self._apply_group_configs()
+        #: Share groups' partitions, sessions and state (None: group.share.enable=false).
+        self.shares: ShareService | None = None
+        if BrokerConfig(settings.properties)["group.share.enable"]:
+            self.shares = ShareService(
+                log_dir,
+                broker_props=lambda: self.dynamic.effective(),
+                group_configs=self.group_configs,
+                wake=self.fetch_purgatory.wake,
+            )
 
         # Transactions: the coordinator's blocking operations run on its own
         # thread, one at a time, whoever asks, after __transaction_state is loaded.

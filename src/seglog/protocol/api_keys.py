@@ -176,6 +176,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     # KIP-848 consumer protocol (group.protocol=consumer): server-side assignment.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
+    # KIP-932 share groups (queues): Kafka 4.1's stable versions.
+    ApiKey.SHARE_FETCH: (1, 1),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
 }
 """API key → (min, max) version the broker serves and advertises; within :data:`REGISTRY`."""
 

@@ -1,0 +1,113 @@
+"""The broker's share groups in one place: the share coordinator, share-partitions, sessions.
+
+:class:`ShareService` is what the handlers reach share groups through. The
+share coordinator's topic, ``__share_group_state``, is created and loaded on
+first use (a broker whose clients never use share groups never has it), as
+``__consumer_offsets`` is on a group's first request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from seglog.broker.blocking import run_blocking
+from seglog.broker.group_config import GroupConfigs, resolved
+from seglog.broker.share.partitions import GroupShareSettings, Key, SharePartitions
+from seglog.broker.share.sessions import ShareSession, ShareSessions
+from seglog.config import BrokerConfig
+from seglog.coordinator.requests import Cancellable
+from seglog.share.state_store import ShareStateStore
+from seglog.storage import io
+from seglog.storage.log_dir import LogDir
+
+logger = logging.getLogger(__name__)
+
+
+class ShareService:
+    """Share groups on this broker: state store, share-partitions and share sessions."""
+
+    def __init__(
+        self,
+        log_dir: LogDir,
+        *,
+        broker_props: Callable[[], Mapping[str, str]],
+        group_configs: GroupConfigs,
+        wake: Callable[[list[Key]], None],
+    ) -> None:
+        self._broker_props = broker_props
+        self._group_configs = group_configs
+        self._cache: dict[str, GroupShareSettings] = {}
+        group_configs.on_change(self._cache.clear)
+        self.store = ShareStateStore(
+            log_dir, BrokerConfig(broker_props()), now_ms=lambda: int(time.time() * 1000)
+        )
+        self._started = False
+        self._lock = asyncio.Lock()
+        self.partitions = SharePartitions(
+            log_dir,
+            self.store,
+            settings=self.settings,
+            now_ms=lambda: int(time.time() * 1000),
+            call_later=_call_later,
+            wake=wake,
+        )
+        self.sessions = ShareSessions(self._max_sessions, self._session_closed)
+
+    def ensure_started(self) -> None:
+        """Create and load ``__share_group_state`` on first use (blocking: it reads the log)."""
+        if not self._started:
+            self.store.start()
+            self._started = True
+
+    async def start(self, env: io.Env) -> None:
+        """:meth:`ensure_started` off the event loop, once, whoever asks first."""
+        if self._started:
+            return
+        async with self._lock:
+            if not self._started:
+                await run_blocking(env, self.store.start)
+                self._started = True
+
+    def settings(self, group_id: str) -> GroupShareSettings:
+        """``group_id``'s share settings: its group configs over the broker's."""
+        found = self._cache.get(group_id)
+        if found is None:
+            values = resolved(self._broker_props(), self._group_configs.of(group_id))
+            found = self._cache[group_id] = GroupShareSettings(
+                record_lock_duration_ms=int(values["share.record.lock.duration.ms"]),
+                delivery_count_limit=int(values["share.delivery.count.limit"]),
+                max_record_locks=int(values["share.partition.max.record.locks"]),
+                auto_offset_reset=str(values["share.auto.offset.reset"]),
+                read_committed=values["share.isolation.level"] == "read_committed",
+                dead_letter_topic=str(values["errors.deadletterqueue.topic.name"]),
+                dead_letter_copy_record=bool(values["errors.deadletterqueue.copy.record.enable"]),
+            )
+        return found
+
+    def broker_changed(self) -> None:
+        """The broker's configs changed: group settings are worked out again."""
+        self._cache.clear()
+
+    def _max_sessions(self) -> int:
+        return int(BrokerConfig(self._broker_props())["group.share.max.share.sessions"])
+
+    def _session_closed(self, session: ShareSession) -> None:
+        topics = self.partitions.log_dir.topics()
+        names = {info.topic_id: name for name, info in topics.items()}
+        keys = [
+            (names[topic_id], index)
+            for topic_id, index in session.partitions
+            if topic_id in names
+        ]
+        self.partitions.release_member(session.group_id, session.member_id, keys)
+
+    def close(self) -> None:
+        """Cancel every lock timer (shutdown)."""
+        self.partitions.close()
+
+
+def _call_later(delay: float, callback: Callable[[], None]) -> Cancellable:
+    return asyncio.get_running_loop().call_later(delay, callback)
