@@ -108,9 +108,7 @@ HANDLERS: dict[int, Handler] = {
 }
 
 
-_WAITING_APIS = frozenset(
-    {ApiKey.FETCH, ApiKey.SHARE_FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP}
-)
+_WAITING_APIS = frozenset({ApiKey.FETCH, ApiKey.SHARE_FETCH, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP})
 
 
 def _api_name(api_key: int) -> str:

@@ -22,6 +22,7 @@ import uuid
 from typing import Any
 
 from seglog.broker.delayed_fetch import READY, DelayedFetch, PartitionSeen
+from seglog.broker.security.access.share import readable_topics
 from seglog.broker.security.session import Session
 from seglog.broker.share.partitions import SharePartitions
 from seglog.broker.share.sessions import (
@@ -91,6 +92,7 @@ def _topic_names(state: BrokerState) -> dict[uuid.UUID, str]:
 
 def _acknowledge_all(
     state: BrokerState,
+    session: Session,
     shares: SharePartitions,
     group_id: str,
     member_id: str,
@@ -100,6 +102,7 @@ def _acknowledge_all(
     """Apply every partition's acknowledgements: (error code, message) by partition."""
     results: dict[TopicIdPartition, tuple[int, str | None]] = {}
     touched: list[SharePartition] = []
+    readable = readable_topics(session)
     for topic in topics:
         topic_id = topic["topic_id"]
         for partition in topic["partitions"]:
@@ -110,6 +113,9 @@ def _acknowledge_all(
             name = names.get(topic_id)
             if name is None:
                 results[key] = (error_codes.code_for("UNKNOWN_TOPIC_ID"), None)
+                continue
+            if readable is not None and not readable(name):
+                results[key] = (error_codes.code_for("TOPIC_AUTHORIZATION_FAILED"), None)
                 continue
             try:
                 share_partition = shares.get(group_id, name, partition["partition_index"])
@@ -201,7 +207,7 @@ async def share_fetch(
     except ShareSessionError as exc:
         return _error(exc.error, str(exc))
     names = _topic_names(state)
-    acks = _acknowledge_all(state, shares, group_id, member_id, body["topics"], names)
+    acks = _acknowledge_all(state, session, shares, group_id, member_id, body["topics"], names)
     settings = shares.settings(group_id)
     answer: dict[str, Any] = {
         "throttle_time_ms": 0,
@@ -258,6 +264,7 @@ async def _fetch(
     deadline = time.monotonic() + max(body.get("max_wait_ms", 0), 0) / 1000
     group_id, member_id = share_session.group_id, share_session.member_id
     keys = list(share_session.partitions)
+    readable = readable_topics(session)
     # Round robin: each fetch starts one partition further, so that no partition starves.
     rotation = share_session.epoch % len(keys)
     keys = keys[rotation:] + keys[:rotation]
@@ -274,6 +281,10 @@ async def _fetch(
             entry = _partition_entry(index)
             if name is None:
                 entry["error_code"] = error_codes.code_for("UNKNOWN_TOPIC_ID")
+                entries[key] = entry
+                continue
+            if readable is not None and not readable(name):
+                entry["error_code"] = error_codes.code_for("TOPIC_AUTHORIZATION_FAILED")
                 entries[key] = entry
                 continue
             try:
@@ -362,7 +373,7 @@ async def share_acknowledge(
     except ShareSessionError as exc:
         return {**empty, "error_code": error_codes.code_for(exc.error), "error_message": str(exc)}
     names = _topic_names(state)
-    acks = _acknowledge_all(state, shares, group_id, member_id, body["topics"], names)
+    acks = _acknowledge_all(state, session, shares, group_id, member_id, body["topics"], names)
     if epoch == FINAL_EPOCH:
         sessions.close(group_id, member_id)
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}

@@ -98,9 +98,7 @@ class ShareService:
         topics = self.partitions.log_dir.topics()
         names = {info.topic_id: name for name, info in topics.items()}
         keys = [
-            (names[topic_id], index)
-            for topic_id, index in session.partitions
-            if topic_id in names
+            (names[topic_id], index) for topic_id, index in session.partitions if topic_id in names
         ]
         self.partitions.release_member(session.group_id, session.member_id, keys)
 

@@ -61,7 +61,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from seglog.broker.security.access import cluster, groups, topics, transactions
+from seglog.broker.security.access import cluster, groups, share, topics, transactions
 from seglog.broker.security.access.base import Access, Decision, Plan
 from seglog.broker.security.access.groups import describable_topics
 
@@ -72,6 +72,7 @@ PLANS: dict[int, Plan] = {
     **topics.PLANS,
     **groups.PLANS,
     **transactions.PLANS,
+    **share.PLANS,
 }
 """API key → its plan."""
 

@@ -1,0 +1,97 @@
+"""What the share group tests share: a topic of numbered records, group configs, consumers."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from seglog.protocol.api_keys import ApiKey
+from tests.broker.conftest import BrokerProcess
+from tests.broker.test_dynamic_configs import _request
+
+GROUP = 32
+SET = 0
+WAIT = 120.0
+
+
+def create_topic(broker: BrokerProcess, partitions: int = 1) -> str:
+    """A new topic of ``partitions`` partitions."""
+    topic = f"share-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=WAIT)
+    return topic
+
+
+def produce_numbered(
+    broker: BrokerProcess,
+    topic: str,
+    count: int,
+    *,
+    start: int = 0,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """``count`` records with values ``b"<n>"`` for n from ``start``, all acknowledged."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20, **(extra or {})})
+    for n in range(start, start + count):
+        while True:
+            try:
+                producer.produce(topic, str(n).encode(), partition=0)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(WAIT) == 0
+
+
+def set_group_configs(broker: BrokerProcess, group: str, configs: dict[str, str]) -> None:
+    """IncrementalAlterConfigs SET of ``configs`` on the GROUP resource ``group``."""
+    body = {
+        "resources": [
+            {
+                "resource_type": GROUP,
+                "resource_name": group,
+                "configs": [
+                    {"name": key, "config_operation": SET, "value": value}
+                    for key, value in configs.items()
+                ],
+            }
+        ],
+        "validate_only": False,
+    }
+    answer = _request(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)["responses"][0]
+    assert answer["error_code"] == 0, answer
+
+
+def share_consumer(
+    broker: BrokerProcess, group: str, topic: str, *, explicit: bool = False, **extra: Any
+) -> ShareConsumer:
+    """A subscribed ShareConsumer of ``group``."""
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "share.acknowledgement.mode": "explicit" if explicit else "implicit",
+            **extra,
+        }
+    )
+    consumer.subscribe([topic])
+    return consumer
+
+
+def poll_until(
+    consumer: ShareConsumer,
+    done: Callable[[], bool],
+    on_message: Callable[[Any], None],
+    *,
+    timeout: float = WAIT,
+) -> None:
+    """Poll ``consumer`` and hand each record to ``on_message`` until ``done()`` or timeout."""
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        for message in consumer.poll(0.5):
+            if message.error() is None:
+                on_message(message)
