@@ -221,6 +221,7 @@ class BrokerState:
                 log_dir,
                 broker_props=lambda: self.dynamic.effective(),
                 group_configs=self.group_configs,
+                topic_admin=self.topic_admin,
                 wake=self.fetch_purgatory.wake,
             )
 

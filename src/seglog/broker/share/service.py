@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 
 from seglog.broker.blocking import run_blocking
 from seglog.broker.group_config import GroupConfigs, resolved
+from seglog.broker.share.dead_letters import DeadLetters
 from seglog.broker.share.partitions import GroupShareSettings, Key, SharePartitions
 from seglog.broker.share.sessions import ShareSession, ShareSessions
 from seglog.config import BrokerConfig
@@ -22,6 +23,7 @@ from seglog.coordinator.requests import Cancellable
 from seglog.share.state_store import ShareStateStore
 from seglog.storage import io
 from seglog.storage.log_dir import LogDir
+from seglog.storage.topic_admin import TopicAdministration
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +37,7 @@ class ShareService:
         *,
         broker_props: Callable[[], Mapping[str, str]],
         group_configs: GroupConfigs,
+        topic_admin: TopicAdministration,
         wake: Callable[[list[Key]], None],
     ) -> None:
         self._broker_props = broker_props
@@ -45,6 +48,12 @@ class ShareService:
             log_dir, BrokerConfig(broker_props()), now_ms=lambda: int(time.time() * 1000)
         )
         self._started = False
+        self.dead_letters = DeadLetters(
+            log_dir,
+            topic_admin,
+            broker_config=lambda: BrokerConfig(broker_props()),
+            notify=wake,
+        )
         self._lock = asyncio.Lock()
         self.partitions = SharePartitions(
             log_dir,
@@ -53,6 +62,7 @@ class ShareService:
             now_ms=lambda: int(time.time() * 1000),
             call_later=_call_later,
             wake=wake,
+            dead_letter=self.dead_letters,
         )
         self.sessions = ShareSessions(self._max_sessions, self._session_closed)
 
