@@ -62,6 +62,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from seglog.broker.nodes.channel import ControllerUnavailableError
+from seglog.broker.share.metrics import ShareGroupCollector
 from seglog.broker.state import BrokerState, RequestTimes
 from seglog.coordinator.group import DEAD
 from seglog.protocol.api_keys import ApiKey
@@ -590,6 +591,8 @@ def registry_for(state: BrokerState, extra: Sequence[Collector] = ()) -> Collect
     registry = _ScrapeRegistry(auto_describe=False)
     registry.register(KafkaBrokerCollector(state))
     registry.register(KafkaExporterCollector(state))
+    if state.shares is not None:
+        registry.register(ShareGroupCollector(state.shares, state.log_dir))
     for collector in extra:
         registry.register(collector)
     ProcessCollector(registry=registry)
