@@ -303,6 +303,17 @@ class SharePartitions:
         for key in self.store.keys_of(group_id):
             self.store.delete(key)
 
+    def forget_topic_of_group(self, group_id: str, topic: str) -> None:
+        """Drop ``group_id``'s share-partitions of ``topic`` and delete their state."""
+        for (group, name, partition), share_partition in list(self._partitions.items()):
+            if group == group_id and name == topic:
+                share_partition.close()
+                del self._partitions[(group, name, partition)]
+        info = self.log_dir.topic(topic)
+        for key in self.store.keys_of(group_id):
+            if info is not None and key.topic_id == info.topic_id:
+                self.store.delete(key)
+
     def forget_topic(self, topic: str) -> None:
         """Drop every share-partition of ``topic`` (deleted)."""
         for (group, name, partition), share_partition in list(self._partitions.items()):
