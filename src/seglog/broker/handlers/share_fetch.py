@@ -90,7 +90,7 @@ def _topic_names(state: BrokerState) -> dict[uuid.UUID, str]:
     return {info.topic_id: name for name, info in state.log_dir.topics().items()}
 
 
-def _acknowledge_all(
+async def _acknowledge_all(
     state: BrokerState,
     session: Session,
     shares: SharePartitions,
@@ -118,7 +118,7 @@ def _acknowledge_all(
                 results[key] = (error_codes.code_for("TOPIC_AUTHORIZATION_FAILED"), None)
                 continue
             try:
-                share_partition = shares.get(group_id, name, partition["partition_index"])
+                share_partition = await shares.get(group_id, name, partition["partition_index"])
             except SeglogError as exc:
                 results[key] = (error_codes.code_for_exception(exc), str(exc))
                 continue
@@ -130,7 +130,7 @@ def _acknowledge_all(
             touched.append(share_partition)
     for share_partition in touched:
         try:
-            shares.persist(share_partition)
+            await shares.persist(share_partition)
         except SeglogError as exc:
             if isinstance(exc, StorageError):
                 state.storage_errors.report(
@@ -207,7 +207,9 @@ async def share_fetch(
     except ShareSessionError as exc:
         return _error(exc.error, str(exc))
     names = _topic_names(state)
-    acks = _acknowledge_all(state, session, shares, group_id, member_id, body["topics"], names)
+    acks = await _acknowledge_all(
+        state, session, shares, group_id, member_id, body["topics"], names
+    )
     settings = shares.settings(group_id)
     answer: dict[str, Any] = {
         "throttle_time_ms": 0,
@@ -288,14 +290,14 @@ async def _fetch(
                 entries[key] = entry
                 continue
             try:
-                share_partition = shares.get(group_id, name, index)
+                share_partition = await shares.get(group_id, name, index)
                 log = state.log_dir.log(name, index)
                 if max_records <= 0 or max_bytes <= 0:
                     continue
                 acquired = shares.acquire(
                     share_partition, member_id, max_bytes=max_bytes, max_records=max_records
                 )
-                shares.persist(share_partition)
+                await shares.persist(share_partition)
             except SeglogError as exc:
                 if isinstance(exc, StorageError):
                     state.storage_errors.report("a share fetch of", name, index, exc)
@@ -373,7 +375,9 @@ async def share_acknowledge(
     except ShareSessionError as exc:
         return {**empty, "error_code": error_codes.code_for(exc.error), "error_message": str(exc)}
     names = _topic_names(state)
-    acks = _acknowledge_all(state, session, shares, group_id, member_id, body["topics"], names)
+    acks = await _acknowledge_all(
+        state, session, shares, group_id, member_id, body["topics"], names
+    )
     if epoch == FINAL_EPOCH:
         sessions.close(group_id, member_id)
     by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}

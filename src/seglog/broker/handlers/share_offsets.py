@@ -37,12 +37,12 @@ def _group_error(
     return None
 
 
-def _start_offset(state: BrokerState, key: SharePartitionKey, topic: str) -> int:
+async def _start_offset(state: BrokerState, key: SharePartitionKey, topic: str) -> int:
     assert state.shares is not None
     for share_partition in state.shares.partitions.of_group(key.group_id):
         if share_partition.topic == topic and share_partition.key.partition == key.partition:
             return share_partition.start_offset
-    found = state.shares.store.read(key)
+    found = await state.shares.partitions.persister.read(key)
     return -1 if found is None else found.start_offset
 
 
@@ -70,7 +70,7 @@ async def describe_share_group_offsets(
         await state.shares.start(state.log_dir.env)
         wanted: dict[str, list[int]] = {}
         if request["topics"] is None:
-            for key in state.shares.store.keys_of(group_id):
+            for key in await state.shares.partitions.persister.keys_of(group_id):
                 name = names.get(key.topic_id)
                 if name is not None:
                     wanted.setdefault(name, []).append(key.partition)
@@ -93,7 +93,7 @@ async def describe_share_group_offsets(
                     entry["error_code"] = error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
                 else:
                     key = SharePartitionKey(group_id, info.topic_id, index)
-                    entry["start_offset"] = _start_offset(state, key, name)
+                    entry["start_offset"] = await _start_offset(state, key, name)
                     entry["leader_epoch"] = 0
                 entries.append(entry)
             answered.append(
@@ -141,7 +141,8 @@ async def alter_share_group_offsets(
                 entry["error_code"] = error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
             else:
                 try:
-                    state.shares.partitions.reset(group_id, name, index, partition["start_offset"])
+                    start = partition["start_offset"]
+                    await state.shares.partitions.reset(group_id, name, index, start)
                 except SeglogError as exc:
                     entry["error_code"] = error_codes.code_for_exception(exc)
                     entry["error_message"] = str(exc)
@@ -186,7 +187,7 @@ async def delete_share_group_offsets(
             entry["error_code"] = error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
         else:
             try:
-                state.shares.partitions.forget_topic_of_group(group_id, name)
+                await state.shares.partitions.forget_topic_of_group(group_id, name)
             except SeglogError as exc:
                 entry["error_code"] = error_codes.code_for_exception(exc)
                 entry["error_message"] = str(exc)

@@ -15,10 +15,12 @@ expiries come back on it through ``call_later``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from seglog.broker.share.persister import Persister
 from seglog.config import duration_ms
 from seglog.coordinator.requests import Cancellable
 from seglog.errors import SeglogError, UnknownTopicOrPartitionError
@@ -32,7 +34,6 @@ from seglog.share.partition import (
     ShareSettings,
 )
 from seglog.share.state import PersistedState, SharePartitionKey
-from seglog.share.state_store import ShareStateStore
 from seglog.storage.log_dir import LogDir
 from seglog.storage.region import FileRegion, region_batches, sub_region
 from seglog.storage.txn_index import AbortedTxn
@@ -79,7 +80,7 @@ class SharePartitions:
     def __init__(
         self,
         log_dir: LogDir,
-        store: ShareStateStore,
+        persister: Persister,
         *,
         settings: Callable[[str], GroupShareSettings],
         now_ms: Callable[[], int],
@@ -89,7 +90,9 @@ class SharePartitions:
         | None = None,
     ) -> None:
         self.log_dir = log_dir
-        self.store = store
+        self.persister = persister
+        self._locks: dict[SharePartitionKey, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
         self._settings = settings
         self._now_ms = now_ms
         self._call_later = call_later
@@ -111,7 +114,7 @@ class SharePartitions:
         """``group_id``'s share settings now."""
         return self._settings(group_id)
 
-    def get(self, group_id: str, topic: str, partition: int) -> SharePartition:
+    async def get(self, group_id: str, topic: str, partition: int) -> SharePartition:
         """The share-partition, loaded or initialized on first use.
 
         Raises UnknownTopicOrPartitionError for a partition the log directory
@@ -124,17 +127,22 @@ class SharePartitions:
         if info is None or not 0 <= partition < info.partitions:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
         key = SharePartitionKey(group_id, info.topic_id, partition)
-        state = self.store.read(key)
-        if state is None or state.start_offset < 0:
-            state = self.store.initialize(key, self._reset_offset(group_id, topic, partition))
-        share_partition = self._create(key, topic, state)
+        async with self._lock_of(key):
+            found = self._partitions.get((group_id, topic, partition))
+            if found is not None:
+                return found  # made by another request while this one waited
+            state = await self.persister.read(key)
+            if state is None or state.start_offset < 0:
+                start = self._reset_offset(group_id, topic, partition)
+                state = await self.persister.initialize(key, start)
+            share_partition = self._create(key, topic, state)
         log_start = self.log_dir.log(topic, partition).log_start_offset
         if share_partition.start_offset < log_start:
             share_partition.archive_below(log_start)
-            self.persist(share_partition)
+            await self.persist(share_partition)
         return share_partition
 
-    def initialize(self, group_id: str, partitions: Iterable[Key]) -> None:
+    async def initialize(self, group_id: str, partitions: Iterable[Key]) -> None:
         """Give ``group_id`` a start in each of ``partitions`` it has none in yet.
 
         Called when partitions enter a share group's assignment, so that
@@ -143,11 +151,17 @@ class SharePartitions:
         """
         for topic, partition in partitions:
             try:
-                self.get(group_id, topic, partition)
+                await self.get(group_id, topic, partition)
             except SeglogError as exc:
                 logger.warning(
                     "cannot initialize share group %s on %s-%d: %s", group_id, topic, partition, exc
                 )
+
+    def _lock_of(self, key: SharePartitionKey) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
 
     def _create(self, key: SharePartitionKey, topic: str, state: PersistedState) -> SharePartition:
         holder: list[SharePartition] = []
@@ -254,23 +268,39 @@ class SharePartitions:
         return share_partition.acknowledge(member_id, batches)
 
     def release_member(self, group_id: str, member_id: str, keys: Iterable[Key]) -> None:
-        """Release what ``member_id`` holds in ``keys`` (its share session closed)."""
+        """Release what ``member_id`` holds in ``keys`` (its share session closed), at once;
+        the state is written in the background."""
+        keys = list(keys)
         for topic, partition in keys:
             share_partition = self._partitions.get((group_id, topic, partition))
             if share_partition is None:
                 continue
             share_partition.release_member(member_id)
-            try:
-                self.persist(share_partition)
-            except SeglogError as exc:
-                logger.warning("cannot persist %s after a release: %s", share_partition.key, exc)
-        self._wake(list(keys))
+            self._in_background(share_partition, "a release")
+        self._wake(keys)
 
-    def persist(self, share_partition: SharePartition) -> None:
-        """Write what changed in ``share_partition`` (raises StorageError), then dead letters."""
-        update = share_partition.take_update()
-        if update is not None:
-            self.store.write(share_partition.key, update)
+    def _in_background(self, share_partition: SharePartition, why: str) -> None:
+        """Persist ``share_partition`` from a task of its own (after a timer or a release)."""
+
+        async def run() -> None:
+            try:
+                await self.persist(share_partition)
+            except SeglogError as exc:
+                logger.warning("cannot persist %s after %s: %s", share_partition.key, why, exc)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def persist(self, share_partition: SharePartition) -> None:
+        """Write what changed in ``share_partition`` (raises StorageError), then dead letters.
+
+        One write at a time per share-partition, in the order the changes were made.
+        """
+        async with self._lock_of(share_partition.key):
+            update = share_partition.take_update()
+            if update is not None:
+                await self.persister.write(share_partition.key, update)
         archived = share_partition.take_archived()
         if archived and self._dead_letter is not None:
             settings = self._settings(share_partition.key.group_id)
@@ -281,38 +311,35 @@ class SharePartitions:
                     logger.exception("cannot dead-letter records of %s", share_partition.key)
 
     def _on_change(self, share_partition: SharePartition) -> None:
-        """A lock expired: persist, and wake the fetches that may now acquire."""
-        try:
-            self.persist(share_partition)
-        except SeglogError as exc:
-            logger.warning("cannot persist %s after a lock expired: %s", share_partition.key, exc)
+        """A lock expired: wake the fetches that may now acquire; persist in the background."""
+        self._in_background(share_partition, "a lock expired")
         self._wake([(share_partition.topic, share_partition.key.partition)])
 
-    def reset(self, group_id: str, topic: str, partition: int, start_offset: int) -> None:
+    async def reset(self, group_id: str, topic: str, partition: int, start_offset: int) -> None:
         """Start ``group_id`` over at ``start_offset`` in the partition (AlterShareGroupOffsets)."""
-        share_partition = self.get(group_id, topic, partition)
+        share_partition = await self.get(group_id, topic, partition)
         share_partition.reset(start_offset)
-        self.persist(share_partition)
+        await self.persist(share_partition)
 
-    def forget_group(self, group_id: str) -> None:
+    async def forget_group(self, group_id: str) -> None:
         """Drop ``group_id``'s share-partitions and delete their state (DeleteGroups)."""
         for (group, topic, partition), share_partition in list(self._partitions.items()):
             if group == group_id:
                 share_partition.close()
                 del self._partitions[(group, topic, partition)]
-        for key in self.store.keys_of(group_id):
-            self.store.delete(key)
+        for key in await self.persister.keys_of(group_id):
+            await self.persister.delete(key)
 
-    def forget_topic_of_group(self, group_id: str, topic: str) -> None:
+    async def forget_topic_of_group(self, group_id: str, topic: str) -> None:
         """Drop ``group_id``'s share-partitions of ``topic`` and delete their state."""
         for (group, name, partition), share_partition in list(self._partitions.items()):
             if group == group_id and name == topic:
                 share_partition.close()
                 del self._partitions[(group, name, partition)]
         info = self.log_dir.topic(topic)
-        for key in self.store.keys_of(group_id):
+        for key in await self.persister.keys_of(group_id):
             if info is not None and key.topic_id == info.topic_id:
-                self.store.delete(key)
+                await self.persister.delete(key)
 
     def forget_topic(self, topic: str) -> None:
         """Drop every share-partition of ``topic`` (deleted)."""

@@ -17,6 +17,7 @@ from seglog.broker.blocking import run_blocking
 from seglog.broker.group_config import GroupConfigs, resolved
 from seglog.broker.share.dead_letters import DeadLetters
 from seglog.broker.share.partitions import GroupShareSettings, Key, SharePartitions
+from seglog.broker.share.persister import LocalPersister
 from seglog.broker.share.sessions import ShareSession, ShareSessions
 from seglog.config import BrokerConfig
 from seglog.coordinator.requests import Cancellable
@@ -57,7 +58,7 @@ class ShareService:
         self._lock = asyncio.Lock()
         self.partitions = SharePartitions(
             log_dir,
-            self.store,
+            LocalPersister(self.store),
             settings=self.settings,
             now_ms=lambda: int(time.time() * 1000),
             call_later=_call_later,
