@@ -11,6 +11,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from seglog.share.partition import (
     DELIVERY_COUNT_LIMIT,
@@ -675,3 +678,221 @@ def test_many_records_in_batches_stay_a_few_runs() -> None:
     assert h.clock.pending() == []
     assert p.take_update() == StateUpdate(start_offset=100_000)
     ok(p)
+
+
+# ---------------------------------------------------------------- the invariants, at random
+
+
+MEMBERS = ("a", "b", "c")
+LOCK_MS = 100
+
+
+class SharePartitionMachine(RuleBasedStateMachine):
+    """Random acquire/acknowledge/release/expire/restart against a model of who holds what.
+
+    After every step the update is folded into the persisted state, and a
+    share-partition rebuilt from it must agree on the start offset and on
+    every acknowledged and archived offset; a record once acknowledged is
+    never delivered again, and in the end everything is delivered until it is
+    acknowledged or archived.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = Clock()
+        self.log: list[FetchedBatch] = []
+        self.settings = ShareSettings(LOCK_MS, 3, 20)
+        self.persisted = PersistedState(start_offset=0)
+        self.partition = self._build(self.persisted)
+        #: offset -> (member, when its lock runs out)
+        self.acquired: dict[int, tuple[str, int]] = {}
+        #: offset -> deliveries that count (the model of the delivery count)
+        self.counts: dict[int, int] = {}
+        self.accepted: set[int] = set()
+
+    def _build(self, state: PersistedState) -> SharePartition:
+        return SharePartition(
+            KEY,
+            "t",
+            state,
+            settings=lambda: self.settings,
+            now_ms=self.clock.now_ms,
+            schedule=self.clock.schedule,
+            on_change=lambda: None,
+        )
+
+    @initialize(
+        shape=st.lists(
+            st.tuples(st.integers(1, 6), st.booleans(), st.integers(0, 2)), min_size=1, max_size=12
+        ),
+        limit=st.integers(1, 4),
+        locks=st.integers(3, 40),
+    )
+    def make_log(self, shape: list[tuple[int, bool, int]], limit: int, locks: int) -> None:
+        offset = 0
+        for size, control, hole in shape:
+            offset += hole
+            # A control batch holds one record, as in Kafka.
+            last = offset if control else offset + size - 1
+            self.log.append(FetchedBatch(offset, last, control))
+            offset = last + 1
+        self.settings = ShareSettings(LOCK_MS, limit, locks)
+
+    @property
+    def log_end(self) -> int:
+        return self.log[-1].last_offset + 1
+
+    def _fetch(self, count: int) -> list[FetchedBatch]:
+        first = self.partition.next_fetch_offset()
+        return [b for b in self.log if b.last_offset >= first][:count]
+
+    def _deliver(self, member: str, got: list[AcquiredRange]) -> None:
+        data = {o for b in self.log if not b.skip for o in range(b.base_offset, b.last_offset + 1)}
+        for r in got:
+            for offset in range(r.first_offset, r.last_offset + 1):
+                assert offset in data, f"{offset} is not a record"
+                assert offset not in self.accepted, f"{offset} delivered after it was accepted"
+                assert offset not in self.acquired, f"{offset} delivered twice at once"
+                self.counts[offset] = self.counts.get(offset, 0) + 1
+                assert r.delivery_count == self.counts[offset]
+                self.acquired[offset] = (member, self.clock.now + LOCK_MS)
+
+    @rule(member=st.sampled_from(MEMBERS), max_records=st.integers(1, 20), count=st.integers(1, 4))
+    def acquire(self, member: str, max_records: int, count: int) -> None:
+        got = self.partition.acquire(member, self._fetch(count), max_records)
+        self._deliver(member, got)
+
+    @rule(member=st.sampled_from(MEMBERS), data=st.data())
+    def acknowledge(self, member: str, data: st.DataObject) -> None:
+        mine = sorted(o for o, (m, _) in self.acquired.items() if m == member)
+        if not mine:
+            return
+        start = data.draw(st.integers(0, len(mine) - 1))
+        stretch = [mine[start]]
+        for offset in mine[start + 1 :]:
+            if offset != stretch[-1] + 1 or len(stretch) >= 8:
+                break
+            stretch.append(offset)
+        kinds = st.sampled_from((GAP, ACCEPT, RELEASE, REJECT))
+        if data.draw(st.booleans()):
+            types = tuple(data.draw(st.lists(kinds, min_size=len(stretch), max_size=len(stretch))))
+        else:
+            types = (data.draw(kinds),)
+        assert (
+            self.partition.acknowledge(member, [AckBatch(stretch[0], stretch[-1], types)]) is None
+        )
+        for index, offset in enumerate(stretch):
+            del self.acquired[offset]
+            if types[index if len(types) > 1 else 0] == ACCEPT:
+                self.accepted.add(offset)
+
+    @rule(member=st.sampled_from(MEMBERS), offset=st.integers(0, 80))
+    def acknowledge_what_is_not_held(self, member: str, offset: int) -> None:
+        if self.acquired.get(offset, ("", 0))[0] == member:
+            return
+        before = states(self.partition)
+        error = self.partition.acknowledge(member, [AckBatch(offset, offset, (ACCEPT,))])
+        if offset < self.partition.start_offset:
+            assert error is None  # below the start: nothing to do, as Kafka
+        else:
+            assert error == "INVALID_RECORD_STATE"
+        assert states(self.partition) == before
+
+    @rule(member=st.sampled_from(MEMBERS))
+    def release(self, member: str) -> None:
+        self.partition.release_member(member)
+        for offset in [o for o, (m, _) in self.acquired.items() if m == member]:
+            del self.acquired[offset]
+            self.counts[offset] -= 1
+
+    @rule(ms=st.integers(0, 2 * LOCK_MS))
+    def advance(self, ms: int) -> None:
+        self.clock.advance(ms)
+        for offset in [o for o, (_, due) in self.acquired.items() if due <= self.clock.now]:
+            del self.acquired[offset]
+
+    @rule(ahead=st.integers(0, 6))
+    def log_start_moves(self, ahead: int) -> None:
+        offset = self.partition.start_offset + ahead
+        self.partition.archive_below(offset)
+        for held in [o for o in self.acquired if o < offset]:
+            del self.acquired[held]
+
+    @rule()
+    def restart(self) -> None:
+        # The broker persists every change before it answers, so a stop loses
+        # at most the acquisitions, which are never persisted.
+        self.persist()
+        self.partition.close()
+        self.partition = self._build(self.persisted)
+        # Acquisition is never persisted: those deliveries did not happen.
+        for offset in self.acquired:
+            self.counts[offset] -= 1
+        self.acquired.clear()
+
+    @rule()
+    def persist(self) -> None:
+        """Write the update out; a share-partition rebuilt from it agrees on what is settled."""
+        p = self.partition
+        update = p.take_update()
+        if update is not None:
+            self.persisted = fold(self.persisted, update)
+        assert self.persisted.start_offset == p.start_offset
+        rebuilt = self._build(self.persisted)
+        assert rebuilt.start_offset == p.start_offset
+        mine = per_offset(p)
+        again = per_offset(rebuilt)
+        for offset in range(p.start_offset, max(p.end_offset, rebuilt.end_offset)):
+            state, count = mine.get(offset, (AVAILABLE, 0))
+            state_again, count_again = again.get(offset, (AVAILABLE, 0))
+            if state in (ACKNOWLEDGED, ARCHIVED) or state_again in (ACKNOWLEDGED, ARCHIVED):
+                assert (state_again, count_again) == (state, count), offset
+            else:
+                assert state_again is AVAILABLE
+                assert count_again == (count - 1 if state is ACQUIRED else count), offset
+        rebuilt.close()
+
+    @invariant()
+    def the_model_agrees(self) -> None:
+        p = self.partition
+        assert p.check() == []
+        mine = per_offset(p)
+        held = {o for o, (state, _) in mine.items() if state is ACQUIRED}
+        assert held == set(self.acquired)
+        for offset in self.accepted:
+            assert offset < p.start_offset or mine[offset][0] is ACKNOWLEDGED
+        for offset, (state, count) in mine.items():
+            if state is not ARCHIVED:
+                assert count == self.counts.get(offset, 0), offset
+
+    def teardown(self) -> None:
+        """Drain: everything in the log is delivered until acknowledged or archived."""
+        if not self.log:
+            return
+        for _ in range(10 * self.log_end + 10):
+            if self.partition.start_offset >= self.log_end:
+                break
+            self.clock.advance(LOCK_MS)
+            self.acquired.clear()
+            got = self.partition.acquire("drain", self._fetch(len(self.log)), 1_000)
+            self._deliver("drain", got)
+            acks = [AckBatch(r.first_offset, r.last_offset, (ACCEPT,)) for r in got]
+            assert self.partition.acknowledge("drain", acks) is None
+        assert self.partition.start_offset >= self.log_end
+        assert self.partition.next_fetch_offset() == self.partition.end_offset
+        self.partition.close()
+
+
+def per_offset(partition: SharePartition) -> dict[int, tuple[RecordState, int]]:
+    """The in-flight window offset by offset (small windows only)."""
+    return {
+        offset: (b.delivery_state, b.delivery_count)
+        for b in partition.in_flight()
+        for offset in range(b.first_offset, b.last_offset + 1)
+    }
+
+
+TestSharePartitionMachine = SharePartitionMachine.TestCase
+TestSharePartitionMachine.settings = settings(
+    max_examples=300, stateful_step_count=40, deadline=None
+)
