@@ -215,7 +215,8 @@ class SharePartition:
     every call, so group config changes apply at once. ``schedule(delay_ms,
     callback)`` starts a timer; ``on_change()`` is called after a timer
     changed state: records may be available again and there is an update to
-    persist.
+    persist. ``now_ms`` is the clock of the contract; the lock timers do all the
+    timing, so nothing reads it yet.
     """
 
     def __init__(
