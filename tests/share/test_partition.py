@@ -383,6 +383,28 @@ def test_acknowledging_everything_under_a_lock_cancels_its_timer() -> None:
     assert h.changes == 0
 
 
+def test_one_acknowledgement_across_two_acquisitions_frees_both_locks() -> None:
+    h = Harness()
+    p = h.partition
+    p.acquire("m1", log_of(1, 5), 100)
+    p.acquire("m1", log_of(1, 5, first=5), 100)
+    assert len(h.clock.pending()) == 2
+    assert p.acknowledge("m1", [ack(0, 9, ACCEPT)]) is None
+    assert h.clock.pending() == []
+    assert p.start_offset == 10
+
+
+def test_a_lowered_delivery_limit_applies_to_the_next_release() -> None:
+    h = Harness(limit=5)
+    p = h.partition
+    p.acquire("m1", log_of(1, 5), 100)
+    h.expire()
+    p.acquire("m1", log_of(1, 5), 100)
+    h.settings = ShareSettings(h.settings.record_lock_duration_ms, 2, h.settings.max_record_locks)
+    assert p.acknowledge("m1", [ack(0, 4, RELEASE)]) is None
+    assert p.take_archived() == [ArchivedRange(0, 4, 2, DELIVERY_COUNT_LIMIT)]
+
+
 # ---------------------------------------------------------------- acknowledge
 
 
