@@ -32,7 +32,13 @@ from seglog.share.state_records import (
     encode_key,
     encode_value,
 )
-from seglog.share.state_store import STATE_TOPIC, ShareStateStore, UninitializedShareStateError
+from seglog.share.state_store import (
+    STATE_TOPIC,
+    ShareStateStore,
+    ShareStateUnavailableError,
+    UninitializedShareStateError,
+)
+from seglog.storage import filenames
 from seglog.storage.checkpoints import CLEAN_SHUTDOWN_FILE
 from seglog.storage.log_dir import LogDir, LogDirSettings, TopicInfo
 from tests.small_disk import mounted_tmpfs
@@ -391,6 +397,54 @@ def test_unreadable_records_are_skipped_with_a_warning(
         log_dir.close()
 
 
+@pytest.mark.leaves_damaged_log_dir(
+    "a batch of __share_group_state is made undecodable; its CRC no longer matches"
+)
+def test_a_partition_that_cannot_be_loaded_fails_only_its_keys(
+    tmp_path: Path, clock: Clock
+) -> None:
+    log_dir, store = _open(tmp_path, clock)
+    keys = [SharePartitionKey("g", TOPIC_A, p) for p in range(10)]
+    broken = [k for k in keys if store.partition_for(k) == 0]
+    fine = [k for k in keys if store.partition_for(k) != 0]
+    assert broken and fine
+    try:
+        for key in keys:
+            store.initialize(key, 1)
+        # The damaged batch is in an inactive segment, which a clean start does not check.
+        log_dir.log(STATE_TOPIC, 0).roll()
+        for key in keys:
+            store.write(key, StateUpdate(2))
+    finally:
+        log_dir.close()
+    segment = tmp_path / filenames.partition_dir_name(STATE_TOPIC, 0) / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    data[22] = 0x07  # the low byte of the first batch's attributes: codec 7, which is none
+    segment.write_bytes(bytes(data))
+    log_dir, store = _open(tmp_path, clock)
+    try:
+        assert set(store.failed_partitions) == {0}
+        for key in fine:
+            assert store.read(key) == PersistedState(start_offset=2)
+            store.write(key, StateUpdate(3))
+        for key in broken:
+            # Never taken for a state that does not exist, never initialized over.
+            with pytest.raises(ShareStateUnavailableError, match=f"{STATE_TOPIC}-0"):
+                store.read(key)
+            with pytest.raises(ShareStateUnavailableError):
+                store.initialize(key, 0)
+            with pytest.raises(ShareStateUnavailableError):
+                store.write(key, StateUpdate(3))
+            with pytest.raises(ShareStateUnavailableError):
+                store.delete(key)
+        assert store.keys_of("g") == sorted(fine, key=lambda k: k.partition)
+        start = log_dir.log(STATE_TOPIC, 0).log_start_offset
+        store.prune()
+        assert log_dir.log(STATE_TOPIC, 0).log_start_offset == start
+    finally:
+        log_dir.close()
+
+
 # --------------------------------------------------------------------------- crash cuts
 
 
@@ -420,7 +474,8 @@ def test_a_cut_of_the_last_segment_keeps_every_complete_batch(tmp_path: Path, cl
     finally:
         log_dir.close()
     last_segment = ends[-1][0]
-    assert any(path != last_segment for path, _ in ends), "the writes should span segments"
+    # The writes span segments, the initialization is not in the last one.
+    assert ends[0][0] != last_segment
     size = last_segment.stat().st_size
     rng = random.Random(7)
     # Every batch boundary of the last segment, one byte either side, and random bytes.

@@ -84,7 +84,12 @@ from seglog.storage.log import Log
 from seglog.storage.log_dir import LogDir
 from seglog.storage.topic_admin import TopicAdministration
 
-__all__ = ["STATE_TOPIC", "ShareStateStore", "UninitializedShareStateError"]
+__all__ = [
+    "STATE_TOPIC",
+    "ShareStateStore",
+    "ShareStateUnavailableError",
+    "UninitializedShareStateError",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +102,16 @@ class UninitializedShareStateError(SeglogError):
     """A write to a share-partition whose state was never initialized (or was deleted)."""
 
     kafka_error = "INVALID_REQUEST"
+
+
+class ShareStateUnavailableError(SeglogError):
+    """The key's state partition could not be loaded: its state is unknown until a restart.
+
+    Nothing is read or written for such a key, so that a state that exists on
+    disk is never taken for a missing one (and initialized over).
+    """
+
+    kafka_error = "COORDINATOR_NOT_AVAILABLE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +200,15 @@ class ShareStateStore:
         """Whether this process leads ``key``'s state partition (another node may)."""
         return self.log_dir.serves_partition(STATE_TOPIC, self.partition_for(key))
 
+    def _check_loaded(self, key: SharePartitionKey) -> None:
+        partition = self.partition_for(key)
+        reason = self.failed_partitions.get(partition)
+        if reason is not None:
+            raise ShareStateUnavailableError(
+                f"the state of {key.coordinator_key()} is in {STATE_TOPIC}-{partition}, "
+                f"which could not be loaded: {reason}"
+            )
+
     # ------------------------------------------------------------------ start
 
     def start(self) -> None:
@@ -194,8 +218,9 @@ class ShareStateStore:
         key's state, an update is folded over it, a tombstone deletes it. A
         record that cannot be read is skipped with a warning naming its
         partition and offset; a partition that cannot be read at all is left
-        out whole and recorded in :attr:`failed_partitions` (its keys are
-        unknown until a restart reads it), as the offsets loader does.
+        out whole and recorded in :attr:`failed_partitions`, as the offsets
+        loader does: every call for one of its keys raises
+        ShareStateUnavailableError until a restart reads it.
         """
         self.ensure_topic()
         self._entries.clear()
@@ -280,7 +305,11 @@ class ShareStateStore:
     # ------------------------------------------------------------- operations
 
     def read(self, key: SharePartitionKey) -> PersistedState | None:
-        """``key``'s state as last written, or None if it has none (never initialized, deleted)."""
+        """``key``'s state as last written, or None if it has none (never initialized, deleted).
+
+        ShareStateUnavailableError if its state partition could not be loaded.
+        """
+        self._check_loaded(key)
         entry = self._entries.get(key)
         return None if entry is None else entry.state
 
@@ -296,6 +325,7 @@ class ShareStateStore:
         the state epoch move on. Raises StorageError, with nothing changed, if
         the record cannot be written.
         """
+        self._check_loaded(key)
         existing = self._entries.get(key)
         now = self._now_ms()
         state = PersistedState(
@@ -323,6 +353,7 @@ class ShareStateStore:
         UninitializedShareStateError for a key with no state; the state in
         memory is unchanged then.
         """
+        self._check_loaded(key)
         entry = self._entries.get(key)
         if entry is None:
             raise UninitializedShareStateError(
@@ -359,6 +390,7 @@ class ShareStateStore:
 
         Raises StorageError, with the state kept, if the tombstone cannot be written.
         """
+        self._check_loaded(key)
         if key not in self._entries:
             return
         self._append(key, SNAPSHOT, None, self._now_ms())
