@@ -667,6 +667,73 @@ def test_a_partition_with_no_live_key_is_pruned_to_its_end(tmp_path: Path, clock
         log_dir.close()
 
 
+def test_a_cold_share_partition_is_snapshotted_again_and_stops_holding_pruning_back(
+    tmp_path: Path, clock: Clock
+) -> None:
+    interval = 60_000
+    config = _config(
+        **{
+            "state.topic.num.partitions": 1,
+            "snapshot.update.records.per.snapshot": 3,
+            "cold.partition.snapshot.interval.ms": interval,
+        }
+    )
+    idle = SharePartitionKey("g", TOPIC_A, 0)
+    busy = SharePartitionKey("g", TOPIC_A, 1)
+    log_dir, store = _open(tmp_path, clock, config)
+    try:
+        created = clock.now
+        idle_state = store.initialize(idle, 4)
+        busy_state = store.initialize(busy, 0)
+        for update in _updates(10, seed=2):
+            clock.now += 1000
+            store.write(busy, update)
+            busy_state = fold(busy_state, update)
+        log = log_dir.log(STATE_TOPIC, 0)
+        store.prune()
+        assert log.log_start_offset == 0  # the idle key's only snapshot is the first record
+        store.snapshot_cold()  # not due yet: nothing written
+        assert log.log_end_offset == 12
+        clock.now = created + interval
+        store.snapshot_cold()
+        last = _decoded(log_dir, 0)[-1]
+        assert last[:2] == (SNAPSHOT, idle)
+        assert last[2] == ShareSnapshot(
+            snapshot_epoch=1,
+            state_epoch=0,
+            leader_epoch=0,
+            start_offset=4,
+            create_timestamp=created,
+            write_timestamp=created + interval,
+        )
+        # The busy key's latest snapshot is recent: it now holds the start.
+        busy_snapshots = [
+            offset
+            for offset, key_data, value in _records(log_dir, 0)
+            if key_data is not None and decode_key(key_data) == (SNAPSHOT, busy)
+        ]
+        assert len(busy_snapshots) == 3
+        store.prune()
+        assert log.log_start_offset == busy_snapshots[-1] > 0
+        # Both are due: both are snapshotted. Then every share-partition of the partition
+        # was last snapshotted cold: it is quiet, and nothing more is written.
+        clock.now += 10 * interval
+        end = log.log_end_offset
+        store.snapshot_cold()
+        assert log.log_end_offset == end + 2
+        clock.now += 10 * interval
+        store.snapshot_cold()
+        assert log.log_end_offset == end + 2
+    finally:
+        log_dir.close()
+    log_dir, store = _open(tmp_path, clock, config)
+    try:
+        assert store.read(idle) == idle_state
+        assert store.read(busy) == busy_state
+    finally:
+        log_dir.close()
+
+
 # --------------------------------------------------------------------------------- nodes
 
 

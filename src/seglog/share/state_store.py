@@ -50,9 +50,13 @@ Kafka's rules this store keeps and where it differs, on purpose:
 * the snapshot rule counts the updates since the last snapshot, the same
   count after an initialization as after any other snapshot (Kafka's count
   allows one update more after an initialization than after a snapshot);
-* an initialization over an existing state bumps its state epoch (the
-  contract's :meth:`initialize` takes no state epoch; Kafka's caller passes
-  the group's);
+* an initialization over an existing state bumps its state epoch
+  (:meth:`initialize` takes no state epoch; Kafka's caller passes the
+  group's);
+* a share-partition that is never written is snapshotted again after
+  ``share.coordinator.cold.partition.snapshot.interval.ms``
+  (:meth:`snapshot_cold`, Kafka's cold-partition snapshots), so that it does
+  not hold pruning back for ever;
 * pruning moves the log start only up to records that are fsynced, so that a
   power cut cannot take a key's latest snapshot after its earlier records
   were pruned.
@@ -151,6 +155,9 @@ class ShareStateStore:
         self._segment_bytes = int(settings["share.coordinator.state.topic.segment.bytes"])
         self._updates_per_snapshot = int(
             settings["share.coordinator.snapshot.update.records.per.snapshot"]
+        )
+        self._cold_snapshot_interval_ms = int(
+            settings["share.coordinator.cold.partition.snapshot.interval.ms"]
         )
         self._now_ms = now_ms
         self._topic_admin: TopicAdministration = log_dir if topic_admin is None else topic_admin
@@ -413,6 +420,53 @@ class ShareStateStore:
         batch = build_batch([SimpleRecord(data, encode_key(record_type, key), now)])
         info = self.log_dir.log(STATE_TOPIC, self.partition_for(key)).append(batch)
         return info.first_offset
+
+    def snapshot_cold(self) -> None:
+        """Snapshot again each share-partition whose snapshot is older than the interval.
+
+        Kafka's cold-partition snapshots, for the broker to call every
+        ``share.coordinator.cold.partition.snapshot.interval.ms``: a share-partition
+        that is not written (nothing new in its topic) would otherwise keep
+        its first snapshot, and every record after it, from being pruned. The
+        new snapshot has the next snapshot epoch, keeps the state and its
+        create timestamp, and is stamped with the time as its write timestamp.
+        A state partition whose share-partitions were all snapshotted so already
+        is quiet, and left alone (Kafka's rule). A snapshot the disk refuses is
+        logged and tried again at the next pass.
+        """
+        now = self._now_ms()
+        by_partition: dict[int, list[tuple[SharePartitionKey, _Entry]]] = {}
+        for key, entry in self._entries.items():
+            by_partition.setdefault(self.partition_for(key), []).append((key, entry))
+        for partition, entries in by_partition.items():
+            # A cold snapshot keeps the create timestamp: they differ only after one.
+            if all(e.create_timestamp != e.write_timestamp for _, e in entries):
+                continue
+            for key, entry in entries:
+                if now - entry.write_timestamp < self._cold_snapshot_interval_ms:
+                    continue
+                state = entry.state
+                snapshot = ShareSnapshot(
+                    snapshot_epoch=entry.snapshot_epoch + 1,
+                    state_epoch=state.state_epoch,
+                    leader_epoch=state.leader_epoch,
+                    start_offset=state.start_offset,
+                    create_timestamp=entry.create_timestamp,
+                    write_timestamp=now,
+                    batches=state.batches,
+                )
+                try:
+                    offset = self._append(key, SNAPSHOT, snapshot, now)
+                except SeglogError as exc:
+                    logger.warning(
+                        "cannot snapshot %s in %s-%d: %s",
+                        key.coordinator_key(),
+                        STATE_TOPIC,
+                        partition,
+                        exc,
+                    )
+                    break  # the partition refuses writes: the next pass tries again
+                self._entries[key] = _from_snapshot(snapshot, offset)
 
     # ---------------------------------------------------------------- pruning
 
