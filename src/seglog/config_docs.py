@@ -210,6 +210,9 @@ DESCRIPTIONS: dict[str, str] = {
     "share.coordinator.snapshot.update.records.per.snapshot": (
         "updates of a share-partition's state between two snapshots of it"
     ),
+    "share.coordinator.cold.partition.snapshot.interval.ms": (
+        "snapshot a share-partition's state again when its snapshot is this old"
+    ),
     "share.coordinator.state.topic.prune.interval.ms": (
         "how often `__share_group_state` is pruned below the records still needed"
     ),

@@ -161,7 +161,7 @@ class ShareStateStore:
         )
         self._now_ms = now_ms
         self._topic_admin: TopicAdministration = log_dir if topic_admin is None else topic_admin
-        info = log_dir.topics().get(STATE_TOPIC)
+        info = log_dir.topic(STATE_TOPIC)
         #: The topic's partition count: an existing topic keeps its own, whatever the
         #: configuration says now, since a key's partition is derived from it.
         self.partitions = info.partitions if info is not None else self._wanted_partitions
@@ -174,7 +174,7 @@ class ShareStateStore:
     @property
     def exists(self) -> bool:
         """Whether the topic has been created."""
-        return STATE_TOPIC in self.log_dir.topics()
+        return self.log_dir.has_topic(STATE_TOPIC)
 
     def ensure_topic(self) -> None:
         """Create the topic with Kafka's settings if it does not exist yet (blocking)."""
@@ -197,7 +197,9 @@ class ShareStateStore:
         except SeglogError as exc:
             if exc.kafka_error != "TOPIC_ALREADY_EXISTS":
                 raise
-        self.partitions = self.log_dir.topics()[STATE_TOPIC].partitions
+        info = self.log_dir.topic(STATE_TOPIC)
+        if info is not None:  # else another node created it and this one has yet to see it
+            self.partitions = info.partitions
 
     def partition_for(self, key: SharePartitionKey) -> int:
         """The state partition of ``key`` (Kafka's ``Utils.abs(hashCode) % partitions``)."""
