@@ -6,11 +6,14 @@ import logging
 import os
 import random
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from seglog.errors import NotLeaderOrFollowerError, StorageError
 from seglog.records.builder import SimpleRecord, build_batch
@@ -769,5 +772,118 @@ def test_a_node_loads_and_writes_only_the_state_partitions_it_leads(
                 store.initialize(key, 0)
         assert store.keys_of("g") == sorted(led, key=lambda k: k.partition)
         store.prune()
+    finally:
+        log_dir.close()
+
+
+# ------------------------------------------------------------------- random operations
+
+_KEYS = [SharePartitionKey(g, TOPIC_A, p) for g in ("g", "h") for p in range(2)]
+
+_state_runs = st.lists(
+    st.builds(
+        lambda first, length, state, count: StateBatch(first, first + length, state, count),
+        st.integers(0, 60),
+        st.integers(0, 6),
+        st.sampled_from([RecordState.AVAILABLE, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED]),
+        st.integers(0, 5),
+    ),
+    max_size=3,
+)
+
+
+def _no_overlap(runs: list[StateBatch]) -> tuple[StateBatch, ...]:
+    kept: list[StateBatch] = []
+    for run in sorted(runs, key=lambda r: r.first_offset):
+        if not kept or run.first_offset > kept[-1].last_offset:
+            kept.append(run)
+    return tuple(kept)
+
+
+_write = st.tuples(
+    st.just("write"),
+    st.sampled_from(_KEYS),
+    st.builds(
+        lambda start, runs, epoch: StateUpdate(start, _no_overlap(runs), epoch),
+        st.integers(-1, 40),
+        _state_runs,
+        st.integers(0, 3),
+    ),
+)
+# Writes are the common operation, as in a broker: several between two snapshots.
+_operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("initialize"), st.sampled_from(_KEYS), st.integers(0, 40)),
+        _write,
+        _write,
+        _write,
+        _write,
+        st.tuples(st.just("delete"), st.sampled_from(_KEYS)),
+        st.tuples(st.sampled_from(["prune", "snapshot_cold", "reopen", "tick"])),
+    ),
+    max_size=60,
+)
+
+
+# Each example makes its own directory below tmp_path: the fixture is shared safely.
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=_operations)
+def test_random_operations_match_a_model_across_reopens(
+    tmp_path: Path, operations: list[tuple[object, ...]]
+) -> None:
+    """Whatever the operations, pruning and reopening in between: the states folded by hand."""
+    clock = Clock()
+    config = _config(
+        **{
+            "state.topic.num.partitions": 2,
+            "state.topic.segment.bytes": 1024,
+            "snapshot.update.records.per.snapshot": 2,
+            "cold.partition.snapshot.interval.ms": 1000,
+        }
+    )
+    root = Path(tempfile.mkdtemp(dir=tmp_path))
+    model: dict[SharePartitionKey, PersistedState] = {}
+    log_dir, store = _open(root, clock, config)
+    try:
+        for operation in operations:
+            name = operation[0]
+            clock.now += 10
+            if name == "initialize":
+                key, start = operation[1], operation[2]
+                assert isinstance(key, SharePartitionKey) and isinstance(start, int)
+                epoch = model[key].state_epoch + 1 if key in model else 0
+                model[key] = PersistedState(state_epoch=epoch, start_offset=start)
+                assert store.initialize(key, start) == model[key]
+            elif name == "write":
+                key, update = operation[1], operation[2]
+                assert isinstance(key, SharePartitionKey) and isinstance(update, StateUpdate)
+                if key in model:
+                    store.write(key, update)
+                    model[key] = fold(model[key], update)
+                else:
+                    with pytest.raises(UninitializedShareStateError):
+                        store.write(key, update)
+            elif name == "delete":
+                key = operation[1]
+                assert isinstance(key, SharePartitionKey)
+                store.delete(key)
+                model.pop(key, None)
+            elif name == "prune":
+                store.prune()
+            elif name == "snapshot_cold":
+                store.snapshot_cold()
+            elif name == "tick":
+                clock.now += 1500
+            else:
+                log_dir.close()
+                log_dir, store = _open(root, clock, config)
+            for key in _KEYS:
+                assert store.read(key) == model.get(key), (operation, key)
+        log_dir.close()
+        log_dir, store = _open(root, clock, config)
+        for key in _KEYS:
+            assert store.read(key) == model.get(key), key
+        for group in ("g", "h"):
+            assert store.keys_of(group) == [k for k in _KEYS if k.group_id == group and k in model]
     finally:
         log_dir.close()
