@@ -323,7 +323,10 @@ class ShareStateStore:
         return None if entry is None else entry.state
 
     def keys_of(self, group_id: str) -> list[SharePartitionKey]:
-        """The share-partitions of ``group_id`` with a state, by topic id and partition."""
+        """The share-partitions of ``group_id`` with a state, by topic id and partition.
+
+        Only those of the state partitions this process leads (:meth:`serves`).
+        """
         keys = [key for key in self._entries if key.group_id == group_id]
         return sorted(keys, key=lambda k: (k.topic_id.bytes, k.partition))
 
