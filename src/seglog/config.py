@@ -542,6 +542,7 @@ _BROKER_ONLY: tuple[ConfigDef, ...] = (
     _broker(
         "share.coordinator.cold.partition.snapshot.interval.ms", Type.INT, 300_000, at_least(1)
     ),
+    _broker("share.coordinator.state.topic.prune.interval.ms", Type.INT, 300_000, at_least(1)),
     _broker("errors.deadletterqueue.topic.name.prefix", Type.STRING, "dlq."),
     _broker("errors.deadletterqueue.auto.create.topics.enable", Type.BOOLEAN, False),
     _broker("offsets.retention.minutes", Type.INT, 10_080, at_least(1)),

@@ -202,6 +202,20 @@ DESCRIPTIONS: dict[str, str] = {
     "offsets.topic.num.partitions": "partitions of `__consumer_offsets` (fixed once it exists)",
     "offsets.topic.segment.bytes": "segment size of `__consumer_offsets`",
     "offsets.topic.replication.factor": "accepted for compatibility (one replica)",
+    # share coordinator
+    "share.coordinator.state.topic.num.partitions": (
+        "partitions of `__share_group_state` (fixed once it exists)"
+    ),
+    "share.coordinator.state.topic.segment.bytes": "segment size of `__share_group_state`",
+    "share.coordinator.snapshot.update.records.per.snapshot": (
+        "updates of a share-partition's state between two snapshots of it"
+    ),
+    "share.coordinator.cold.partition.snapshot.interval.ms": (
+        "snapshot a share-partition's state again when its snapshot is this old"
+    ),
+    "share.coordinator.state.topic.prune.interval.ms": (
+        "how often `__share_group_state` is pruned below the records still needed"
+    ),
     # transaction coordinator
     "transaction.max.timeout.ms": "largest `transaction.timeout.ms` a producer may ask for",
     "transaction.state.log.num.partitions": "partitions of `__transaction_state`",
