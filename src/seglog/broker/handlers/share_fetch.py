@@ -150,6 +150,7 @@ def _watch_connection(state: BrokerState, session: Session) -> None:
     if session.extra.get("share_sessions_watched") or session.gone is None:
         return
     session.extra["share_sessions_watched"] = True
+    assert state.shares is not None
     sessions = state.shares.sessions
 
     def ended(_: object) -> None:
@@ -343,7 +344,7 @@ async def share_acknowledge(
     state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """ShareAcknowledge: apply the acknowledgements of a member's share session."""
-    empty = {
+    empty: dict[str, Any] = {
         "throttle_time_ms": 0,
         "error_message": None,
         "responses": [],

@@ -318,8 +318,11 @@ class SharePartitions:
     async def reset(self, group_id: str, topic: str, partition: int, start_offset: int) -> None:
         """Start ``group_id`` over at ``start_offset`` in the partition (AlterShareGroupOffsets)."""
         share_partition = await self.get(group_id, topic, partition)
-        share_partition.reset(start_offset)
-        await self.persist(share_partition)
+        async with self._lock_of(share_partition.key):
+            share_partition.reset(start_offset)
+            # A fresh state, not an update: a folded update never moves the start back.
+            share_partition.take_update()
+            await self.persister.initialize(share_partition.key, start_offset)
 
     async def forget_group(self, group_id: str) -> None:
         """Drop ``group_id``'s share-partitions and delete their state (DeleteGroups)."""

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from seglog.broker.blocking import run_blocking
 from seglog.share.state import PersistedState, SharePartitionKey, StateUpdate
 from seglog.share.state_store import ShareStateStore
+from seglog.storage import io
 
 
 class Persister(Protocol):
@@ -41,22 +43,31 @@ class Persister(Protocol):
 
 
 class LocalPersister:
-    """The share coordinator's store in this process."""
+    """The share coordinator's store in this process.
 
-    def __init__(self, store: ShareStateStore) -> None:
+    A write is fsynced (off the event loop) before it returns, as an offset
+    commit is before it is answered: an answered acknowledgement survives a
+    power cut, not only a crash.
+    """
+
+    def __init__(self, store: ShareStateStore, env: io.Env) -> None:
         self.store = store
+        self._env = env
 
     async def read(self, key: SharePartitionKey) -> PersistedState | None:
         """The state last written for ``key``, if any."""
         return self.store.read(key)
 
     async def initialize(self, key: SharePartitionKey, start_offset: int) -> PersistedState:
-        """Give ``key`` a first state starting at ``start_offset``."""
-        return self.store.initialize(key, start_offset)
+        """Give ``key`` a first state starting at ``start_offset``, fsynced."""
+        state = self.store.initialize(key, start_offset)
+        await run_blocking(self._env, self.store.flush, key)
+        return state
 
     async def write(self, key: SharePartitionKey, update: StateUpdate) -> None:
-        """Persist ``update``."""
+        """Persist ``update`` and fsync it."""
         self.store.write(key, update)
+        await run_blocking(self._env, self.store.flush, key)
 
     async def delete(self, key: SharePartitionKey) -> None:
         """Forget ``key``'s state."""

@@ -46,7 +46,10 @@ class ShareService:
         self._cache: dict[str, GroupShareSettings] = {}
         group_configs.on_change(self._cache.clear)
         self.store = ShareStateStore(
-            log_dir, BrokerConfig(broker_props()), now_ms=lambda: int(time.time() * 1000)
+            log_dir,
+            BrokerConfig(broker_props()),
+            now_ms=lambda: int(time.time() * 1000),
+            topic_admin=topic_admin,
         )
         self._started = False
         self.dead_letters = DeadLetters(
@@ -56,9 +59,10 @@ class ShareService:
             notify=wake,
         )
         self._lock = asyncio.Lock()
+        self._maintenance: asyncio.Task[None] | None = None
         self.partitions = SharePartitions(
             log_dir,
-            LocalPersister(self.store),
+            LocalPersister(self.store, log_dir.env),
             settings=self.settings,
             now_ms=lambda: int(time.time() * 1000),
             call_later=_call_later,
@@ -81,6 +85,30 @@ class ShareService:
             if not self._started:
                 await run_blocking(env, self.store.start)
                 self._started = True
+                self._maintenance = asyncio.get_running_loop().create_task(self._maintain())
+
+    async def _maintain(self) -> None:
+        """Kafka's share coordinator timers: snapshot cold share-partitions, prune the log."""
+        config = BrokerConfig(self._broker_props())
+        prune_every = int(config["share.coordinator.state.topic.prune.interval.ms"]) / 1000
+        cold_every = int(config["share.coordinator.cold.partition.snapshot.interval.ms"]) / 1000
+        next_prune = next_cold = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now >= next_cold:
+                next_cold = now + cold_every
+                self._quietly(self.store.snapshot_cold, "snapshot cold share-partitions")
+            if now >= next_prune:
+                next_prune = now + prune_every
+                self._quietly(self.store.prune, "prune __share_group_state")
+            await asyncio.sleep(max(min(next_prune, next_cold) - time.monotonic(), 0.0))
+
+    @staticmethod
+    def _quietly(action: Callable[[], None], what: str) -> None:
+        try:
+            action()
+        except Exception:
+            logger.exception("cannot %s", what)
 
     def settings(self, group_id: str) -> GroupShareSettings:
         """``group_id``'s share settings: its group configs over the broker's."""
@@ -114,7 +142,9 @@ class ShareService:
         self.partitions.release_member(session.group_id, session.member_id, keys)
 
     def close(self) -> None:
-        """Cancel every lock timer (shutdown)."""
+        """Cancel every lock timer and the share coordinator's timers (shutdown)."""
+        if self._maintenance is not None:
+            self._maintenance.cancel()
         self.partitions.close()
 
 

@@ -8,8 +8,8 @@ not read with TOPIC_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from seglog.broker.security.access.base import (
     GROUP,
@@ -24,6 +24,8 @@ from seglog.broker.security.authorizer import Operation
 from seglog.protocol.api_keys import ApiKey
 from seglog.protocol.bodies import share as s
 from seglog.protocol.entries import failed_as
+
+R = TypeVar("R", bound=Mapping[str, Any])
 
 
 def _share_fetch(
@@ -81,7 +83,9 @@ def _delete_offsets(
     return _on_group_and_topics(access, Operation.DELETE, body, s.DeleteShareGroupOffsetsResponse)
 
 
-def _on_group_and_topics(access: Access, operation: Operation, body: Any, kind: Any) -> Any:
+def _on_group_and_topics(
+    access: Access, operation: Operation, body: Any, kind: type[R]
+) -> Decision[R]:
     """``operation`` on the group, READ on every topic named, else the whole request refused."""
     if not access.allowed(operation, GROUP, body["group_id"]):
         return Decision(response=failed_as(kind, GROUP_FAILED))
