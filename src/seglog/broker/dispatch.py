@@ -19,6 +19,7 @@ from seglog.broker.handlers import (
     metadata,
     produce,
     quotas,
+    share_groups,
     transactions,
 )
 from seglog.broker.quotas import (
@@ -102,6 +103,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_DELETE: groups.offset_delete,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: consumer_groups.consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.consumer_group_describe,
+    ApiKey.SHARE_GROUP_HEARTBEAT: share_groups.share_group_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: share_groups.share_group_describe,
 }
 
 
@@ -148,7 +151,10 @@ async def handle_frame(
         state.metrics.observe(_api_name(exc.api_key), exc.api_version, "UNSUPPORTED_VERSION", 0.0)
         if exc.api_key == ApiKey.API_VERSIONS:
             # Answer with v0 so that a client asking a newer version learns ours.
-            body = metadata.api_versions_body(error_codes.code_for("UNSUPPORTED_VERSION"))
+            body = metadata.api_versions_body(
+                error_codes.code_for("UNSUPPORTED_VERSION"),
+                share_groups=share_groups.share_groups_enabled(state),
+            )
             return encode_response(ApiKey.API_VERSIONS, 0, exc.correlation_id, body)
         logger.warning("closing a connection: %s", exc)
         raise CloseConnection(str(exc)) from exc
