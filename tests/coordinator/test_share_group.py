@@ -242,6 +242,16 @@ def test_group_config_overrides_session_and_interval(h: ShareHarness) -> None:
     assert "A" in h.coordinator.share_groups["g"].members
 
 
+def test_a_member_leaving_bumps_the_epoch_once(h: ShareHarness) -> None:
+    h.member("A", topics=["t"])
+    h.member("B", topics=["u"])
+    assert h.hb("B", -1).error == "NONE"
+    group = h.coordinator.share_groups["g"]
+    assert group.group_epoch == 3
+    result = h.hb("A", 1)
+    assert (result.member_epoch, group.group_epoch) == (3, 3)
+
+
 def test_partition_count_change_bumps_the_epoch(h: ShareHarness) -> None:
     h.member("A")
     h.topics["t"] = 6

@@ -252,6 +252,11 @@ class ShareGroupManager:
         self._runtime.cancel(member.session_timer)
         member.session_timer = None
         group.target.pop(member.member_id, None)
+        # The subscribed topics without the member's (their counts as last seen, so that
+        # a count that changed meanwhile still bumps the epoch at the next heartbeat),
+        # and one epoch bump for it all, as Kafka's shareGroupFenceMember.
+        topics = group.subscribed_topics()
+        group.partition_counts = {t: n for t, n in group.partition_counts.items() if t in topics}
         group.group_epoch += 1
         logger.info(
             "member %s of share group %s %s (group epoch %d)",
