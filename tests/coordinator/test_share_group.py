@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seglog.coordinator import share_group_records as rec
 from seglog.coordinator.consumer_group import HeartbeatRequest
@@ -394,3 +396,42 @@ def test_not_served_while_loading(tmp_path: Path) -> None:
         assert harness.hb("A").error == "COORDINATOR_LOAD_IN_PROGRESS"
     finally:
         harness.close()
+
+
+# ------------------------------------------------------ assignor properties
+
+_members = st.dictionaries(
+    st.sampled_from([f"m{i}" for i in range(12)]),
+    st.sets(st.sampled_from(["t", "u", "v"]), min_size=1),
+    max_size=12,
+)
+_counts = st.fixed_dictionaries(
+    {"t": st.integers(0, 6), "u": st.integers(0, 3), "v": st.integers(0, 1)}
+)
+
+
+@given(_members, _counts, _members)
+@settings(max_examples=500, deadline=None)
+def test_simple_assign_serves_every_partition_and_member(
+    members: dict[str, set[str]], counts: dict[str, int], before: dict[str, set[str]]
+) -> None:
+    """Whatever the previous assignment: every subscribed partition goes to at least one
+    member subscribed to its topic, no member gets a topic it does not subscribe to, and
+    every member whose topics have partitions gets some."""
+    previous = simple_assign(before, counts)
+    out = simple_assign(members, counts, previous)
+    assert set(out) == set(members)
+    for member, tps in out.items():
+        assert all(topic in members[member] for topic, _ in tps)
+        if any(counts[t] for t in members[member]):
+            assert tps, (member, out)
+    wanted = {(t, p) for topics in members.values() for t in topics for p in range(counts[t])}
+    assert set().union(*out.values()) == wanted if out else not wanted
+    # Within a topic, partitions' sharing differs by at most one between its partitions.
+    for topic, count in counts.items():
+        sharing = [sum(1 for tps in out.values() if (topic, p) in tps) for p in range(count)]
+        if sharing and any(sharing):
+            assert max(sharing) - min(sharing) <= 1, (topic, sharing, out)
+        loads = [sum(1 for t, _ in out[m] if t == topic) for m in members if topic in members[m]]
+        if count and loads:
+            assert max(loads) - min(loads) <= 1, (topic, loads, out)

@@ -49,7 +49,6 @@ heartbeat protocol, the records and the timers are in
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -128,13 +127,15 @@ def simple_assign(
 ) -> dict[str, frozenset[TopicPartition]]:
     """The share "simple" assignment: every subscribed partition to at least one member.
 
-    Per topic, with ``m`` subscribed members and ``p`` partitions, each partition
-    is shared by ``ceil(m / p)`` members, so that every member gets some of the
-    topic when members outnumber partitions (ten members on one partition all
-    get it), and every partition goes to exactly one member when they do not.
-    Slots go first to the members that held them in ``previous`` (sticky, up
-    to each member's fair load), then to the least loaded eligible member
-    (ties by member id, so the result is deterministic).
+    Topic by topic, with ``m`` subscribed members and ``p`` partitions, each
+    partition is shared by ``ceil(m / p)`` members (Kafka's desired sharing), so
+    every partition is served, each by exactly one member when members do not
+    outnumber partitions, and every subscribed member gets some of the topic (ten
+    members on one partition all get it). A member's share of a topic's slots
+    differs from another's by one at most. Slots go first to the members that
+    held them in ``previous`` (sticky, within that balance), then to the member
+    with the fewest of the topic, then the fewest overall (then by member id, so
+    the result is deterministic).
     """
     members = sorted(subscriptions)
     subscribed = {m: set(subscriptions[m]) for m in members}
@@ -144,50 +145,36 @@ def simple_assign(
         if m in result:
             for tp in tps:
                 held.setdefault(tp, []).append(m)
-    # A partition's sharing, and each member's fair load (its share of the slots
-    # of the partitions it may take): what stickiness may keep at most.
-    slots: dict[TopicPartition, int] = {}
-    eligible: dict[TopicPartition, list[str]] = {}
     for topic in sorted({t for ts in subscribed.values() for t in ts}):
         count = max(partition_counts.get(topic, 0), 0)
         takers = [m for m in members if topic in subscribed[m]]
-        if count == 0 or not takers:
+        if count == 0:
             continue
         sharing = -(-len(takers) // count)
+        # Each taker's share of the topic's slots: the floor, and one more for
+        # as many takers as the remainder allows.
+        base, extra = divmod(sharing * count, len(takers))
+        load = dict.fromkeys(takers, 0)
+        left = dict.fromkeys(range(count), sharing)
+        for allowance in (False, True):
+            for p in range(count):
+                for m in sorted(held.get((topic, p), [])):
+                    if left[p] == 0 or m not in load or (topic, p) in result[m]:
+                        continue
+                    if load[m] >= base:
+                        if not allowance or extra == 0 or load[m] > base:
+                            continue
+                        extra -= 1
+                    result[m].add((topic, p))
+                    load[m] += 1
+                    left[p] -= 1
         for p in range(count):
-            slots[(topic, p)] = sharing
-            eligible[(topic, p)] = takers
-    fair: dict[str, float] = dict.fromkeys(members, 0.0)
-    for tp, takers in eligible.items():
-        for m in takers:
-            fair[m] += slots[tp] / len(takers)
-    # Stickiness keeps a member's old partitions up to the floor of its fair load
-    # (a sum of fractions: forgive float error), then, while the slots above the
-    # floors last, one more each; the rest is dealt out afresh.
-    floor = {m: math.floor(fair[m] + 1e-9) for m in members}
-    extras = sum(slots.values()) - sum(floor.values())
-    left = dict(slots)
-    for allowance in (0, 1):
-        for tp in sorted(slots):
-            for m in sorted(held.get(tp, [])):
-                if left[tp] <= 0 or m not in eligible[tp] or tp in result[m]:
-                    continue
-                if len(result[m]) < floor[m]:
-                    pass
-                elif allowance and extras > 0 and len(result[m]) == floor[m]:
-                    extras -= 1
-                else:
-                    continue
-                result[m].add(tp)
-                left[tp] -= 1
-    for tp in sorted(slots):
-        while left[tp] > 0:
-            candidates = [m for m in eligible[tp] if tp not in result[m]]
-            if not candidates:
-                break
-            chosen = min(candidates, key=lambda m: (len(result[m]), m))
-            result[chosen].add(tp)
-            left[tp] -= 1
+            while left[p] > 0:
+                candidates = [m for m in takers if (topic, p) not in result[m]]
+                chosen = min(candidates, key=lambda m: (load[m], len(result[m]), m))
+                result[chosen].add((topic, p))
+                load[chosen] += 1
+                left[p] -= 1
     return {m: frozenset(tps) for m, tps in result.items()}
 
 
