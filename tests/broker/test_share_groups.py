@@ -16,6 +16,7 @@ from seglog.protocol import error_codes
 from seglog.protocol.api_keys import SHARE_APIS, ApiKey
 from tests.broker.conftest import BrokerProcess
 from tests.broker.test_dynamic_configs import _request
+from tests.broker.test_group_configs import SET, _incremental
 
 WAIT = 60.0
 NONE = 0
@@ -155,6 +156,18 @@ def test_heartbeat_errors(broker: BrokerProcess, topic: str) -> None:
     )
     unknown_group = _describe(broker, _unique(topic, "nothing"))
     assert unknown_group["error_code"] == GROUP_ID_NOT_FOUND
+
+
+def test_group_config_sets_the_heartbeat_interval(broker: BrokerProcess, topic: str) -> None:
+    _create_topic(broker, topic, 1)
+    group = _unique(topic, "g")
+    assert _incremental(broker, group, [("share.heartbeat.interval.ms", SET, "7000")]) == (
+        NONE,
+        None,
+    )
+    member, answer = _join(broker, group, [topic])
+    assert answer["heartbeat_interval_ms"] == 7000
+    assert _heartbeat(broker, group, member, 1)["heartbeat_interval_ms"] == 7000
 
 
 def test_ten_members_on_one_partition_all_get_it(broker: BrokerProcess, topic: str) -> None:

@@ -435,3 +435,15 @@ def test_simple_assign_serves_every_partition_and_member(
         loads = [sum(1 for t, _ in out[m] if t == topic) for m in members if topic in members[m]]
         if count and loads:
             assert max(loads) - min(loads) <= 1, (topic, loads, out)
+
+
+def test_an_unreadable_share_record_is_skipped_at_load(h: ShareHarness) -> None:
+    h.member("A")
+    store = h.coordinator.store
+    # A member record cut short, in the group's partition: skipped, the group still loads.
+    bad_key = rec.key(rec.MEMBER_METADATA, "g", "broken")
+    store.append("g", [(bad_key, b"\x00\x00\x05ab")], h.coordinator.now_ms())
+    h.restart()
+    group = h.coordinator.share_groups["g"]
+    assert list(group.members) == ["A"]
+    assert h.hb("A", 1).error == "NONE"

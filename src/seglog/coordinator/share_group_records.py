@@ -317,14 +317,14 @@ def apply(found: dict[str, LoadedShareGroup], data: bytes, value: bytes | None) 
     """
     record_type, group, member = parse_key(data)
     loaded = found.setdefault(group, LoadedShareGroup())
-    if value is None:
-        loaded.records.pop(data, None)
-    else:
-        loaded.records[data] = value
     try:
         _fold(loaded, record_type, member or "", value)
     except (struct.error, DecodeError) as exc:
         raise CorruptRecordError(f"a share group value does not parse: {exc}") from None
+    if value is None:
+        loaded.records.pop(data, None)
+    else:
+        loaded.records[data] = value
     return group
 
 
