@@ -206,6 +206,8 @@ def test_heartbeat_errors_as_kafka_answers_them(h: ShareHarness) -> None:
     behind = h.hb("A", 1)
     assert behind.error == "FENCED_MEMBER_EPOCH"
     assert "does not match the previous member epoch (2)" in (behind.error_message or "")
+    # Epoch 0 is no exception for a known member (Kafka's check is the same).
+    assert h.hb("A", 0).error == "FENCED_MEMBER_EPOCH"
     full = h.hb("D", 0)
     assert full.error == "GROUP_MAX_SIZE_REACHED"
     assert full.error_message == "The share group has reached its maximum capacity of 3 members."

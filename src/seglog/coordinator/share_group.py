@@ -24,10 +24,12 @@ Heartbeat validation (Kafka's ``GroupCoordinatorService`` and
 ``GroupMetadataManager``): in v1 the client makes up its own member id (a
 UUID), so an empty member id is INVALID_REQUEST, as is an empty group id, an
 empty rack id, a join (epoch 0) without subscribed topic names, and an epoch
-below -1. Epoch 0 joins (an existing member with that id is updated, and
-takes the current target); -1 leaves; any other epoch must be the member's,
-or its previous one (the answer that bumped it may have been lost), else
+below -1. Epoch 0 joins; -1 leaves; any epoch must be the member's, or its
+previous one (the answer that bumped it may have been lost), else
 FENCED_MEMBER_EPOCH; an id the group does not know gets UNKNOWN_MEMBER_ID.
+As in Kafka, epoch 0 is checked like any other for a member the group
+already has: a member that rejoins with its id after its epoch moved on is
+fenced until its session expires.
 A new member beyond ``group.share.max.size`` gets GROUP_MAX_SIZE_REACHED. The
 assignment is sent on a join, on a *full* request (subscribed topic names
 given) and when the member's assignment changed.
