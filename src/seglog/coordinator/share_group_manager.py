@@ -34,6 +34,7 @@ from seglog.coordinator.assignor import TopicPartition
 from seglog.coordinator.offset_store import LoadedGroup
 from seglog.coordinator.requests import NONE, CoordinatorConfig
 from seglog.coordinator.runtime import CoordinatorRuntime, logger
+from seglog.coordinator.sessions import touch_session
 from seglog.coordinator.share_group import (
     LEAVE_EPOCH,
     MEMBER_STATE_STABLE,
@@ -338,26 +339,18 @@ class ShareGroupManager:
         return own.get("share.heartbeat.interval.ms", self._config.share_heartbeat_interval_ms)
 
     def _touch(self, group: ShareGroup, member: ShareMember) -> None:
-        timeout = self._session_timeout_ms(group.group_id)
-        member.heartbeat_deadline_ms = self._runtime.now_ms() + timeout
-        if member.session_timer is None:
-            member.session_timer = self._runtime.schedule(
-                timeout, lambda: self._on_session_timer(group, member)
-            )
+        def expire() -> None:
+            timeout = self._session_timeout_ms(group.group_id)
+            self._remove(group, member, f"expired (session timeout {timeout} ms)")
+            self._write(group)
 
-    def _on_session_timer(self, group: ShareGroup, member: ShareMember) -> None:
-        member.session_timer = None
-        if group.members.get(member.member_id) is not member:
-            return
-        remaining = member.heartbeat_deadline_ms - self._runtime.now_ms()
-        if remaining > 0:
-            member.session_timer = self._runtime.schedule(
-                remaining, lambda: self._on_session_timer(group, member)
-            )
-            return
-        timeout = self._session_timeout_ms(group.group_id)
-        self._remove(group, member, f"expired (session timeout {timeout} ms)")
-        self._write(group)
+        touch_session(
+            self._runtime,
+            member,
+            self._session_timeout_ms(group.group_id),
+            alive=lambda: group.members.get(member.member_id) is member,
+            expire=expire,
+        )
 
     # ---------------------------------------------------------------- records
 

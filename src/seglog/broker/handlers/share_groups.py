@@ -14,17 +14,15 @@ Kafka's request handler does, and ApiVersions leaves every share API out
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable
 from typing import Any
 
+from seglog.broker.handlers.consumer_groups import assignment_by_id, described_assignment
 from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.config import BrokerConfig
 from seglog.coordinator.share_group import SHARE_ASSIGNOR_NAME, ShareHeartbeatRequest
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
-from seglog.storage.log_dir import TopicInfo
 
 _NO_OPERATIONS = -(2**31)
 _UNSUPPORTED = error_codes.code_for("UNSUPPORTED_VERSION")
@@ -33,24 +31,6 @@ _UNSUPPORTED = error_codes.code_for("UNSUPPORTED_VERSION")
 def share_groups_enabled(state: BrokerState) -> bool:
     """Whether the broker serves share groups (``group.share.enable``, true by default)."""
     return bool(BrokerConfig(state.settings.properties)["group.share.enable"])
-
-
-def _by_topic(
-    partitions: Iterable[tuple[str, int]], topics: dict[str, TopicInfo], *, names: bool
-) -> list[dict[str, Any]]:
-    grouped: dict[str, list[int]] = {}
-    for topic, partition in partitions:
-        grouped.setdefault(topic, []).append(partition)
-    out = []
-    for topic, found in sorted(grouped.items()):
-        entry: dict[str, Any] = {
-            "topic_id": topics[topic].topic_id if topic in topics else uuid.UUID(int=0),
-            "partitions": sorted(found),
-        }
-        if names:
-            entry["topic_name"] = topic
-        out.append(entry)
-    return out
 
 
 async def share_group_heartbeat(
@@ -90,9 +70,7 @@ async def share_group_heartbeat(
     )
     if result.assignment is not None:
         topics = state.log_dir.topics()
-        answer["assignment"] = {
-            "topic_partitions": _by_topic(result.assignment, topics, names=False)
-        }
+        answer["assignment"] = assignment_by_id(result.assignment, topics)
     return answer
 
 
@@ -132,9 +110,7 @@ async def share_group_describe(
                             "client_id": m.client_id,
                             "client_host": m.client_host,
                             "subscribed_topic_names": list(m.subscribed),
-                            "assignment": {
-                                "topic_partitions": _by_topic(m.assigned, topics, names=True)
-                            },
+                            "assignment": described_assignment(m.assigned, topics),
                         }
                         for m in group.members.values()
                     ],
