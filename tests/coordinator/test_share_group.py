@@ -23,6 +23,7 @@ from seglog.coordinator.share_group import (
 )
 from seglog.storage.log_dir import LogDir, LogDirSettings
 from tests.coordinator.conftest import Harness
+from tests.storage.faulty_env import installed
 
 SESSION_MS = 3_000
 TOPIC_IDS = {"t": uuid.UUID(int=1), "u": uuid.UUID(int=2), "one": uuid.UUID(int=3)}
@@ -449,3 +450,21 @@ def test_an_unreadable_share_record_is_skipped_at_load(h: ShareHarness) -> None:
     group = h.coordinator.share_groups["g"]
     assert list(group.members) == ["A"]
     assert h.hb("A", 1).error == "NONE"
+
+
+def test_a_failed_write_is_refused_and_written_with_the_next_change(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with installed(data) as env:
+        h = ShareHarness(data)
+        try:
+            h.member("A")
+            env.disk_full = True
+            refused = h.hb("B", 0, topics=["t"])
+            assert refused.error == "COORDINATOR_NOT_AVAILABLE"
+            env.disk_full = False
+            # B is in the group in memory; the next change writes it too.
+            assert h.member("C").error == "NONE"
+            h.restart()
+            assert sorted(h.coordinator.share_groups["g"].members) == ["A", "B", "C"]
+        finally:
+            h.close()
