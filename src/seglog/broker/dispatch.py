@@ -20,6 +20,8 @@ from seglog.broker.handlers import (
     produce,
     quotas,
     share_fetch,
+    share_groups,
+    share_offsets,
     transactions,
 )
 from seglog.broker.quotas import (
@@ -105,6 +107,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: consumer_groups.consumer_group_describe,
     ApiKey.SHARE_FETCH: share_fetch.share_fetch,
     ApiKey.SHARE_ACKNOWLEDGE: share_fetch.share_acknowledge,
+    ApiKey.SHARE_GROUP_HEARTBEAT: share_groups.share_group_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: share_groups.share_group_describe,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: share_offsets.describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: share_offsets.alter_share_group_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: share_offsets.delete_share_group_offsets,
 }
 
 
@@ -151,7 +158,10 @@ async def handle_frame(
         state.metrics.observe(_api_name(exc.api_key), exc.api_version, "UNSUPPORTED_VERSION", 0.0)
         if exc.api_key == ApiKey.API_VERSIONS:
             # Answer with v0 so that a client asking a newer version learns ours.
-            body = metadata.api_versions_body(error_codes.code_for("UNSUPPORTED_VERSION"))
+            body = metadata.api_versions_body(
+                error_codes.code_for("UNSUPPORTED_VERSION"),
+                share_groups=share_groups.share_groups_enabled(state),
+            )
             return encode_response(ApiKey.API_VERSIONS, 0, exc.correlation_id, body)
         logger.warning("closing a connection: %s", exc)
         raise CloseConnection(str(exc)) from exc

@@ -257,12 +257,18 @@ class GroupConfigs:
         self._notify()
 
     def consumer_overrides(self) -> dict[str, dict[str, int]]:
-        """The consumer groups' own session timeouts and heartbeat intervals, by group."""
+        """The consumer and share groups' own session timeouts and heartbeat intervals,
+        by group and under the group config's name."""
         out: dict[str, dict[str, int]] = {}
         for group, props in self.groups.items():
             values: dict[str, int] = {
                 name: int(GROUP_CONFIGS[name].parse(props[name]))
-                for name in ("consumer.session.timeout.ms", "consumer.heartbeat.interval.ms")
+                for name in (
+                    "consumer.session.timeout.ms",
+                    "consumer.heartbeat.interval.ms",
+                    "share.session.timeout.ms",
+                    "share.heartbeat.interval.ms",
+                )
                 if name in props
             }
             if values:

@@ -224,6 +224,11 @@ class BrokerState:
                 topic_admin=self.topic_admin,
                 wake=self.fetch_purgatory.wake,
             )
+            shares, env = self.shares, log_dir.env
+            self.coordinator.share_partitions_assigned = lambda group_id, partitions: (
+                shares.on_assigned(env, group_id, partitions)
+            )
+            self.coordinator.share_group_deleted = lambda group_id: shares.on_deleted(env, group_id)
 
         # Transactions: the coordinator's blocking operations run on its own
         # thread, one at a time, whoever asks, after __transaction_state is loaded.

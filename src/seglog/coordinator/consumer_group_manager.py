@@ -33,6 +33,7 @@ from seglog.coordinator.consumer_group import (
 )
 from seglog.coordinator.requests import CoordinatorConfig
 from seglog.coordinator.runtime import CoordinatorRuntime, logger
+from seglog.coordinator.sessions import touch_session
 
 
 class ConsumerGroupManager:
@@ -327,26 +328,16 @@ class ConsumerGroupManager:
 
     def _touch_consumer(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         timeout = self._session_timeout_ms(group.group_id)
-        member.heartbeat_deadline_ms = self._runtime.now_ms() + timeout
-        if member.session_timer is None:
-            member.session_timer = self._runtime.schedule(
-                timeout, lambda: self._on_consumer_session_timer(group, member)
-            )
-
-    def _on_consumer_session_timer(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        member.session_timer = None
-        if group.members.get(member.member_id) is not member:
-            return
-        remaining = member.heartbeat_deadline_ms - self._runtime.now_ms()
-        if remaining > 0:
-            member.session_timer = self._runtime.schedule(
-                remaining, lambda: self._on_consumer_session_timer(group, member)
-            )
-            return
-        self._remove_consumer_member(
-            group,
+        touch_session(
+            self._runtime,
             member,
-            f"expired (session timeout {self._session_timeout_ms(group.group_id)} ms)",
+            timeout,
+            alive=lambda: group.members.get(member.member_id) is member,
+            expire=lambda: self._remove_consumer_member(
+                group,
+                member,
+                f"expired (session timeout {self._session_timeout_ms(group.group_id)} ms)",
+            ),
         )
 
     def _arm_revocation(self, group: ConsumerGroup, member: ConsumerMember) -> None:

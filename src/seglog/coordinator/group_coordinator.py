@@ -74,16 +74,33 @@ thread. Each part is a class with its own state, given only what it needs:
 * :mod:`seglog.coordinator.consumer_group_manager` — KIP-848 consumer groups:
   ConsumerGroupHeartbeat and server-side assignment, with the member state
   table and reconciliation in :mod:`seglog.coordinator.consumer_group`;
+* :mod:`seglog.coordinator.share_group_manager` — KIP-932 share groups:
+  ShareGroupHeartbeat, the simple assignor and the share group records, with
+  the data in :mod:`seglog.coordinator.share_group`;
 * :mod:`seglog.coordinator.offset_manager` — committed offsets: OffsetCommit,
   OffsetFetch, OffsetDelete, group deletion and the retention timer.
 
-Groups of the two protocols share the group-id namespace and committed
+Groups of the two consumer protocols share the group-id namespace and committed
 offsets: a group id's offsets are kept on its classic group record, which stays
-Empty while a KIP-848 group of that id is in use.
+Empty while a KIP-848 group of that id is in use. Share groups live in the
+same namespace but share nothing: as in Kafka, a request of another kind for a
+share group's id is refused (GROUP_ID_NOT_FOUND "Group g is not a consumer
+group.", or INCONSISTENT_GROUP_PROTOCOL for JoinGroup), and a
+ShareGroupHeartbeat for a classic or consumer group's id likewise ("Group g is
+not a share group."). Share groups have no committed offsets here: their
+positions are the share state of :mod:`seglog.share`.
+
+Two hooks, set by the broker (no-ops by default), tell the share side of
+the broker about share groups: :attr:`GroupCoordinator.share_partitions_assigned`
+(partitions newly in a group's target assignment, and all of them after a
+load: initialize their share state) and
+:attr:`GroupCoordinator.share_group_deleted` (DeleteGroups removed a share
+group: delete its share state).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -107,6 +124,13 @@ from seglog.coordinator.requests import (
     SyncResult,
 )
 from seglog.coordinator.runtime import CoordinatorRuntime, logger
+from seglog.coordinator.share_group import (
+    PROTOCOL_TYPE,
+    ShareGroup,
+    ShareHeartbeatRequest,
+    ShareHeartbeatResult,
+)
+from seglog.coordinator.share_group_manager import ShareGroupManager
 from seglog.errors import NotLeaderOrFollowerError, SeglogError
 from seglog.storage.log_dir import LogDir
 from seglog.storage.topic_admin import TopicAdministration
@@ -127,8 +151,18 @@ class GroupCoordinator:
         partition_exists: Callable[[str, int], bool] = lambda topic, partition: True,
         topic_partitions: Callable[[str], int] | None = None,
         topic_names: Callable[[], Iterable[str]] | None = None,
+        topic_ids: Callable[[], Mapping[str, uuid.UUID]] | None = None,
     ) -> None:
         self.config = config
+        #: Called with (group id, [(topic, partition)]) when partitions enter a share
+        #: group's target assignment for the first time, and for all of a group's
+        #: after a load: the broker initializes their share state.
+        self.share_partitions_assigned: Callable[[str, list[tuple[str, int]]], None] = (
+            lambda group_id, partitions: None
+        )
+        #: Called with the group id when DeleteGroups removed a share group: the
+        #: broker deletes its share state.
+        self.share_group_deleted: Callable[[str], None] = lambda group_id: None
         self.store = store
         self._runtime = CoordinatorRuntime(store, clock=clock, call_later=call_later)
         self._classic = ClassicGroupManager(self._runtime, config)
@@ -137,6 +171,15 @@ class GroupCoordinator:
             config,
             topic_partitions=topic_partitions or (lambda topic: 0),
             topic_names=topic_names or (lambda: ()),
+        )
+        self._share = ShareGroupManager(
+            self._runtime,
+            config,
+            topic_partitions=topic_partitions or (lambda topic: 0),
+            topic_ids=topic_ids or (lambda: {}),
+            assigned=lambda group_id, partitions: self.share_partitions_assigned(
+                group_id, partitions
+            ),
         )
         self._offsets = OffsetManager(
             self._runtime,
@@ -159,13 +202,20 @@ class GroupCoordinator:
         return self._consumer.groups
 
     @property
+    def share_groups(self) -> dict[str, ShareGroup]:
+        """Every KIP-932 share group, by id."""
+        return self._share.groups
+
+    @property
     def group_overrides(self) -> dict[str, dict[str, int]]:
-        """KIP-848 groups' own settings (group configs), by group id, over ``config``'s."""
+        """KIP-848 and share groups' own settings (group configs), by group id and config
+        name, over ``config``'s."""
         return self._consumer.overrides
 
     @group_overrides.setter
     def group_overrides(self, overrides: dict[str, dict[str, int]]) -> None:
         self._consumer.overrides = overrides
+        self._share.overrides = overrides
 
     @property
     def loading(self) -> bool:
@@ -199,7 +249,14 @@ class GroupCoordinator:
 
     def finish_loading(self, loaded: Mapping[str, LoadedGroup]) -> None:
         """Install what :meth:`load` read and start serving group requests."""
-        self._classic.restore(loaded)
+        self._classic.restore(
+            {
+                group_id: found
+                for group_id, found in loaded.items()
+                if found.metadata is not None or found.offsets
+            }
+        )
+        self._share.restore(loaded)
         self._runtime.loading = False
         logger.info("loaded %d consumer groups from %s", len(loaded), "__consumer_offsets")
         self._offsets.start_retention()
@@ -209,6 +266,7 @@ class GroupCoordinator:
         self._runtime.shutdown()
         self._offsets.shutdown()
         self._consumer.shutdown()
+        self._share.shutdown()
         self._classic.shutdown()
 
     # ------------------------------------------------------- classic groups
@@ -218,6 +276,10 @@ class GroupCoordinator:
         error = self._classic.join_error(request)
         if error is None and self._consumer.in_use(request.group_id):
             error = "INCONSISTENT_GROUP_PROTOCOL"  # a KIP-848 group with members
+        if error is None and self._share.get(request.group_id) is not None:
+            # A share group, empty or not: Kafka answers without a member id.
+            respond(JoinResult(error="INCONSISTENT_GROUP_PROTOCOL", member_id=""))
+            return
         if error is not None:
             respond(JoinResult(error=error, member_id=request.member_id))
             return
@@ -267,7 +329,7 @@ class GroupCoordinator:
         refused = self._consumer.refuse(request)
         if refused is not None:
             return refused
-        if self._classic.in_use(request.group_id):
+        if self._classic.in_use(request.group_id) or self._share.get(request.group_id):
             return HeartbeatResult(
                 error="GROUP_ID_NOT_FOUND",
                 error_message=f"Group {request.group_id} is not a consumer group.",
@@ -284,7 +346,9 @@ class GroupCoordinator:
         group = self._consumer.get(group_id)
         if group is None:
             classic = self._classic.get(group_id)
-            if classic is not None and not classic.is_in(DEAD):
+            if self._share.get(group_id) is not None or (
+                classic is not None and not classic.is_in(DEAD)
+            ):
                 return "GROUP_ID_NOT_FOUND", f"Group {group_id} is not a consumer group.", None
             return "GROUP_ID_NOT_FOUND", f"Group {group_id} not found.", None
         return NONE, None, group
@@ -294,6 +358,46 @@ class GroupCoordinator:
     ) -> str | None:
         """OffsetFetch v9+ with a member: None if accepted, else the error (as Kafka)."""
         return self._consumer.validate_fetch(group_id, member_id, member_epoch)
+
+    # ------------------------------------------------------ KIP-932 share groups
+
+    def share_group_heartbeat(self, request: ShareHeartbeatRequest) -> ShareHeartbeatResult:
+        """ShareGroupHeartbeat: join, heartbeat or leave (see :mod:`.share_group`)."""
+        refused = self._share.refuse(request)
+        if refused is not None:
+            return refused
+        if self._other_kind(request.group_id):
+            return ShareHeartbeatResult(
+                error="GROUP_ID_NOT_FOUND",
+                error_message=f"Group {request.group_id} is not a share group.",
+            )
+        return self._share.heartbeat(request)
+
+    def describe_share_group(self, group_id: str) -> tuple[str, str | None, ShareGroup | None]:
+        """ShareGroupDescribe of one group: (error, error message, group)."""
+        error = self._runtime.unavailable(group_id)
+        if error is not None:
+            return error, None, None
+        group = self._share.get(group_id)
+        if group is not None:
+            return NONE, None, group
+        if self._other_kind(group_id):
+            return "GROUP_ID_NOT_FOUND", f"Group {group_id} is not a share group.", None
+        return "GROUP_ID_NOT_FOUND", f"Group {group_id} not found.", None
+
+    def _other_kind(self, group_id: str) -> bool:
+        """Whether ``group_id`` is a classic or consumer group (Kafka keeps an empty
+        classic group, such as one that only stores offsets, as a group too)."""
+        classic = self._classic.get(group_id)
+        return self._consumer.get(group_id) is not None or (
+            classic is not None and not classic.is_in(DEAD)
+        )
+
+    def _not_consumer_group(self, group_id: str) -> str | None:
+        """The message refusing an offsets request for a share group, else None."""
+        if self._share.get(group_id) is None:
+            return None
+        return f"Group {group_id} is not a consumer group."
 
     # ---------------------------------------------------------------- offsets
 
@@ -312,6 +416,8 @@ class GroupCoordinator:
             "INVALID_GROUP_ID" if not group_id else None
         )
         group = self._classic.get(group_id)
+        if error is None and self._not_consumer_group(group_id):
+            error = "GROUP_ID_NOT_FOUND"  # a share group stores no offsets here
         if error is None and self._consumer.get(group_id) is not None:
             # A KIP-848 group: generation_id is the member epoch.
             error = self._consumer.validate_commit(group_id, member_id, generation_id)
@@ -344,6 +450,8 @@ class GroupCoordinator:
         error = self._runtime.unavailable(group_id)
         if error is not None:
             return error
+        if self._not_consumer_group(group_id):
+            return "GROUP_ID_NOT_FOUND"
         if self._consumer.get(group_id) is not None:
             if generation_id < 0 and not member_id and instance is None:
                 return None
@@ -361,13 +469,18 @@ class GroupCoordinator:
         """OffsetFetch: (group error, [(topic, partition, committed or None)]).
 
         ``partitions`` None asks for every partition the group has an offset for.
+        A share group has none: GROUP_ID_NOT_FOUND, as Kafka answers.
         """
+        if self._runtime.unavailable(group_id) is None and self._not_consumer_group(group_id):
+            return "GROUP_ID_NOT_FOUND", []
         return self._offsets.fetch_offsets(group_id, partitions)
 
     def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]]
     ) -> tuple[str, dict[tuple[str, int], str]]:
         """OffsetDelete: (group error, per-partition errors)."""
+        if self._runtime.unavailable(group_id) is None and self._not_consumer_group(group_id):
+            return "GROUP_ID_NOT_FOUND", {}
         return self._offsets.delete_offsets(group_id, partitions)
 
     def expire_offsets(self) -> int:
@@ -380,6 +493,10 @@ class GroupCoordinator:
         for group_id in group_ids:
             error = self._runtime.unavailable(group_id)
             group = self._classic.get(group_id)
+            if error is None and self._share.get(group_id) is not None:
+                error = self._share.delete(group_id)
+                if error == NONE:
+                    self._share_deleted(group_id)
             if error is None:
                 if not group_id:
                     error = "INVALID_GROUP_ID"
@@ -400,6 +517,13 @@ class GroupCoordinator:
             results[group_id] = error
         return results
 
+    def _share_deleted(self, group_id: str) -> None:
+        try:
+            self.share_group_deleted(group_id)
+        except Exception:
+            # The group is gone from the log already; the broker's side logs its own trouble.
+            logger.exception("deleting the share state of %s failed", group_id)
+
     # ------------------------------------------------ List / Describe
 
     def list_groups(
@@ -412,6 +536,10 @@ class GroupCoordinator:
         wanted_states = {s.lower() for s in states or []}
         wanted_types = {t.lower() for t in types or []}
         listed = []
+        if not wanted_types or "share" in wanted_types:
+            for group_id, state in self._share.summary():
+                if not wanted_states or state.lower() in wanted_states:
+                    listed.append((group_id, PROTOCOL_TYPE, state))
         if not wanted_types or "consumer" in wanted_types:
             for group_id, state in self._consumer.summary():
                 if not wanted_states or state.lower() in wanted_states:
@@ -426,15 +554,18 @@ class GroupCoordinator:
         return NONE, sorted(listed)
 
     def group_type(self, group_id: str) -> str:
-        """ListGroups v5's type of a group: ``consumer`` (KIP-848) or ``classic``."""
+        """ListGroups v5's type of a group: ``share``, ``consumer`` (KIP-848) or ``classic``."""
+        if self._share.get(group_id) is not None:
+            return "share"
         return "consumer" if self._consumer.get(group_id) is not None else "classic"
 
     def describe_group(self, group_id: str) -> GroupDescription:
         """DescribeGroups for one group; an unknown group is reported Dead, as Kafka does."""
         error = self._runtime.unavailable(group_id)
         group = self._classic.get(group_id)
-        if error is not None or group is None or self._consumer.get(group_id) is not None:
-            # A KIP-848 group is not a classic one: Dead here, as Kafka (before v6) does.
+        modern = self._consumer.get(group_id) is not None or self._share.get(group_id) is not None
+        if error is not None or group is None or modern:
+            # A KIP-848 or share group is not a classic one: Dead here, as Kafka (before v6) does.
             return GroupDescription(group_id, error or NONE, DEAD.value, "", "", [])
         return self._classic.describe(group)
 
@@ -480,6 +611,7 @@ def create_coordinator(
         partition_exists=partition_exists,
         topic_partitions=topic_partitions,
         topic_names=lambda: list(log_dir.topics()),
+        topic_ids=lambda: {name: info.topic_id for name, info in log_dir.topics().items()},
     )
 
 

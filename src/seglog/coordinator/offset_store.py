@@ -27,8 +27,9 @@ compaction drops the key once ``delete.retention.ms`` has passed.
 
 seglog writes offset keys v1, offset values v3 (v1 when the commit carries an
 explicit expiry, as Kafka does), group keys v2 and group values v3; it reads
-every version above. Flexible versions (offset value v4, group value v4) and
-other key versions (KIP-848 and share-group records) are refused as corrupt
+every version above, and the share group records of key versions 10 to 15
+(:mod:`seglog.coordinator.share_group_records`). Flexible versions (offset
+value v4, group value v4) and other key versions (KIP-848 records) are refused as corrupt
 rather than guessed at; the loader skips such a record with a warning naming
 its partition and offset, so that one unreadable record (a disk error, a log
 directory from a newer Kafka) cannot keep every group from loading.
@@ -62,6 +63,8 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from seglog.coordinator import share_group_records
+from seglog.coordinator.share_group_records import LoadedShareGroup
 from seglog.errors import CorruptRecordError, SeglogError
 from seglog.records import batch, control, log_entries
 from seglog.records.builder import SimpleRecord, build_batch
@@ -131,6 +134,8 @@ class LoadedGroup:
 
     metadata: GroupRecord | None = None
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    share: LoadedShareGroup | None = None
+    """The group's share group records (:mod:`.share_group_records`), if any."""
 
 
 # ------------------------------------------------------------ byte helpers
@@ -216,8 +221,8 @@ def group_key(group: str) -> bytes:
 def parse_key(data: bytes) -> tuple[str, str, int] | str:
     """(group, topic, partition) of an offset key, or the group of a group key.
 
-    Any other key version (KIP-848 or share-group records, which seglog does
-    not write) is a CorruptRecordError, as is a key cut short.
+    Any other key version (KIP-848 records, which seglog does not write; share
+    group records are read apart) is a CorruptRecordError, as is a key cut short.
     """
     reader = _Reader(data)
     version = reader.int16()
@@ -506,7 +511,11 @@ class OffsetStore:
             groups.update(found)
         if skipped:
             logger.warning("skipped %d unreadable records of %s", skipped, TOPIC)
-        return {name: found for name, found in groups.items() if found.metadata or found.offsets}
+        return {
+            name: found
+            for name, found in groups.items()
+            if found.metadata or found.offsets or (found.share is not None and found.share.exists)
+        }
 
     def _committed_records(
         self, partition: int
@@ -565,6 +574,13 @@ class OffsetStore:
     def _apply(groups: dict[str, LoadedGroup], key: bytes | None, value: bytes | None) -> None:
         if key is None:
             raise CorruptRecordError("a record without a key")
+        if len(key) >= 2 and _INT16.unpack_from(key)[0] in share_group_records.KEY_TYPES:
+            _, group_id, _ = share_group_records.parse_key(key)
+            loaded = groups.setdefault(group_id, LoadedGroup())
+            if loaded.share is None:
+                loaded.share = LoadedShareGroup()
+            share_group_records.apply({group_id: loaded.share}, key, value)
+            return
         parsed = parse_key(key)
         if isinstance(parsed, str):
             loaded = groups.setdefault(parsed, LoadedGroup())

@@ -42,6 +42,12 @@ class CoordinatorConfig:
     """KIP-848 groups: a member's session, set by the broker (not the client)."""
     consumer_heartbeat_interval_ms: int = 5_000
     """KIP-848 groups: how often members are told to heartbeat."""
+    share_session_timeout_ms: int = 45_000
+    """Share groups: a member's session (``group.share.session.timeout.ms``)."""
+    share_heartbeat_interval_ms: int = 5_000
+    """Share groups: how often members are told to heartbeat."""
+    share_max_size: int = 200
+    """Share groups: the most members a group may have (``group.share.max.size``)."""
 
     _NAMES: ClassVar[dict[str, str]] = {
         "group.initial.rebalance.delay.ms": "initial_rebalance_delay_ms",
@@ -54,6 +60,9 @@ class CoordinatorConfig:
         "offsets.topic.segment.bytes": "offsets_topic_segment_bytes",
         "group.consumer.session.timeout.ms": "consumer_session_timeout_ms",
         "group.consumer.heartbeat.interval.ms": "consumer_heartbeat_interval_ms",
+        "group.share.session.timeout.ms": "share_session_timeout_ms",
+        "group.share.heartbeat.interval.ms": "share_heartbeat_interval_ms",
+        "group.share.max.size": "share_max_size",
     }
 
     @classmethod

@@ -176,11 +176,29 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     # KIP-848 consumer protocol (group.protocol=consumer): server-side assignment.
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 0),
-    # KIP-932 share groups (queues): Kafka 4.1's stable versions.
+    # KIP-932 share groups; v0 was Kafka 4.0's early access, removed in 4.1.
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.SHARE_FETCH: (1, 1),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 """API key → (min, max) version the broker serves and advertises; within :data:`REGISTRY`."""
+
+SHARE_APIS: frozenset[int] = frozenset(
+    {
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        ApiKey.SHARE_GROUP_DESCRIBE,
+        ApiKey.SHARE_FETCH,
+        ApiKey.SHARE_ACKNOWLEDGE,
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+    }
+)
+"""The share group APIs (KIP-932): ApiVersions leaves them out with ``group.share.enable=false``."""
 
 BETWEEN_NODES: dict[int, tuple[int, int]] = {**SUPPORTED, ApiKey.ENVELOPE: (0, 0)}
 """What a node serves to the other nodes of its cluster: :data:`SUPPORTED` and Envelope.
@@ -226,6 +244,7 @@ __all__ = [
     "BETWEEN_NODES",
     "DESCRIPTIONS",
     "REGISTRY",
+    "SHARE_APIS",
     "SUPPORTED",
     "ApiInfo",
     "ApiKey",

@@ -471,6 +471,13 @@ ROWS: tuple[Row, ...] = (
     }, (_g("READ"), _t("DESCRIBE"))),
     Row(ApiKey.CONSUMER_GROUP_DESCRIBE, (0,), lambda n: {"group_ids": [n.group]},
         (_g("DESCRIBE"),), ("groups.error_code",)),
+    Row(ApiKey.SHARE_GROUP_HEARTBEAT, (1,), lambda n: {
+        "group_id": n.group, "member_id": "matrix-share-member", "member_epoch": 0,
+        "rack_id": None, "subscribed_topic_names": [n.topic],
+    }, (_g("READ"), _t("DESCRIBE"))),
+    Row(ApiKey.SHARE_GROUP_DESCRIBE, (1,), lambda n: {
+        "group_ids": [n.group], "include_authorized_operations": False,
+    }, (_g("DESCRIBE"),), ("groups.error_code",)),
     Row(ApiKey.DESCRIBE_TOPIC_PARTITIONS, (0,), lambda n: {
         "topics": [], "response_partition_limit": 2000, "cursor": None,
     }, (Need("topic", "DESCRIBE", LEFT_OUT),), listing=_listed_topic, variant="all"),

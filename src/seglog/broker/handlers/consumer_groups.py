@@ -59,18 +59,7 @@ async def consumer_group_heartbeat(
     result = state.coordinator.consumer_group_heartbeat(request)
     assignment = None
     if result.assignment is not None:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in result.assignment:
-            by_topic.setdefault(topic, []).append(partition)
-        assignment = {
-            "topic_partitions": [
-                {
-                    "topic_id": topics[topic].topic_id if topic in topics else uuid.UUID(int=0),
-                    "partitions": sorted(partitions),
-                }
-                for topic, partitions in sorted(by_topic.items())
-            ]
-        }
+        assignment = assignment_by_id(result.assignment, topics)
     return {
         "throttle_time_ms": 0,
         "error_code": error_codes.code_for(result.error),
@@ -82,9 +71,20 @@ async def consumer_group_heartbeat(
     }
 
 
-def _described(
+def assignment_by_id(
     partitions: Iterable[tuple[str, int]], topics: dict[str, TopicInfo]
 ) -> dict[str, Any]:
+    """A heartbeat's ``assignment``: partitions by topic id (the zero id for a topic gone)."""
+    described = described_assignment(partitions, topics)
+    for entry in described["topic_partitions"]:
+        del entry["topic_name"]
+    return described
+
+
+def described_assignment(
+    partitions: Iterable[tuple[str, int]], topics: dict[str, TopicInfo]
+) -> dict[str, Any]:
+    """A describe's ``assignment``: partitions by topic id and name."""
     by_topic: dict[str, list[int]] = {}
     for topic, partition in partitions:
         by_topic.setdefault(topic, []).append(partition)
@@ -135,8 +135,10 @@ async def consumer_group_describe(
                         "client_host": m.client_host,
                         "subscribed_topic_names": list(m.subscribed),
                         "subscribed_topic_regex": m.subscribed_regex,
-                        "assignment": _described(m.assigned, topics),
-                        "target_assignment": _described(group.target.get(m.member_id, ()), topics),
+                        "assignment": described_assignment(m.assigned, topics),
+                        "target_assignment": described_assignment(
+                            group.target.get(m.member_id, ()), topics
+                        ),
                     }
                     for m in group.members.values()
                 ],

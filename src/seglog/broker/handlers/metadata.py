@@ -9,11 +9,12 @@ import uuid
 from typing import Any
 
 from seglog.broker.blocking import run_blocking
+from seglog.broker.handlers.share_groups import share_groups_enabled
 from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.errors import SeglogError, StorageError
 from seglog.protocol import error_codes
-from seglog.protocol.api_keys import SUPPORTED
+from seglog.protocol.api_keys import SHARE_APIS, SUPPORTED
 from seglog.protocol.headers import RequestHeader
 from seglog.storage import filenames
 from seglog.storage.log_dir import TopicInfo
@@ -29,13 +30,18 @@ _NOT_REQUESTED = -(2**31)
 logger = logging.getLogger(__name__)
 
 
-def api_versions_body(error_code: int = 0) -> dict[str, Any]:
-    """The ApiVersions answer: every API and the range seglog serves."""
+def api_versions_body(error_code: int = 0, *, share_groups: bool = True) -> dict[str, Any]:
+    """The ApiVersions answer: every API and the range seglog serves.
+
+    Without ``share_groups`` (``group.share.enable=false``) the share group
+    APIs are left out, as Kafka leaves them out when share groups are disabled.
+    """
     return {
         "error_code": error_code,
         "api_keys": [
             {"api_key": key, "min_version": low, "max_version": high}
             for key, (low, high) in sorted(SUPPORTED.items())
+            if share_groups or key not in SHARE_APIS
         ],
         "throttle_time_ms": 0,
     }
@@ -45,7 +51,7 @@ async def api_versions(
     state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
 ) -> dict[str, Any]:
     """ApiVersions: the supported ranges."""
-    return api_versions_body()
+    return api_versions_body(share_groups=share_groups_enabled(state))
 
 
 def _broker(state: BrokerState, session: Session, node_id: int | None = None) -> dict[str, Any]:

@@ -29,10 +29,11 @@ def _group_error(
     """Why ``group_id``'s share offsets cannot be touched now: (error, message), or None."""
     if state.shares is None:
         return "UNSUPPORTED_VERSION", "share groups are not enabled (group.share.enable)"
-    kind = state.coordinator.group_type(group_id)
-    if kind not in ("share", ""):
+    coordinator = state.coordinator
+    if group_id in coordinator.groups or group_id in coordinator.consumer_groups:
         return "GROUP_ID_NOT_FOUND", f"Group {group_id} is not a share group."
-    if must_be_empty and state.coordinator.share_group_size(group_id) > 0:
+    group = coordinator.share_groups.get(group_id)
+    if must_be_empty and group is not None and group.members:
         return "NON_EMPTY_GROUP", f"The group {group_id} has active members."
     return None
 

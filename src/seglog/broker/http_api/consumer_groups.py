@@ -267,7 +267,8 @@ async def _listed(request: web.Request) -> list[Group]:
         answer = await ask(request, ApiKey.LIST_GROUPS, LIST_GROUPS_VERSION, {}, node_id=node)
         if answer["error_code"] != 0:
             raise refused(answer["error_code"], None, f"listing node {node}'s groups")
-        classic = [g["group_id"] for g in answer["groups"] if g["group_type"] != "consumer"]
+        # Share groups are not consumer groups: this API does not list them.
+        classic = [g["group_id"] for g in answer["groups"] if g["group_type"] == "classic"]
         consumer = [g["group_id"] for g in answer["groups"] if g["group_type"] == "consumer"]
         return await _describe(request, node, classic, consumer, listing=True)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
 
 from seglog.broker.blocking import run_blocking
 from seglog.broker.group_config import GroupConfigs, resolved
@@ -60,6 +61,7 @@ class ShareService:
         )
         self._lock = asyncio.Lock()
         self._maintenance: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         self.partitions = SharePartitions(
             log_dir,
             LocalPersister(self.store, log_dir.env),
@@ -109,6 +111,34 @@ class ShareService:
             action()
         except Exception:
             logger.exception("cannot %s", what)
+
+    def on_assigned(self, env: io.Env, group_id: str, partitions: list[Key]) -> None:
+        """Partitions entered ``group_id``'s assignment: give it a start there (in the
+        background; a member's first fetch waits for the same start if it comes first)."""
+        self._background(self._initialize(env, group_id, partitions))
+
+    async def _initialize(self, env: io.Env, group_id: str, partitions: list[Key]) -> None:
+        await self.start(env)
+        await self.partitions.initialize(group_id, partitions)
+
+    def on_deleted(self, env: io.Env, group_id: str) -> None:
+        """DeleteGroups removed the share group ``group_id``: forget its state (background)."""
+        self._background(self._forget(env, group_id))
+
+    async def _forget(self, env: io.Env, group_id: str) -> None:
+        await self.start(env)
+        await self.partitions.forget_group(group_id)
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        async def run() -> None:
+            try:
+                await work
+            except Exception:
+                logger.exception("a share group's state could not be changed")
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def settings(self, group_id: str) -> GroupShareSettings:
         """``group_id``'s share settings: its group configs over the broker's."""

@@ -6,7 +6,8 @@ DeleteGroups DELETE, OffsetDelete DELETE, ListGroups DESCRIBE on the cluster
 or else only the groups it may DESCRIBE; FindCoordinator DESCRIBE on the group
 or transactional id it looks up; ConsumerGroupHeartbeat DESCRIBE on each topic
 subscribed to by name (by pattern: :func:`describable_topics`, for the
-coordinator).
+coordinator). ShareGroupHeartbeat and ShareGroupDescribe are checked as their
+consumer group counterparts.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from seglog.broker.security.access.shapes import may, on_group, remove_denied
 from seglog.broker.security.authorizer import Operation
 from seglog.protocol.api_keys import ApiKey
 from seglog.protocol.bodies import groups as g
+from seglog.protocol.bodies import share as sh
 from seglog.protocol.entries import entry_as, failed_as
 
 # ------------------------------------------------------------------ membership
@@ -74,6 +76,19 @@ def _consumer_group_heartbeat(
     if denied:
         message = "The following topics are unauthorized: " + ", ".join(denied)
         return Decision(response=failed_as(kind, TOPIC_FAILED, error_message=message))
+    return Decision()
+
+
+def _share_group_heartbeat(
+    access: Access, version: int, body: sh.ShareGroupHeartbeatRequest
+) -> Decision[sh.ShareGroupHeartbeatResponse]:
+    """READ on the group; each subscribed topic needs DESCRIBE (KafkaApis, without a message)."""
+    kind = sh.ShareGroupHeartbeatResponse
+    if not access.allowed(Operation.READ, GROUP, body["group_id"]):
+        return Decision(response=failed_as(kind, GROUP_FAILED))
+    names = body["subscribed_topic_names"] or []
+    if any(not access.allowed(Operation.DESCRIBE, TOPIC, n) for n in set(names)):
+        return Decision(response=failed_as(kind, TOPIC_FAILED))
     return Decision()
 
 
@@ -374,6 +389,39 @@ def _consumer_group_describe(
     return Decision(fixes=[fix])
 
 
+def _share_group_describe(
+    access: Access, version: int, body: sh.ShareGroupDescribeRequest
+) -> Decision[sh.ShareGroupDescribeResponse]:
+    """DESCRIBE on each group; a group whose members use a topic the principal may not
+    DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED, as consumer groups are."""
+    denied = remove_denied(
+        body["group_ids"], lambda i: access.allowed(Operation.DESCRIBE, GROUP, i)
+    )
+
+    def fix(response: sh.ShareGroupDescribeResponse) -> None:
+        groups = response.get("groups") or []
+        for index, group in enumerate(groups):
+            topics: set[str] = set()
+            for member in group.get("members") or []:
+                topics.update(member.get("subscribed_topic_names") or [])
+                assignment = member.get("assignment")
+                for part in assignment.get("topic_partitions") or [] if assignment else []:
+                    topics.add(part.get("topic_name") or "")
+            topics.discard("")
+            if any(not access.allowed(Operation.DESCRIBE, TOPIC, t) for t in topics):
+                groups[index] = failed_as(
+                    sh.ShareGroupDescribeResponseGroups,
+                    TOPIC_FAILED,
+                    group_id=group["group_id"],
+                    error_message=_UNDESCRIBABLE_GROUP,
+                )
+        response.setdefault("groups", []).extend(
+            failed_as(sh.ShareGroupDescribeResponseGroups, GROUP_FAILED, group_id=i) for i in denied
+        )
+
+    return Decision(fixes=[fix])
+
+
 PLANS: dict[int, Plan] = {
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.JOIN_GROUP: _join_group,
@@ -388,5 +436,7 @@ PLANS: dict[int, Plan] = {
     ApiKey.DESCRIBE_GROUPS: _describe_groups,
     ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
     ApiKey.DELETE_GROUPS: _delete_groups,
+    ApiKey.SHARE_GROUP_HEARTBEAT: _share_group_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: _share_group_describe,
 }
 """API key → its plan, for the group APIs."""
