@@ -478,6 +478,28 @@ ROWS: tuple[Row, ...] = (
     Row(ApiKey.SHARE_GROUP_DESCRIBE, (1,), lambda n: {
         "group_ids": [n.group], "include_authorized_operations": False,
     }, (_g("DESCRIBE"),), ("groups.error_code",)),
+    # Topics are named by id in ShareFetch and ShareAcknowledge: their READ is checked as
+    # the handler resolves the ids.
+    Row(ApiKey.SHARE_FETCH, (1,), lambda n: {
+        "group_id": n.group, "member_id": "matrix-share-member", "share_session_epoch": 0,
+        "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1024, "max_records": 1,
+        "batch_size": 1, "topics": [], "forgotten_topics_data": [],
+    }, (_g("READ"),)),
+    Row(ApiKey.SHARE_ACKNOWLEDGE, (1,), lambda n: {
+        "group_id": n.group, "member_id": "matrix-share-member", "share_session_epoch": -1,
+        "topics": [],
+    }, (_g("READ"),)),
+    Row(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, (0,), lambda n: {
+        "groups": [{"group_id": n.group, "topics": None}],
+    }, (_g("DESCRIBE"),), ("groups.error_code",)),
+    Row(ApiKey.ALTER_SHARE_GROUP_OFFSETS, (0,), lambda n: {
+        "group_id": n.group,
+        "topics": [{"topic_name": n.topic, "partitions": [
+            {"partition_index": 0, "start_offset": 0}]}],
+    }, (_g("READ"), _t("READ"))),
+    Row(ApiKey.DELETE_SHARE_GROUP_OFFSETS, (0,), lambda n: {
+        "group_id": n.group, "topics": [{"topic_name": n.topic}],
+    }, (_g("DELETE"), _t("READ"))),
     Row(ApiKey.DESCRIBE_TOPIC_PARTITIONS, (0,), lambda n: {
         "topics": [], "response_partition_limit": 2000, "cursor": None,
     }, (Need("topic", "DESCRIBE", LEFT_OUT),), listing=_listed_topic, variant="all"),

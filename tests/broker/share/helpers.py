@@ -95,3 +95,19 @@ def poll_until(
         for message in consumer.poll(0.5):
             if message.error() is None:
                 on_message(message)
+
+
+def wait_for_members(broker: BrokerProcess, group: str, count: int) -> None:
+    """Wait until ShareGroupDescribe shows ``count`` members, each holding its assignment."""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        body = {"group_ids": [group], "include_authorized_operations": False}
+        [described] = _request(broker, ApiKey.SHARE_GROUP_DESCRIBE, 1, body)["groups"]
+        members = described["members"]
+        if len(members) == count and all(
+            m["member_epoch"] == described["group_epoch"] and m["assignment"]["topic_partitions"]
+            for m in members
+        ):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{group} did not reach {count} assigned members")

@@ -52,6 +52,14 @@ def _holder(
     return process, {int(n) for n in line.split()}
 
 
+def _stop(process: subprocess.Popen[str]) -> None:
+    """kill -9 the holding consumer and close its pipe."""
+    process.kill()
+    process.wait()
+    if process.stdout is not None:
+        process.stdout.close()
+
+
 def _group(broker: BrokerProcess, **configs: str) -> str:
     group = f"g-{uuid.uuid4().hex[:8]}"
     set_group_configs(broker, group, {"share.auto.offset.reset": "earliest", **configs})
@@ -91,8 +99,7 @@ def test_a_hung_consumers_records_come_back_when_the_lock_expires(make_broker: A
         assert set(got) >= held
         assert all(got[offset] == 2 for offset in held), got
     finally:
-        holder.kill()
-        holder.wait()
+        _stop(holder)
 
 
 def test_a_killed_consumers_records_are_released_at_once(make_broker: Any) -> None:
@@ -102,8 +109,7 @@ def test_a_killed_consumers_records_are_released_at_once(make_broker: Any) -> No
     group = _group(broker, **{"share.record.lock.duration.ms": "60000"})
     produce_numbered(broker, topic, 50)
     holder, held = _holder(broker, group, topic)
-    holder.kill()
-    holder.wait()
+    _stop(holder)
     got = _collect(broker, group, topic, held)
     # Kafka lowers the delivery count of records released by a vanished member.
     assert all(got[offset] == 1 for offset in held), got
