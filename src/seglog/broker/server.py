@@ -30,6 +30,7 @@ from seglog.broker.http_api.auth import ConsoleSecurity
 from seglog.broker.http_api.server import ConsoleServer
 from seglog.broker.limits import Connections
 from seglog.broker.metrics import MetricsServer, start_metrics_server
+from seglog.broker.nodes import share as node_share
 from seglog.broker.nodes import transactions as node_transactions
 from seglog.broker.nodes.cluster import Cluster
 from seglog.broker.nodes.control import NodeControl, open_member
@@ -209,6 +210,7 @@ class Broker:
         state.authorizer = authorizer
         dynamic.on_change(self._apply_dynamic)
         node_transactions.install(state, node, asyncio.get_running_loop())
+        node_share.install(state, node, asyncio.get_running_loop())
 
         def reload(request: dict[str, Any]) -> dict[str, Any]:
             # ACLs or client quotas changed on another node (see nodes.shared).

@@ -143,7 +143,7 @@ async def alter_share_group_offsets(
             else:
                 try:
                     start = partition["start_offset"]
-                    await state.shares.partitions.reset(group_id, name, index, start)
+                    await state.shares.reset(group_id, name, index, start)
                 except SeglogError as exc:
                     entry["error_code"] = error_codes.code_for_exception(exc)
                     entry["error_message"] = str(exc)
@@ -188,7 +188,7 @@ async def delete_share_group_offsets(
             entry["error_code"] = error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
         else:
             try:
-                await state.shares.partitions.forget_topic_of_group(group_id, name)
+                await state.shares.forget_topic_of_group(group_id, name)
             except SeglogError as exc:
                 entry["error_code"] = error_codes.code_for_exception(exc)
                 entry["error_message"] = str(exc)

@@ -60,6 +60,8 @@ class DeadLetters:
         self._notify = notify
         #: Records written to dead-letter topics since the start.
         self.written = 0
+        #: Appends a batch to a partition another node leads (nodes mode; None: alone).
+        self.forward: Callable[[str, int, bytes], None] | None = None
 
     def __call__(
         self,
@@ -102,6 +104,11 @@ class DeadLetters:
         if not letters:
             return
         target_partition = partition % info.partitions
+        if self.forward is not None and not self._log_dir.serves_partition(dead, target_partition):
+            # Its leader appends it: the partition is not open here.
+            self.forward(dead, target_partition, bytes(build_batch(letters)))
+            self.written += len(letters)
+            return
         target = self._log_dir.log(dead, target_partition)
         try:
             target.append(build_batch(letters), from_client=False)

@@ -326,23 +326,24 @@ class SharePartitions:
 
     async def forget_group(self, group_id: str) -> None:
         """Drop ``group_id``'s share-partitions and delete their state (DeleteGroups)."""
-        for (group, topic, partition), share_partition in list(self._partitions.items()):
-            if group == group_id:
-                share_partition.close()
-                del self._partitions[(group, topic, partition)]
+        self.drop(group_id, None)
         for key in await self.persister.keys_of(group_id):
             await self.persister.delete(key)
 
     async def forget_topic_of_group(self, group_id: str, topic: str) -> None:
         """Drop ``group_id``'s share-partitions of ``topic`` and delete their state."""
-        for (group, name, partition), share_partition in list(self._partitions.items()):
-            if group == group_id and name == topic:
-                share_partition.close()
-                del self._partitions[(group, name, partition)]
+        self.drop(group_id, topic)
         info = self.log_dir.topic(topic)
         for key in await self.persister.keys_of(group_id):
             if info is not None and key.topic_id == info.topic_id:
                 await self.persister.delete(key)
+
+    def drop(self, group_id: str, topic: str | None) -> None:
+        """Forget ``group_id``'s share-partitions (of ``topic``, or all) in memory only."""
+        for (group, name, partition), share_partition in list(self._partitions.items()):
+            if group == group_id and topic in (None, name):
+                share_partition.close()
+                del self._partitions[(group, name, partition)]
 
     def forget_topic(self, topic: str) -> None:
         """Drop every share-partition of ``topic`` (deleted)."""

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from seglog.broker.blocking import run_blocking
 from seglog.broker.group_config import GroupConfigs, resolved
@@ -28,6 +28,26 @@ from seglog.storage.log_dir import LogDir
 from seglog.storage.topic_admin import TopicAdministration
 
 logger = logging.getLogger(__name__)
+
+
+class SharePeers(Protocol):
+    """The other nodes of ``seglog serve --nodes N``, as share groups use them."""
+
+    def is_local(self, topic: str, partition: int) -> bool:
+        """Whether this node leads ``topic``-``partition``."""
+        ...
+
+    async def assigned(self, group_id: str, partitions: list[Key]) -> None:
+        """Have the leaders of ``partitions`` (other nodes) initialize ``group_id`` there."""
+        ...
+
+    async def reset(self, group_id: str, topic: str, partition: int, start_offset: int) -> None:
+        """Start ``group_id`` over at ``start_offset`` on the partition's leader."""
+        ...
+
+    async def drop(self, group_id: str, topic: str | None) -> None:
+        """The other nodes forget ``group_id``'s share-partitions (of ``topic``) in memory."""
+        ...
 
 
 class ShareService:
@@ -72,6 +92,8 @@ class ShareService:
             dead_letter=self.dead_letters,
         )
         self.sessions = ShareSessions(self._max_sessions, self._session_closed)
+        #: The other nodes (None: a broker alone, which leads every partition).
+        self.peers: SharePeers | None = None
 
     def ensure_started(self) -> None:
         """Create and load ``__share_group_state`` on first use (blocking: it reads the log)."""
@@ -119,6 +141,11 @@ class ShareService:
 
     async def _initialize(self, env: io.Env, group_id: str, partitions: list[Key]) -> None:
         await self.start(env)
+        peers = self.peers
+        if peers is not None:
+            # Each partition's state is started by its leader, where its members fetch.
+            await peers.assigned(group_id, partitions)
+            partitions = [(t, p) for t, p in partitions if peers.is_local(t, p)]
         await self.partitions.initialize(group_id, partitions)
 
     def on_deleted(self, env: io.Env, group_id: str) -> None:
@@ -128,6 +155,21 @@ class ShareService:
     async def _forget(self, env: io.Env, group_id: str) -> None:
         await self.start(env)
         await self.partitions.forget_group(group_id)
+        if self.peers is not None:
+            await self.peers.drop(group_id, None)
+
+    async def reset(self, group_id: str, topic: str, partition: int, start_offset: int) -> None:
+        """Start ``group_id`` over at ``start_offset`` in a partition (on its leader)."""
+        if self.peers is not None and not self.peers.is_local(topic, partition):
+            await self.peers.reset(group_id, topic, partition, start_offset)
+        else:
+            await self.partitions.reset(group_id, topic, partition, start_offset)
+
+    async def forget_topic_of_group(self, group_id: str, topic: str) -> None:
+        """Delete ``group_id``'s state in ``topic``; every node forgets it in memory."""
+        await self.partitions.forget_topic_of_group(group_id, topic)
+        if self.peers is not None:
+            await self.peers.drop(group_id, topic)
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         async def run() -> None:
