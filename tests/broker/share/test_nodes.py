@@ -1,0 +1,228 @@
+"""Share groups under ``seglog serve --nodes 2``: partitions, state and members on both nodes."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from typing import Any
+
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from seglog.coordinator.offset_store import partition_for
+from seglog.protocol.api_keys import ApiKey
+from seglog.share.state import SharePartitionKey
+from seglog.share.state_store import STATE_TOPIC
+from tests.broker.nodes.conftest import Cluster, Raw, make_cluster
+
+__all__ = ["make_cluster"]
+
+WAIT = 120.0
+GROUP_RESOURCE = 32
+SET = 0
+
+
+def create_topic(cluster: Cluster, partitions: int) -> str:
+    topic = f"share-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(1)})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=WAIT)
+    return topic
+
+
+def metadata(cluster: Cluster, topic: str) -> dict[str, Any]:
+    """The topic's Metadata entry (v12: its id and each partition's leader)."""
+    raw = Raw(cluster.port(1))
+    try:
+        body = raw.call(
+            ApiKey.METADATA,
+            12,
+            {
+                "topics": [{"topic_id": uuid.UUID(int=0), "name": topic}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
+    finally:
+        raw.close()
+    [entry] = body["topics"]
+    assert entry["error_code"] == 0, entry
+    return dict(entry)
+
+
+def leaders(cluster: Cluster, topic: str) -> dict[int, int]:
+    return {p["partition_index"]: p["leader_id"] for p in metadata(cluster, topic)["partitions"]}
+
+
+def earliest(cluster: Cluster, group: str) -> None:
+    """The group starts at the beginning of each partition (a group config)."""
+    raw = Raw(cluster.port(1))
+    try:
+        body = {
+            "resources": [
+                {
+                    "resource_type": GROUP_RESOURCE,
+                    "resource_name": group,
+                    "configs": [
+                        {
+                            "name": "share.auto.offset.reset",
+                            "config_operation": SET,
+                            "value": "earliest",
+                        }
+                    ],
+                }
+            ],
+            "validate_only": False,
+        }
+        [answer] = raw.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)["responses"]
+    finally:
+        raw.close()
+    assert answer["error_code"] == 0, answer
+
+
+def produce(cluster: Cluster, topic: str, count: int, partitions: int, start: int = 0) -> None:
+    """Values ``b"<n>"``, record n to partition n % ``partitions``, all acknowledged."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(1), "linger.ms": 20})
+    for n in range(start, start + count):
+        while True:
+            try:
+                producer.produce(topic, str(n).encode(), partition=n % partitions)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(WAIT) == 0
+
+
+def consumer_of(cluster: Cluster, group: str, topic: str, **extra: Any) -> ShareConsumer:
+    consumer = ShareConsumer(
+        {"bootstrap.servers": cluster.bootstrap(1), "group.id": group, **extra}
+    )
+    consumer.subscribe([topic])
+    return consumer
+
+
+def take_until(
+    consumers: list[ShareConsumer], seen: Counter[int], want: set[int], *, explicit: bool = False
+) -> None:
+    """Poll every consumer in turn, counting each delivered value, until ``want`` all came."""
+    deadline = time.monotonic() + WAIT
+    while not want <= seen.keys() and time.monotonic() < deadline:
+        for consumer in consumers:
+            batch = [m for m in consumer.poll(0.3) if m.error() is None]
+            for message in batch:
+                seen[int(message.value())] += 1
+                if explicit:
+                    consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+            if explicit and batch:
+                results = consumer.commit_sync()
+                assert all(error is None for error in results.values()), results
+
+
+def test_members_on_both_nodes_get_every_record_once(make_cluster: Any) -> None:
+    cluster: Cluster = make_cluster(2)
+    topic = create_topic(cluster, 4)
+    assert sorted(set(leaders(cluster, topic).values())) == [1, 2]
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    earliest(cluster, group)
+    produce(cluster, topic, 400, 4)
+    consumers = [consumer_of(cluster, group, topic) for _ in range(2)]
+    seen: Counter[int] = Counter()
+    try:
+        take_until(consumers, seen, set(range(400)))
+        # Late records too, written once the members are in.
+        produce(cluster, topic, 100, 4, start=400)
+        take_until(consumers, seen, set(range(500)))
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    assert set(seen) == set(range(500))
+    assert [n for n, times in seen.items() if times != 1] == []
+
+
+def test_acknowledgements_survive_a_restart_of_the_cluster(make_cluster: Any) -> None:
+    cluster: Cluster = make_cluster(2)
+    topic = create_topic(cluster, 4)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    earliest(cluster, group)
+    produce(cluster, topic, 200, 4)
+    first = consumer_of(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    accepted: Counter[int] = Counter()
+    try:
+        take_until([first], accepted, set(range(200)), explicit=True)
+    finally:
+        first.close()
+    assert set(accepted) == set(range(200))
+    cluster.stop()
+    cluster.start()
+    produce(cluster, topic, 200, 4, start=200)
+    second = consumer_of(cluster, group, topic)
+    after: Counter[int] = Counter()
+    try:
+        take_until([second], after, set(range(200, 400)))
+    finally:
+        second.close()
+    assert set(after) == set(range(200, 400)), "acknowledged records were delivered again"
+
+
+def _group_elsewhere(cluster: Cluster, topic: str) -> tuple[str, int, int]:
+    """A group whose state partition for ``topic``-0 is led by the node not leading ``topic``-0."""
+    # DescribeShareGroupOffsets makes the node create __share_group_state on first use.
+    raw = Raw(cluster.port(1))
+    try:
+        body = {"groups": [{"group_id": "warm-up", "topics": None}]}
+        raw.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, body)
+    finally:
+        raw.close()
+    topic_id = metadata(cluster, topic)["topic_id"]
+    data_leader = leaders(cluster, topic)[0]
+    state_leaders = leaders(cluster, STATE_TOPIC)
+    for _ in range(1000):
+        group = f"g-{uuid.uuid4().hex[:8]}"
+        key = SharePartitionKey(group, topic_id, 0)
+        state_leader = state_leaders[partition_for(key.coordinator_key(), len(state_leaders))]
+        if state_leader != data_leader:
+            return group, data_leader, state_leader
+    raise AssertionError("no group id has its state on the other node")
+
+
+def test_state_on_the_other_node_keeps_answered_acknowledgements_across_kill_9(
+    make_cluster: Any,
+) -> None:
+    cluster: Cluster = make_cluster(2)
+    topic = create_topic(cluster, 1)
+    group, data_leader, state_leader = _group_elsewhere(cluster, topic)
+    assert data_leader != state_leader
+    earliest(cluster, group)
+    total = 1000
+    for start in range(0, total, 100):  # batches of 100
+        produce(cluster, topic, 100, 1, start=start)
+    # Small fetches (about one batch): some records acknowledged, later ones only acquired.
+    small = {"fetch.max.bytes": 1024, "message.max.bytes": 1000}
+    consumer = consumer_of(
+        cluster, group, topic, **{"share.acknowledgement.mode": "explicit"}, **small
+    )
+    accepted: set[int] = set()
+    held: set[int] = set()
+    deadline = time.monotonic() + WAIT
+    while len(accepted) < total // 4 and time.monotonic() < deadline:
+        batch = [m for m in consumer.poll(0.5) if m.error() is None]
+        for message in batch:
+            consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+        results = consumer.commit_sync()
+        assert all(error is None for error in results.values()), results
+        accepted.update(int(m.value()) for m in batch)
+    assert len(accepted) >= total // 4
+    while not held and time.monotonic() < deadline:  # acquired, never acknowledged
+        held.update(int(m.value()) for m in consumer.poll(0.5) if m.error() is None)
+    cluster.kill()
+    consumer.close()
+    cluster.start()
+    after: Counter[int] = Counter()
+    other = consumer_of(cluster, group, topic)
+    try:
+        take_until([other], after, set(range(total)) - accepted)
+    finally:
+        other.close()
+    assert not accepted & after.keys(), "acknowledged records were delivered again"
+    assert set(after) == set(range(total)) - accepted
+    assert held <= after.keys()
