@@ -7,7 +7,7 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from seglog.coordinator.offset_store import partition_for
@@ -54,8 +54,9 @@ def leaders(cluster: Cluster, topic: str) -> dict[int, int]:
     return {p["partition_index"]: p["leader_id"] for p in metadata(cluster, topic)["partitions"]}
 
 
-def earliest(cluster: Cluster, group: str) -> None:
-    """The group starts at the beginning of each partition (a group config)."""
+def earliest(cluster: Cluster, group: str, **configs: str) -> None:
+    """The group starts at the beginning of each partition (and ``configs``: group configs)."""
+    configs = {"share.auto.offset.reset": "earliest", **configs}
     raw = Raw(cluster.port(1))
     try:
         body = {
@@ -64,11 +65,8 @@ def earliest(cluster: Cluster, group: str) -> None:
                     "resource_type": GROUP_RESOURCE,
                     "resource_name": group,
                     "configs": [
-                        {
-                            "name": "share.auto.offset.reset",
-                            "config_operation": SET,
-                            "value": "earliest",
-                        }
+                        {"name": name, "config_operation": SET, "value": value}
+                        for name, value in configs.items()
                     ],
                 }
             ],
@@ -102,7 +100,12 @@ def consumer_of(cluster: Cluster, group: str, topic: str, **extra: Any) -> Share
 
 
 def take_until(
-    consumers: list[ShareConsumer], seen: Counter[int], want: set[int], *, explicit: bool = False
+    consumers: list[ShareConsumer],
+    seen: Counter[int],
+    want: set[int],
+    *,
+    explicit: bool = False,
+    ack: AcknowledgeType = AcknowledgeType.ACCEPT,
 ) -> None:
     """Poll every consumer in turn, counting each delivered value, until ``want`` all came."""
     deadline = time.monotonic() + WAIT
@@ -112,7 +115,7 @@ def take_until(
             for message in batch:
                 seen[int(message.value())] += 1
                 if explicit:
-                    consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+                    consumer.acknowledge(message, ack)
             if explicit and batch:
                 results = consumer.commit_sync()
                 assert all(error is None for error in results.values()), results
@@ -226,3 +229,142 @@ def test_state_on_the_other_node_keeps_answered_acknowledgements_across_kill_9(
     assert not accepted & after.keys(), "acknowledged records were delivered again"
     assert set(after) == set(range(total)) - accepted
     assert held <= after.keys()
+
+
+def coordinator_of(cluster: Cluster, group: str) -> int:
+    raw = Raw(cluster.port(1))
+    try:
+        found = raw.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
+    finally:
+        raw.close()
+    [entry] = found["coordinators"]
+    assert entry["error_code"] == 0, entry
+    return int(entry["node_id"])
+
+
+def group_call(cluster: Cluster, group: str, api: ApiKey, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` sent to ``group``'s coordinator (retried while the member is still leaving)."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        raw = Raw(cluster.port(coordinator_of(cluster, group)))
+        try:
+            answer = raw.call(api, 0, body)
+        finally:
+            raw.close()
+        code = answer.get("error_code", 0)
+        if code != 0 and time.monotonic() < deadline:
+            time.sleep(0.2)  # NON_EMPTY_GROUP until the closed member's leave is seen
+            continue
+        return answer
+
+
+def start_offsets(cluster: Cluster, group: str) -> dict[tuple[str, int], int]:
+    body = {"groups": [{"group_id": group, "topics": None}]}
+    raw = Raw(cluster.port(coordinator_of(cluster, group)))
+    try:
+        [described] = raw.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, body)["groups"]
+    finally:
+        raw.close()
+    assert described["error_code"] == 0, described
+    return {
+        (topic["topic_name"], p["partition_index"]): p["start_offset"]
+        for topic in described["topics"]
+        for p in topic["partitions"]
+    }
+
+
+def test_dead_letters_offsets_and_deletion_reach_every_node(make_cluster: Any) -> None:
+    cluster: Cluster = make_cluster(2)
+    topic = create_topic(cluster, 2)
+    led = leaders(cluster, topic)
+    assert sorted(led.values()) == [1, 2]
+    # Each dead-letter partition led by the node that does not lead the records' partition.
+    dead = f"dlq.{topic}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(1)})
+    assignment = [[3 - led[0]], [3 - led[1]]]
+    admin.create_topics([NewTopic(dead, 2, replica_assignment=assignment)])[dead].result(WAIT)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    earliest(cluster, group, **{"errors.deadletterqueue.topic.name": dead})
+    produce(cluster, topic, 20, 2)
+    explicit = {"share.acknowledgement.mode": "explicit"}
+    rejecting = consumer_of(cluster, group, topic, **explicit)
+    rejected: Counter[int] = Counter()
+    try:
+        take_until([rejecting], rejected, set(range(20)), explicit=True, ack=AcknowledgeType.REJECT)
+    finally:
+        rejecting.close()
+    letters = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap(1),
+            "group.id": f"read-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    letters.subscribe([dead])
+    got: list[tuple[int, int]] = []
+    deadline = time.monotonic() + WAIT
+    try:
+        while len(got) < 20 and time.monotonic() < deadline:
+            message = letters.poll(0.5)
+            if message is not None and message.error() is None:
+                headers = dict(message.headers() or [])
+                source = (int(headers["__dlq.errors.partition"]), message.partition())
+                got.append(source)
+    finally:
+        letters.close()
+    assert len(got) == 20
+    assert all(source == written for source, written in got)  # partition n to partition n
+    # Every record was rejected: both share-partitions start at the end now.
+    assert start_offsets(cluster, group) == {(topic, 0): 10, (topic, 1): 10}
+
+    # AlterShareGroupOffsets back to 0 reaches both partitions' leaders.
+    alter = {
+        "group_id": group,
+        "topics": [
+            {
+                "topic_name": topic,
+                "partitions": [{"partition_index": p, "start_offset": 0} for p in (0, 1)],
+            }
+        ],
+    }
+    answer = group_call(cluster, group, ApiKey.ALTER_SHARE_GROUP_OFFSETS, alter)
+    assert answer["error_code"] == 0, answer
+    assert all(p["error_code"] == 0 for t in answer["responses"] for p in t["partitions"]), answer
+    again = consumer_of(cluster, group, topic)
+    seen: Counter[int] = Counter()
+    try:
+        take_until([again], seen, set(range(20)))
+    finally:
+        again.close()
+    assert set(seen) == set(range(20))
+
+    # DeleteShareGroupOffsets forgets the topic's state on every node.
+    remove = {"group_id": group, "topics": [{"topic_name": topic}]}
+    answer = group_call(cluster, group, ApiKey.DELETE_SHARE_GROUP_OFFSETS, remove)
+    assert answer["error_code"] == 0, answer
+    assert start_offsets(cluster, group) == {}
+    # A member starts over from the beginning (earliest) on both nodes.
+    fresh = consumer_of(cluster, group, topic)
+    seen.clear()
+    try:
+        take_until([fresh], seen, set(range(20)))
+    finally:
+        fresh.close()
+    assert set(seen) == set(range(20))
+
+    # DeleteGroups deletes the state kept on both nodes.
+    deadline = time.monotonic() + WAIT
+    while True:
+        future = admin.delete_consumer_groups([group], request_timeout=30)[group]
+        try:
+            future.result(WAIT)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)  # the closed member may not have left yet
+    # The state is deleted after the answer (in the background), on both nodes.
+    deadline = time.monotonic() + WAIT
+    while start_offsets(cluster, group) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert start_offsets(cluster, group) == {}
