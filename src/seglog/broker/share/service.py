@@ -154,9 +154,10 @@ class ShareService:
 
     async def _forget(self, env: io.Env, group_id: str) -> None:
         await self.start(env)
-        await self.partitions.forget_group(group_id)
+        # The other nodes first: a share-partition left in memory could write its state again.
         if self.peers is not None:
             await self.peers.drop(group_id, None)
+        await self.partitions.forget_group(group_id)
 
     async def reset(self, group_id: str, topic: str, partition: int, start_offset: int) -> None:
         """Start ``group_id`` over at ``start_offset`` in a partition (on its leader)."""
@@ -167,9 +168,9 @@ class ShareService:
 
     async def forget_topic_of_group(self, group_id: str, topic: str) -> None:
         """Delete ``group_id``'s state in ``topic``; every node forgets it in memory."""
-        await self.partitions.forget_topic_of_group(group_id, topic)
         if self.peers is not None:
             await self.peers.drop(group_id, topic)
+        await self.partitions.forget_topic_of_group(group_id, topic)
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         async def run() -> None:
