@@ -91,6 +91,15 @@ def produce(cluster: Cluster, topic: str, count: int, partitions: int, start: in
     assert producer.flush(WAIT) == 0
 
 
+def number(message: Any) -> int:
+    """The record's value, a number written by :func:`produce`."""
+    return int(message.value())
+
+
+def number_of_partition(message: Any) -> int:
+    return int(message.partition())
+
+
 def consumer_of(cluster: Cluster, group: str, topic: str, **extra: Any) -> ShareConsumer:
     consumer = ShareConsumer(
         {"bootstrap.servers": cluster.bootstrap(1), "group.id": group, **extra}
@@ -113,7 +122,7 @@ def take_until(
         for consumer in consumers:
             batch = [m for m in consumer.poll(0.3) if m.error() is None]
             for message in batch:
-                seen[int(message.value())] += 1
+                seen[number(message)] += 1
                 if explicit:
                     consumer.acknowledge(message, ack)
             if explicit and batch:
@@ -213,10 +222,10 @@ def test_state_on_the_other_node_keeps_answered_acknowledgements_across_kill_9(
             consumer.acknowledge(message, AcknowledgeType.ACCEPT)
         results = consumer.commit_sync()
         assert all(error is None for error in results.values()), results
-        accepted.update(int(m.value()) for m in batch)
+        accepted.update(number(m) for m in batch)
     assert len(accepted) >= total // 4
     while not held and time.monotonic() < deadline:  # acquired, never acknowledged
-        held.update(int(m.value()) for m in consumer.poll(0.5) if m.error() is None)
+        held.update(number(m) for m in consumer.poll(0.5) if m.error() is None)
     cluster.kill()
     consumer.close()
     cluster.start()
@@ -308,7 +317,10 @@ def test_dead_letters_offsets_and_deletion_reach_every_node(make_cluster: Any) -
             message = letters.poll(0.5)
             if message is not None and message.error() is None:
                 headers = dict(message.headers() or [])
-                source = (int(headers["__dlq.errors.partition"]), message.partition())
+                source = (
+                    int(headers["__dlq.errors.partition"] or b""),
+                    number_of_partition(message),
+                )
                 got.append(source)
     finally:
         letters.close()
