@@ -376,6 +376,10 @@ def install(state: BrokerState, node: NodeControl, loop: asyncio.AbstractEventLo
             }
 
     node.handlers[OP] = handle
+    if shares.store.exists:
+        # Load the state partitions this node leads now, not when first asked: their
+        # keys' leaders are waiting for it, and its pruning starts with it.
+        shares.start_in_background(env)
 
 
 async def _persister(local: LocalPersister, request: dict[str, Any]) -> dict[str, Any]:

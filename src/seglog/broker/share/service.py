@@ -127,6 +127,10 @@ class ShareService:
                 self._quietly(self.store.prune, "prune __share_group_state")
             await asyncio.sleep(max(min(next_prune, next_cold) - time.monotonic(), 0.0))
 
+    def start_in_background(self, env: io.Env) -> None:
+        """:meth:`start` from a task of its own (a node whose state partitions exist)."""
+        self._background(self.start(env), "cannot load __share_group_state")
+
     @staticmethod
     def _quietly(action: Callable[[], None], what: str) -> None:
         try:
@@ -172,12 +176,16 @@ class ShareService:
             await self.peers.drop(group_id, topic)
         await self.partitions.forget_topic_of_group(group_id, topic)
 
-    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+    def _background(
+        self,
+        work: Coroutine[Any, Any, None],
+        failure: str = "a share group's state could not be changed",
+    ) -> None:
         async def run() -> None:
             try:
                 await work
             except Exception:
-                logger.exception("a share group's state could not be changed")
+                logger.exception(failure)
 
         task = asyncio.get_running_loop().create_task(run())
         self._tasks.add(task)
