@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from seglog.broker.share.persister import Persister
 from seglog.config import duration_ms
 from seglog.coordinator.requests import Cancellable
-from seglog.errors import SeglogError, UnknownTopicOrPartitionError
+from seglog.errors import NotLeaderOrFollowerError, SeglogError, UnknownTopicOrPartitionError
 from seglog.records.batch import BatchHeader
 from seglog.share.partition import (
     AckBatch,
@@ -126,6 +126,9 @@ class SharePartitions:
         info = self.log_dir.topic(topic)
         if info is None or not 0 <= partition < info.partitions:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
+        if not self.log_dir.serves_partition(topic, partition):
+            # Another node leads it (nodes mode): its share-partition lives there only.
+            raise NotLeaderOrFollowerError(f"{topic}-{partition} is led by another node")
         key = SharePartitionKey(group_id, info.topic_id, partition)
         async with self._lock_of(key):
             found = self._partitions.get((group_id, topic, partition))
