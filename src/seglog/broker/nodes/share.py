@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -54,6 +55,8 @@ logger = logging.getLogger(__name__)
 OP = "share"
 TIMEOUT = 30.0
 """How long a call to another node waits for its answer (seconds)."""
+STARTING_WAIT = 10.0
+"""How long a call waits for a node that is starting to open its control channel (seconds)."""
 
 
 class ShareNodeUnavailableError(SeglogError):
@@ -134,13 +137,24 @@ def _update_of(value: dict[str, Any]) -> StateUpdate:
 
 async def _call(cluster: Cluster, node_id: int, request: dict[str, Any]) -> dict[str, Any]:
     """Send ``request`` to node ``node_id`` (off the loop); its answer, or its error raised."""
-    try:
-        answer = await asyncio.to_thread(cluster.control, node_id, {"op": OP, **request}, TIMEOUT)
-    except ControllerUnavailableError as exc:
-        raise ShareNodeUnavailableError(f"node {node_id}: {exc}") from exc
-    except SeglogError as exc:
-        # The channel raised the error again by class; keep its Kafka name.
-        raise RemoteShareError(str(exc), exc.kafka_error) from exc
+    message = {"op": OP, **request}
+    deadline = time.monotonic() + STARTING_WAIT
+    pause = 0.05
+    while True:
+        try:
+            answer = await asyncio.to_thread(cluster.control, node_id, message, TIMEOUT)
+            break
+        except ControllerUnavailableError as exc:
+            # Its lock is held but its channel not open yet: it is starting (restarted
+            # after a crash, say); nothing was carried out, so asking again is safe.
+            if exc.unreachable and time.monotonic() < deadline:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.5)
+                continue
+            raise ShareNodeUnavailableError(f"node {node_id}: {exc}") from exc
+        except SeglogError as exc:
+            # The channel raised the error again by class; keep its Kafka name.
+            raise RemoteShareError(str(exc), exc.kafka_error) from exc
     failed = answer.get("share_error")
     if failed is not None:
         cls = getattr(errors, str(failed["class"]), None)
