@@ -201,3 +201,19 @@ def test_api_versions_advertise_the_share_apis(make_broker: Any) -> None:
                 assert (api in keys) is expected
                 if expected:
                     assert (keys[api]["min_version"], keys[api]["max_version"]) == (1, 1)
+
+
+def test_api_versions_finalize_the_share_version_feature(make_broker: Any) -> None:
+    on: BrokerProcess = make_broker()
+    off: BrokerProcess = make_broker(**{"group.share.enable": "false"})
+    for broker, level in ((on, [1]), (off, [])):
+        with RawClient(broker) as client:
+            versions = client.request(ApiKey.API_VERSIONS, 3, {})
+        supported = {f["name"]: f["max_version"] for f in versions["supported_features"]}
+        assert supported["share.version"] == 1
+        finalized = [
+            f["max_version_level"]
+            for f in versions["finalized_features"]
+            if f["name"] == "share.version"
+        ]
+        assert finalized == level
