@@ -1,7 +1,7 @@
 """Share group (KIP-932) benchmarks: ShareConsumers against a classic consumer group.
 
-    .venv/bin/python bench/share_bench.py              # ~3 min
-    .venv/bin/python bench/share_bench.py --quick      # smoke run (~1 min)
+    .venv/bin/python bench/share_bench.py              # ~90 s
+    .venv/bin/python bench/share_bench.py --quick      # smoke run (~80 s: the 1 ms rows)
     .venv/bin/python bench/share_bench.py --profile bench/out   # + cProfile of ShareFetch
 
 The broker is ``python -m seglog serve`` started as a subprocess on a free
