@@ -438,7 +438,7 @@ def print_report(info: str, rows: list[Row], records: int, produced: float, quic
             f"{row.first_record:.2f} s",
             f"{row.duplicates:,}",
             "—" if missing is None else f"{missing:,}",
-            f"{row.cpu:.1f} s",
+            f"{row.cpu:.2f} s",
             f"{row.cpu_per_mb:.2f}",
             " ".join(f"{n:,}" for n in row.per_consumer)
             if row.consumers <= 4
