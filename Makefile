@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DATA ?= ./data
 
-.PHONY: run demo pipeline test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-groups bench-spark bench-key-index bench-soak bench-security bench-console bench-registry bodies clean install
+.PHONY: run demo pipeline test lint typecheck unit bench bench-quick bench-broker bench-broker-quick bench-groups bench-share bench-spark bench-key-index bench-soak bench-security bench-console bench-registry bodies clean install
 
 install: $(STAMP)
 
@@ -87,6 +87,12 @@ bench-broker-quick: $(STAMP)
 # the machine's fsync rate.
 bench-groups: $(STAMP)
 	$(BIN)/python bench/group_bench.py
+
+# Share groups (KIP-932): 1, 4 and 10 ShareConsumer processes on one partition beside a
+# classic consumer, each record checked delivered once, with and without 1 ms of work per
+# record, and the broker's CPU per MB.
+bench-share: $(STAMP)
+	$(BIN)/python bench/share_bench.py
 
 # Rows per second into Spark: network and files mode beside the bare client.
 bench-spark: $(STAMP)

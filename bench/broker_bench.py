@@ -136,9 +136,16 @@ class Broker:
         raise NotImplementedError
 
     def start(self) -> None:
+        # The broker runs in its temporary directory: a relative PYTHONPATH (such as
+        # PYTHONPATH=src) would resolve there and the broker would import another seglog.
+        env = dict(os.environ)
+        if env.get("PYTHONPATH"):
+            env["PYTHONPATH"] = os.pathsep.join(
+                os.path.abspath(entry) for entry in env["PYTHONPATH"].split(os.pathsep) if entry
+            )
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.root
+                self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=self.root, env=env
             )
         wait_listening(self.process, self.port, self.log)
 

@@ -297,7 +297,9 @@ def test_session_timeout_max_size_and_restart(make_broker, topic: str) -> None: 
     broker: BrokerProcess = make_broker(
         **{
             "group.share.min.session.timeout.ms": "1000",
-            "group.share.session.timeout.ms": "3000",
+            # Long enough that no member expires while ten join and the broker restarts,
+            # on a loaded machine; the expiry at the end waits for it.
+            "group.share.session.timeout.ms": "15000",
             "group.share.max.size": "10",
         }
     )

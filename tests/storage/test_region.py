@@ -10,7 +10,7 @@ import pytest
 
 from seglog.errors import StorageError
 from seglog.records import log_entries
-from seglog.storage.region import FileRegion
+from seglog.storage.region import FileRegion, region_batches
 from seglog.storage.segment import LogSegment
 from tests.storage.conftest import make_batch
 
@@ -77,3 +77,26 @@ def test_no_region_of_a_closed_segment(tmp_path: Path) -> None:
     assert shared.closed
     with pytest.raises(StorageError, match="closed"):
         FileRegion(shared, 0, 1, tmp_path / "x")
+
+
+def test_region_batches_stop_after_the_first_batch_at_the_stop_offset(tmp_path: Path) -> None:
+    segment = LogSegment.create(tmp_path, 0)
+    # Five batches of two records: base offsets 0, 2, 4, 6, 8 (the base offset is the
+    # first 8 bytes of a batch, outside its CRC).
+    for base in range(0, 10, 2):
+        data = base.to_bytes(8, "big") + make_batch([b"a" * 100, b"b" * 100])[8:]
+        segment.append([data], log_entries.scan(data).entries)
+    region = _read(segment)
+    try:
+        every = [header.base_offset for _, header in region_batches(region)]
+        assert every == [0, 2, 4, 6, 8]
+        # The batch at or past the stop offset is the last one read.
+        assert [h.base_offset for _, h in region_batches(region, 4)] == [0, 2, 4]
+        assert [h.base_offset for _, h in region_batches(region, 5)] == [0, 2, 4, 6]
+        assert [h.base_offset for _, h in region_batches(region, 0)] == [0]
+        assert [h.base_offset for _, h in region_batches(region, 100)] == every
+        positions = [position for position, _ in region_batches(region)]
+        assert [p for p, _ in region_batches(region, 6)] == positions[:4]
+    finally:
+        region.release()
+        segment.close()

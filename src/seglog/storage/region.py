@@ -145,12 +145,17 @@ def release_regions(chunks: Iterable[object]) -> None:
             chunk.release()
 
 
-def region_batches(region: FileRegion) -> list[tuple[int, batch.BatchHeader]]:
+def region_batches(
+    region: FileRegion, stop_offset: int | None = None
+) -> list[tuple[int, batch.BatchHeader]]:
     """The v2 batch headers of ``region``, each with its position relative to the region.
 
     Reads 61 bytes per batch, never the records: a share fetch decides from
     offsets alone which batches it hands out. Legacy (v0/v1) entries and a
-    batch cut by the region's end are left out.
+    batch cut by the region's end are left out. With ``stop_offset``, the
+    headers end with the first batch whose base offset is at or past it: a
+    share fetch can use no batch beyond that one, and a region may hold
+    thousands of batches (one pread each) where a fetch takes a handful.
     """
     found: list[tuple[int, batch.BatchHeader]] = []
     position = 0
@@ -166,6 +171,8 @@ def region_batches(region: FileRegion) -> list[tuple[int, batch.BatchHeader]]:
             break
         if header.magic == batch.CURRENT_MAGIC:
             found.append((position, header))
+            if stop_offset is not None and header.base_offset >= stop_offset:
+                break
         position += header.size
     return found
 

@@ -23,7 +23,14 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as AioTopicPartition
 from aiokafka.errors import TopicAuthorizationFailedError as AioTopicAuthorizationFailed
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -43,6 +50,7 @@ from tests.broker.conftest import BrokerProcess, free_port
 from tests.broker.security.conftest import RawClient
 from tests.broker.security.test_acls import ALICE_JAAS
 from tests.broker.security.test_sasl import confluent, sasl_settings
+from tests.broker.share.raw import uuid_of
 from tests.log_dirs import check_log_dirs
 
 TOPIC_FAILED = 29
@@ -503,3 +511,80 @@ def test_aiokafka_reports_the_denial(denying: Denying) -> None:
             await producer.stop()
 
     asyncio.run(run())
+
+
+def test_share_fetch_and_acknowledge_refuse_a_topic_without_read(denying: Denying) -> None:
+    """ShareFetch names topics by id: READ on each is checked as the ids are resolved."""
+    admin = AdminClient(denying.config("admin"))
+    described = admin.describe_topics(TopicCollection([denying.topic]))[denying.topic]
+    topic_id = uuid_of(described.result(10).topic_id)
+    client = denying.raw("alice")
+    try:
+        fetched = client.request(
+            ApiKey.SHARE_FETCH,
+            1,
+            {
+                "group_id": denying.group,
+                "member_id": "alice-member",
+                "share_session_epoch": 0,
+                "max_wait_ms": 0,
+                "min_bytes": 1,
+                "max_bytes": MB,
+                "max_records": 10,
+                "batch_size": 10,
+                "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0}]}],
+                "forgotten_topics_data": [],
+            },
+        )
+        assert fetched is not None and fetched["error_code"] == 0, fetched
+        [entry] = fetched["responses"][0]["partitions"]
+        assert entry["error_code"] == TOPIC_FAILED
+        assert entry["acquired_records"] == [] and bytes(entry["records"]) == b""
+        acked = client.request(
+            ApiKey.SHARE_ACKNOWLEDGE,
+            1,
+            {
+                "group_id": denying.group,
+                "member_id": "alice-member",
+                "share_session_epoch": 1,
+                "topics": [
+                    {
+                        "topic_id": topic_id,
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "acknowledgement_batches": [
+                                    {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        )
+        assert acked is not None and acked["error_code"] == 0, acked
+        assert acked["responses"][0]["partitions"][0]["error_code"] == TOPIC_FAILED
+    finally:
+        client.close()
+    # bob may not even READ the group: the whole request is refused.
+    bob = denying.raw("bob")
+    try:
+        refused = bob.request(
+            ApiKey.SHARE_FETCH,
+            1,
+            {
+                "group_id": denying.group,
+                "member_id": "bob-member",
+                "share_session_epoch": 0,
+                "max_wait_ms": 0,
+                "min_bytes": 1,
+                "max_bytes": MB,
+                "max_records": 10,
+                "batch_size": 10,
+                "topics": [],
+                "forgotten_topics_data": [],
+            },
+        )
+        assert refused is not None and refused["error_code"] == 30  # GROUP_AUTHORIZATION_FAILED
+    finally:
+        bob.close()

@@ -56,10 +56,10 @@ def topic_id(broker: BrokerProcess, topic: str) -> uuid.UUID:
     """The id of ``topic``."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     description = admin.describe_topics(TopicCollection([topic]))[topic].result(timeout=60)
-    return _uuid_of(description.topic_id)
+    return uuid_of(description.topic_id)
 
 
-def _uuid_of(value: Any) -> uuid.UUID:
+def uuid_of(value: Any) -> uuid.UUID:
     """A confluent-kafka Uuid as a Python UUID (from its two 64-bit halves)."""
     high = value.get_most_significant_bits() & (2**64 - 1)
     low = value.get_least_significant_bits() & (2**64 - 1)

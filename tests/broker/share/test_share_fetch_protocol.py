@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import Any
+
+from confluent_kafka import Producer
 
 from seglog.protocol import error_codes
 from seglog.protocol.api_keys import ApiKey
@@ -201,3 +204,50 @@ def test_api_versions_advertise_the_share_apis(make_broker: Any) -> None:
                 assert (api in keys) is expected
                 if expected:
                     assert (keys[api]["min_version"], keys[api]["max_version"]) == (1, 1)
+
+
+def test_api_versions_finalize_the_share_version_feature(make_broker: Any) -> None:
+    on: BrokerProcess = make_broker()
+    off: BrokerProcess = make_broker(**{"group.share.enable": "false"})
+    for broker, level in ((on, [1]), (off, [])):
+        with RawClient(broker) as client:
+            versions = client.request(ApiKey.API_VERSIONS, 3, {})
+        supported = {f["name"]: f["max_version"] for f in versions["supported_features"]}
+        assert supported["share.version"] == 1
+        finalized = [
+            f["max_version_level"]
+            for f in versions["finalized_features"]
+            if f["name"] == "share.version"
+        ]
+        assert finalized == level
+
+
+def test_where_a_group_starts(broker: BrokerProcess) -> None:
+    topic = create_topic(broker)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    two_hours_ago = int(time.time() * 1000) - 2 * 3600 * 1000
+    for n in range(5):
+        producer.produce(topic, str(n).encode(), partition=0, timestamp=two_hours_ago)
+    assert producer.flush(60) == 0
+    produce_numbered(broker, topic, 5, start=5)
+    tid = topic_id(broker, topic)
+    starts = {
+        "earliest": (0, 9),
+        "by_duration:PT1H": (5, 9),  # the first record written within the last hour
+    }
+    with RawClient(broker) as client:
+        for reset, expected in starts.items():
+            group = f"g-{uuid.uuid4().hex[:8]}"
+            set_group_configs(broker, group, {"share.auto.offset.reset": reset})
+            ranges = _acquired(share_fetch(client, group, str(uuid.uuid4()), 0, [(tid, 0, [])]))
+            assert (ranges[0][0], ranges[-1][1]) == expected, reset
+        # latest (the default): only what is written after the group first looked.
+        group = f"g-{uuid.uuid4().hex[:8]}"
+        member = str(uuid.uuid4())
+        assert (
+            _partition(share_fetch(client, group, member, 0, [(tid, 0, [])]))["acquired_records"]
+            == []
+        )
+        produce_numbered(broker, topic, 2, start=10)
+        later = share_fetch(client, group, member, 1, [], max_wait_ms=30_000)
+        assert _acquired(later) == [(10, 11, 1)]

@@ -35,6 +35,9 @@ def api_versions_body(error_code: int = 0, *, share_groups: bool = True) -> dict
 
     Without ``share_groups`` (``group.share.enable=false``) the share group
     APIs are left out, as Kafka leaves them out when share groups are disabled.
+    The feature Kafka 4.2 enables share groups with, ``share.version``, is
+    listed as supported (levels 0-1) and, with share groups on, finalized at 1
+    (v3+; older versions drop these tagged fields).
     """
     return {
         "error_code": error_code,
@@ -44,7 +47,18 @@ def api_versions_body(error_code: int = 0, *, share_groups: bool = True) -> dict
             if share_groups or key not in SHARE_APIS
         ],
         "throttle_time_ms": 0,
+        "supported_features": [{"name": SHARE_VERSION, "min_version": 0, "max_version": 1}],
+        "finalized_features_epoch": 0,
+        "finalized_features": (
+            [{"name": SHARE_VERSION, "max_version_level": 1, "min_version_level": 1}]
+            if share_groups
+            else []
+        ),
     }
+
+
+SHARE_VERSION = "share.version"
+"""Kafka's feature flag of share groups (KIP-932), at level 1 when they are enabled."""
 
 
 async def api_versions(

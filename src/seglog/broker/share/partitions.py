@@ -219,7 +219,8 @@ class SharePartitions:
             share_partition.archive_below(log.log_start_offset)
         if not share_partition.can_acquire():
             return Acquired(None, [])
-        read_committed = self._settings(share_partition.key.group_id).read_committed
+        settings = self._settings(share_partition.key.group_id)
+        read_committed = settings.read_committed
         offset = share_partition.next_fetch_offset()
         end = log.last_stable_offset if read_committed else log.high_watermark
         if offset >= end:
@@ -234,7 +235,15 @@ class SharePartitions:
             return Acquired(None, [])
         region = result.data.region
         try:
-            headers = region_batches(region)
+            # New batches are acquired only while the in-flight window is smaller than
+            # max_record_locks, and the available records lie inside the window: the
+            # first batch starting at or past both bounds is the last one acquire()
+            # could take (after a hole). The headers beyond it are never read.
+            stop = max(
+                share_partition.end_offset,
+                share_partition.start_offset + settings.max_record_locks,
+            )
+            headers = region_batches(region, stop)
             aborted = (
                 _aborted_spans(log.aborted_transactions(offset, end)) if read_committed else {}
             )
