@@ -90,7 +90,11 @@ def describe(client: ClientSettings, group: str) -> ShareGroup | None:
     )
     [described] = answer["groups"]
     name = error_codes.name_for(described["error_code"])
-    if name == "GROUP_ID_NOT_FOUND" or described["group_state"] in ("Dead", ""):
+    # Not a share group, or share groups are off (UNSUPPORTED_VERSION).
+    if name in ("GROUP_ID_NOT_FOUND", "UNSUPPORTED_VERSION") or described["group_state"] in (
+        "Dead",
+        "",
+    ):
         return None
     if name != "NONE":
         raise _error(described["error_code"], described.get("error_message"), group)
