@@ -86,7 +86,7 @@ def test_share_group_members_and_records_by_state(api_broker: Any) -> None:
         consumer.close()
     missing = started.api.get("/v1/share-groups/no-such-group")
     assert missing.status == 404, missing.body
-    assert "/v1/share-groups/{group}" in started.api.get("/openapi.json").body["paths"]
+    assert "/v1/share-groups/{share_group}" in started.api.get("/openapi.json").body["paths"]
 
 
 def test_either_node_asks_each_partitions_leader(make_cluster: Any, topic: str) -> None:

@@ -1,4 +1,4 @@
-"""``GET /v1/share-groups/{group}``: a share group, its members and its partitions' records.
+"""``GET /v1/share-groups/{share_group}``: a share group, its members and its partitions' records.
 
 The group, its members and its start offsets are asked of the group's
 coordinator as a Kafka admin client asks them, as the HTTP caller
@@ -73,7 +73,7 @@ partition_query.register(SHARE_PARTITION, share_partition)
 
 async def share_group(request: web.Request) -> web.StreamResponse:
     """The group's state, members and, per partition, its start offset, records and lag."""
-    group_id = request.match_info["group"]
+    group_id = request.match_info["share_group"]
     await caller(request)
     node = await coordinator_of(request, group_id)
     answer = await ask(
@@ -201,13 +201,13 @@ _GROUP["properties"]["partitions"] = {"type": "array", "items": _PARTITION}
 ROUTES = (
     Route(
         "GET",
-        "/v1/share-groups/{group}",
+        "/v1/share-groups/{share_group}",
         share_group,
         "getShareGroup",
         "A share group: state, members, and per partition its start offset, end offset, "
         "records in flight (acquired, available, acknowledged, archived) and lag "
         "(counts null while the partition's leader holds no state of the group)",
-        params=(Param("group", "string", "the share group's id", location="path"),),
+        params=(Param("share_group", "string", "the share group's id", location="path"),),
         response=_GROUP,
         errors=(401, 403, 404, 503),
     ),
