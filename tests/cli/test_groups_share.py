@@ -133,3 +133,21 @@ def test_share_group_without_the_http_api(make_broker: Callable[..., BrokerProce
         run(broker, "delete-offsets", plain, "--topic", topic),
         f"{plain!r} is not a share group",
     )
+
+
+def test_reset_plan_by_time_of_a_share_group(make_broker: Callable[..., BrokerProcess]) -> None:
+    broker = make_broker()
+    topic, group = _share_group(broker)
+    consumer = _holding(broker, group, topic)
+    consumer.close()
+
+    def plan(*how: str) -> list[list[str]]:
+        return rows(ok(run(broker, "reset-offsets", group, "--topic", topic, *how)))
+
+    # Every record was written within the hour, none after 2999.
+    assert plan("--by-duration", "PT1H") == [[group, topic, "0", "0"]]
+    assert plan("--by-duration", "P1DT2H30M") == [[group, topic, "0", "0"]]
+    assert plan("--to-datetime", "2999-01-01T00:00:00+00:00") == [[group, topic, "0", "10"]]
+    assert plan("--to-datetime", "2000-01-01T00:00:00") == [[group, topic, "0", "0"]]
+    wrong = run(broker, "reset-offsets", group, "--topic", topic, "--by-duration", "1h")
+    assert wrong.exit_code == 2 and "PnDTnHnMnS" in wrong.stderr

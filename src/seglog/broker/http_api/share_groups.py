@@ -48,8 +48,9 @@ def attach(log_dir: LogDir, shares: ShareService | None) -> None:
 def share_partition(log_dir: LogDir, topic: str, partition: int, args: dict[str, Any]) -> Any:
     """The group's records of the partition by state, and its log end (on a worker thread).
 
-    The share-partition belongs to the event loop; its figures are copied in one
-    step (``summary``), as ``/metrics`` reads them.
+    The share-partition belongs to the event loop; its figures are read as
+    ``/metrics`` reads them (``summary``), so a count may be a moment old or, while
+    the loop changes the partition, off by the records of that change.
     """
     end = log_dir.log(topic, partition).high_watermark
     answer: dict[str, Any] = {"end_offset": end, "start_offset": None}
@@ -58,8 +59,13 @@ def share_partition(log_dir: LogDir, topic: str, partition: int, args: dict[str,
     if shares is None:
         return answer
     group_id = str(args["group"])
-    for found in list(shares.partitions.of_group(group_id)):
-        if found.topic == topic and found.key.partition == partition:
+    # partitions() copies the loop's table in one step; walking it here could see it change.
+    for found in shares.partitions.partitions():
+        if (
+            found.key.group_id == group_id
+            and found.topic == topic
+            and found.key.partition == partition
+        ):
             summary = found.summary()
             answer["start_offset"] = summary.start_offset
             for name in COUNTS:
