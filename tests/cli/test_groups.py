@@ -49,7 +49,7 @@ def test_list_describe_reset_delete(make_broker: Callable[..., BrokerProcess], t
         consumer.commit(message=message, asynchronous=False)
     try:
         assert group in ok(run(broker, "list")).splitlines()
-        assert [group, "Stable"] in [
+        assert [group, "Classic", "Stable"] in [
             line.split() for line in ok(run(broker, "list", "--state")).splitlines()
         ]
         described = ok(run(broker, "describe", group))

@@ -25,7 +25,7 @@ from seglog.broker.dispatch import NODES_LISTENER, handle_frame
 from seglog.broker.dynamic_config import DynamicConfigs, effective_settings
 from seglog.broker.handlers.groups import load_groups
 from seglog.broker.handlers.transactions import stop_transaction_timers
-from seglog.broker.http_api import partition_query
+from seglog.broker.http_api import partition_query, share_groups
 from seglog.broker.http_api.auth import ConsoleSecurity
 from seglog.broker.http_api.server import ConsoleServer
 from seglog.broker.limits import Connections
@@ -226,6 +226,8 @@ class Broker:
         # Another node's HTTP API asks about partitions this node leads (key lookups,
         # summaries, segments, records): one op for every question.
         node.handlers[partition_query.OP] = lambda request: partition_query.serve(log_dir, request)
+        # A share group's records by state live in this node's share-partitions.
+        share_groups.attach(log_dir, state.shares)
         registry_store = None
         if settings.schema_registry_port is not None or settings.console_port is not None:
             registry_store = self._registry_store = RegistryStore(state)

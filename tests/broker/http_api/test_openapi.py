@@ -21,8 +21,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.broker.http_api.conftest import TIMEOUT, ApiBroker, create_topic
 from tests.broker.http_api.test_storage_routes import StartBroker, cluster_id
+from tests.broker.share.helpers import share_consumer, wait_for_members
 
 GROUP = "openapi-group"
+SHARE_GROUP = "openapi-share-group"
 
 
 def json_schema(schema: Any) -> Any:
@@ -64,6 +66,13 @@ def _populate(bootstrap: str, topic: str) -> None:
 def test_every_get_route_answers_its_documented_schema(api_broker: StartBroker, topic: str) -> None:
     served: ApiBroker = api_broker()
     _populate(served.bootstrap, topic)
+    # A share group with its partitions assigned (left empty: its member closed).
+    member = share_consumer(served.process, SHARE_GROUP, topic)
+    try:
+        member.poll(0.5)
+        wait_for_members(served.process, SHARE_GROUP, 1)
+    finally:
+        member.close()
     document = served.api.get("/openapi.json").body
     path_values = {
         "topic": topic,
@@ -73,6 +82,7 @@ def test_every_get_route_answers_its_documented_schema(api_broker: StartBroker, 
         "consumer_group_id": GROUP,
         "group": GROUP,
         "group_id": GROUP,
+        "share_group": SHARE_GROUP,
         "broker_id": "0",
     }
     # Routes that need a query parameter to answer at all.

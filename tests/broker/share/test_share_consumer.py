@@ -22,6 +22,7 @@ from tests.broker.share.helpers import (
 
 RECORDS = 100_000
 CONSUMERS = 10
+BATCH = 1_000
 
 
 @pytest.mark.parametrize("explicit", [False, True], ids=["implicit", "explicit"])
@@ -60,11 +61,12 @@ def test_ten_consumers_share_one_partition_each_record_once(
     threads = [threading.Thread(target=run, args=(i,)) for i in range(CONSUMERS)]
     for thread in threads:
         thread.start()
-    # Every member in the group first, then the records: each gets a share.
+    # Every member in the group first, then the records, a thousand at a time: each
+    # batch wakes the members waiting for records, the one waiting longest first, so
+    # that each gets a share (a share group hands out whole batches).
     wait_for_members(broker, group, CONSUMERS)
-    # Batches of about a thousand records, as Java's default batch.size (16 KiB) makes them:
-    # a share group hands out whole batches.
-    produce_numbered(broker, topic, RECORDS, extra={"batch.size": 16_384})
+    for start in range(0, RECORDS, BATCH):
+        produce_numbered(broker, topic, BATCH, start=start)
     for thread in threads:
         thread.join()
     assert not failures, failures
