@@ -64,7 +64,7 @@ Everything runs on the caller's thread; clock and timers are injected.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from seglog.coordinator.requests import Cancellable
@@ -75,6 +75,7 @@ from seglog.share.state import (
     SharePartitionKey,
     StateBatch,
     StateUpdate,
+    merge_adjacent,
 )
 
 __all__ = [
@@ -313,7 +314,7 @@ class SharePartition:
 
         For describing and testing; the broker's hot path does not need it.
         """
-        return _merge(StateBatch(r.first, r.last, r.state, r.count) for r in self._runs)
+        return merge_adjacent(StateBatch(r.first, r.last, r.state, r.count) for r in self._runs)
 
     def check(self) -> list[str]:
         """What is wrong with the internal structure (empty when consistent); for tests."""
@@ -673,7 +674,7 @@ class SharePartition:
         self._persisted_start = self._start
         return StateUpdate(
             start_offset=self._start,
-            batches=tuple(_merge(_persisted_view(run) for run in changed)),
+            batches=tuple(merge_adjacent(_persisted_view(run) for run in changed)),
             leader_epoch=self._leader_epoch,
         )
 
@@ -789,25 +790,6 @@ def _persisted_view(run: _Run) -> StateBatch:
     if run.state is _ACQUIRED:
         return StateBatch(run.first, run.last, _AVAILABLE, run.count - 1)
     return StateBatch(run.first, run.last, run.state, run.count)
-
-
-def _merge(batches: Iterable[StateBatch]) -> list[StateBatch]:
-    """``batches`` (in offset order) with adjacent equal runs joined."""
-    merged: list[StateBatch] = []
-    for batch in batches:
-        if merged:
-            last = merged[-1]
-            if (
-                last.last_offset + 1 == batch.first_offset
-                and last.delivery_state == batch.delivery_state
-                and last.delivery_count == batch.delivery_count
-            ):
-                merged[-1] = StateBatch(
-                    last.first_offset, batch.last_offset, batch.delivery_state, batch.delivery_count
-                )
-                continue
-        merged.append(batch)
-    return merged
 
 
 def _acquired_ranges(runs: list[_Run]) -> list[AcquiredRange]:

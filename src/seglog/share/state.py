@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import enum
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -101,7 +102,7 @@ def fold(state: PersistedState, update: StateUpdate) -> PersistedState:
         state_epoch=state.state_epoch,
         leader_epoch=max(state.leader_epoch, update.leader_epoch),
         start_offset=start,
-        batches=tuple(_merge_adjacent(runs)),
+        batches=tuple(merge_adjacent(runs)),
     )
 
 
@@ -142,7 +143,8 @@ def _minus(run: StateBatch, covers: tuple[StateBatch, ...]) -> list[StateBatch]:
     return pieces
 
 
-def _merge_adjacent(runs: list[StateBatch]) -> list[StateBatch]:
+def merge_adjacent(runs: Iterable[StateBatch]) -> list[StateBatch]:
+    """``runs`` (in offset order) with adjacent runs of the same state and count joined."""
     merged: list[StateBatch] = []
     for run in runs:
         if merged:

@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 from seglog.protocol.api_keys import ApiKey
 from seglog.protocol.headers import decode_response, encode_request
 from tests.broker.conftest import BrokerProcess
+from tests.broker.share.helpers import create_topic, produce_numbered, set_group_configs
 
 
 class RawClient:
@@ -101,3 +102,29 @@ def share_fetch(
 def ack(first: int, last: int, *types: int) -> dict[str, Any]:
     """One acknowledgement batch."""
     return {"first_offset": first, "last_offset": last, "acknowledge_types": list(types)}
+
+
+def setup_group(broker: BrokerProcess, records: int = 10) -> tuple[str, uuid.UUID, str]:
+    """A topic of ``records`` numbered records and a group reading it from the start:
+    (topic, its id, group)."""
+    topic = create_topic(broker)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    set_group_configs(broker, group, {"share.auto.offset.reset": "earliest"})
+    produce_numbered(broker, topic, records)
+    return topic, topic_id(broker, topic), group
+
+
+def only_partition(answer: Any) -> dict[str, Any]:
+    """The one partition entry of a ShareFetch answer without a top-level error."""
+    assert answer["error_code"] == 0, answer
+    [topic] = answer["responses"]
+    [partition] = topic["partitions"]
+    return partition  # type: ignore[no-any-return]
+
+
+def acquired(answer: Any) -> list[tuple[int, int, int]]:
+    """The acquired ranges of that entry: (first, last, delivery count)."""
+    return [
+        (r["first_offset"], r["last_offset"], r["delivery_count"])
+        for r in only_partition(answer)["acquired_records"]
+    ]

@@ -11,31 +11,17 @@ from confluent_kafka.admin import AdminClient
 from seglog.protocol import error_codes
 from tests.broker.conftest import BrokerProcess
 from tests.broker.share.helpers import WAIT, create_topic, produce_numbered, set_group_configs
-from tests.broker.share.raw import RawClient, ack, share_fetch, topic_id
+from tests.broker.share.raw import (
+    RawClient,
+    ack,
+    acquired,
+    only_partition,
+    setup_group,
+    share_fetch,
+    topic_id,
+)
 
 ACCEPT, RELEASE = 1, 2
-
-
-def _setup(broker: BrokerProcess, records: int = 10) -> tuple[str, uuid.UUID, str]:
-    topic = create_topic(broker)
-    group = f"g-{uuid.uuid4().hex[:8]}"
-    set_group_configs(broker, group, {"share.auto.offset.reset": "earliest"})
-    produce_numbered(broker, topic, records)
-    return topic, topic_id(broker, topic), group
-
-
-def _entry(answer: Any) -> dict[str, Any]:
-    assert answer["error_code"] == 0, answer
-    [topic] = answer["responses"]
-    [partition] = topic["partitions"]
-    return partition  # type: ignore[no-any-return]
-
-
-def _ranges(answer: Any) -> list[tuple[int, int, int]]:
-    return [
-        (r["first_offset"], r["last_offset"], r["delivery_count"])
-        for r in _entry(answer)["acquired_records"]
-    ]
 
 
 def test_records_deleted_under_the_group_are_archived(broker: BrokerProcess) -> None:
@@ -47,7 +33,7 @@ def test_records_deleted_under_the_group_are_archived(broker: BrokerProcess) -> 
     tid = topic_id(broker, topic)
     member = str(uuid.uuid4())
     with RawClient(broker) as client:
-        assert _ranges(share_fetch(client, group, member, 0, [(tid, 0, [])], max_records=1)) == [
+        assert acquired(share_fetch(client, group, member, 0, [(tid, 0, [])], max_records=1)) == [
             (0, 9, 1)
         ]
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -56,7 +42,7 @@ def test_records_deleted_under_the_group_are_archived(broker: BrokerProcess) -> 
             future.result(timeout=WAIT)
         # Acknowledging records deleted meanwhile is no error; the next records start at 15.
         answer = share_fetch(client, group, member, 1, [(tid, 0, [ack(0, 9, ACCEPT)])])
-        entry = _entry(answer)
+        entry = only_partition(answer)
         assert entry["acknowledge_error_code"] == 0
         assert [(r["first_offset"], r["last_offset"]) for r in entry["acquired_records"]] == [
             (15, 19)
@@ -64,24 +50,24 @@ def test_records_deleted_under_the_group_are_archived(broker: BrokerProcess) -> 
 
 
 def test_a_deleted_topic_is_an_error_not_a_crash(broker: BrokerProcess) -> None:
-    topic, tid, group = _setup(broker)
+    topic, tid, group = setup_group(broker)
     member = str(uuid.uuid4())
     with RawClient(broker) as client:
-        assert _ranges(share_fetch(client, group, member, 0, [(tid, 0, [])])) == [(0, 9, 1)]
+        assert acquired(share_fetch(client, group, member, 0, [(tid, 0, [])])) == [(0, 9, 1)]
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.delete_topics([topic])[topic].result(timeout=WAIT)
         answer = share_fetch(client, group, member, 1, [(tid, 0, [ack(0, 9, ACCEPT)])])
-        entry = _entry(answer)
+        entry = only_partition(answer)
         assert entry["acknowledge_error_code"] == error_codes.code_for("UNKNOWN_TOPIC_ID")
         assert entry["error_code"] == error_codes.code_for("UNKNOWN_TOPIC_ID")
     # The broker serves on.
-    _, other, group2 = _setup(broker)
+    _, other, group2 = setup_group(broker)
     with RawClient(broker) as client:
-        assert _ranges(share_fetch(client, group2, member, 0, [(other, 0, [])])) == [(0, 9, 1)]
+        assert acquired(share_fetch(client, group2, member, 0, [(other, 0, [])])) == [(0, 9, 1)]
 
 
 def test_absurd_acknowledgement_ranges_are_refused_quickly(broker: BrokerProcess) -> None:
-    _, tid, group = _setup(broker)
+    _, tid, group = setup_group(broker)
     member = str(uuid.uuid4())
     huge = 2**62
     with RawClient(broker) as client:
@@ -95,7 +81,7 @@ def test_absurd_acknowledgement_ranges_are_refused_quickly(broker: BrokerProcess
         ]
         for epoch, batches in enumerate(cases, start=1):
             answer = share_fetch(client, group, member, epoch, [(tid, 0, batches)], max_records=0)
-            code = _entry(answer)["acknowledge_error_code"]
+            code = only_partition(answer)["acknowledge_error_code"]
             assert code in (
                 error_codes.code_for("INVALID_REQUEST"),
                 error_codes.code_for("INVALID_RECORD_STATE"),
@@ -104,12 +90,12 @@ def test_absurd_acknowledgement_ranges_are_refused_quickly(broker: BrokerProcess
         done = share_fetch(
             client, group, member, len(cases) + 1, [(tid, 0, [ack(0, 9, ACCEPT)])], max_records=0
         )
-        assert _entry(done)["acknowledge_error_code"] == 0
+        assert only_partition(done)["acknowledge_error_code"] == 0
 
 
 def test_the_share_session_limit(make_broker: Any) -> None:
     broker: BrokerProcess = make_broker(**{"group.share.max.share.sessions": "2"})
-    _, tid, group = _setup(broker)
+    _, tid, group = setup_group(broker)
     clients = [RawClient(broker) for _ in range(3)]
     try:
         answers = [

@@ -14,7 +14,15 @@ from seglog.protocol.api_keys import ApiKey
 from seglog.records.batch import HEADER
 from tests.broker.conftest import BrokerProcess
 from tests.broker.share.helpers import create_topic, produce_numbered, set_group_configs
-from tests.broker.share.raw import RawClient, ack, share_fetch, topic_id
+from tests.broker.share.raw import (
+    RawClient,
+    ack,
+    acquired,
+    only_partition,
+    setup_group,
+    share_fetch,
+    topic_id,
+)
 
 ACCEPT, RELEASE, REJECT = 1, 2, 3
 
@@ -23,47 +31,25 @@ def _code(name: str) -> int:
     return error_codes.code_for(name)
 
 
-def _setup(broker: BrokerProcess, records: int = 10) -> tuple[str, uuid.UUID, str]:
-    topic = create_topic(broker)
-    group = f"g-{uuid.uuid4().hex[:8]}"
-    set_group_configs(broker, group, {"share.auto.offset.reset": "earliest"})
-    produce_numbered(broker, topic, records)
-    return topic, topic_id(broker, topic), group
-
-
-def _partition(answer: Any) -> dict[str, Any]:
-    assert answer["error_code"] == 0, answer
-    [topic] = answer["responses"]
-    [partition] = topic["partitions"]
-    return partition  # type: ignore[no-any-return]
-
-
-def _acquired(answer: Any) -> list[tuple[int, int, int]]:
-    return [
-        (r["first_offset"], r["last_offset"], r["delivery_count"])
-        for r in _partition(answer)["acquired_records"]
-    ]
-
-
 def test_a_session_opens_acquires_and_acknowledges(broker: BrokerProcess) -> None:
-    _, tid, group = _setup(broker)
+    _, tid, group = setup_group(broker)
     member = str(uuid.uuid4())
     with RawClient(broker) as client:
         first = share_fetch(client, group, member, 0, [(tid, 0, [])])
         assert first["acquisition_lock_timeout_ms"] == 30_000
-        assert _acquired(first) == [(0, 9, 1)]
-        records = bytes(_partition(first)["records"])
+        assert acquired(first) == [(0, 9, 1)]
+        records = bytes(only_partition(first)["records"])
         assert HEADER.unpack_from(records)[0] == 0  # the batch's base offset
         # Acknowledge all ten in the next fetch of the session (epoch 1).
         second = share_fetch(client, group, member, 1, [(tid, 0, [ack(0, 9, ACCEPT)])])
         assert second["error_code"] == 0
-        entry = _partition(second)
+        entry = only_partition(second)
         assert entry["acknowledge_error_code"] == 0
         assert entry["acquired_records"] == []
 
 
 def test_session_errors_are_kafkas(broker: BrokerProcess) -> None:
-    _, tid, group = _setup(broker)
+    _, tid, group = setup_group(broker)
     member = str(uuid.uuid4())
     with RawClient(broker) as client:
         none = share_fetch(client, group, member, 5, [(tid, 0, [])])
@@ -91,25 +77,25 @@ def test_session_errors_are_kafkas(broker: BrokerProcess) -> None:
 def test_acknowledging_what_the_member_does_not_hold_is_invalid_record_state(
     broker: BrokerProcess,
 ) -> None:
-    _, tid, group = _setup(broker)
+    _, tid, group = setup_group(broker)
     alice, bob = str(uuid.uuid4()), str(uuid.uuid4())
     with RawClient(broker) as one, RawClient(broker) as two:
-        assert _acquired(share_fetch(one, group, alice, 0, [(tid, 0, [])])) == [(0, 9, 1)]
+        assert acquired(share_fetch(one, group, alice, 0, [(tid, 0, [])])) == [(0, 9, 1)]
         share_fetch(two, group, bob, 0, [(tid, 0, [])])
         # Bob acknowledges Alice's records: refused, and they stay hers.
         stolen = share_fetch(two, group, bob, 1, [(tid, 0, [ack(0, 9, ACCEPT)])], max_records=0)
-        assert _partition(stolen)["acknowledge_error_code"] == _code("INVALID_RECORD_STATE")
+        assert only_partition(stolen)["acknowledge_error_code"] == _code("INVALID_RECORD_STATE")
         # An offset past anything acquired, and an unknown acknowledgement type.
         beyond = share_fetch(one, group, alice, 1, [(tid, 0, [ack(50, 60, ACCEPT)])], max_records=0)
-        assert _partition(beyond)["acknowledge_error_code"] == _code("INVALID_RECORD_STATE")
+        assert only_partition(beyond)["acknowledge_error_code"] == _code("INVALID_RECORD_STATE")
         bad = share_fetch(one, group, alice, 2, [(tid, 0, [ack(0, 9, 7)])], max_records=0)
-        assert _partition(bad)["acknowledge_error_code"] == _code("INVALID_REQUEST")
+        assert only_partition(bad)["acknowledge_error_code"] == _code("INVALID_REQUEST")
         # Her own, one type per offset: accepted, released, rejected, the rest accepted.
         own = client_ack(one, group, alice, 3, tid, [ack(0, 3, ACCEPT, RELEASE, REJECT, ACCEPT)])
         assert own["responses"][0]["partitions"][0]["error_code"] == 0
         # Offset 1 was released: it is the one record left for Bob.
         again = share_fetch(two, group, bob, 2, [(tid, 0, [])])
-        assert _acquired(again)[0] == (1, 1, 2)
+        assert acquired(again)[0] == (1, 1, 2)
 
 
 def client_ack(
@@ -139,48 +125,48 @@ def client_ack(
 
 
 def test_unknown_topic_id(broker: BrokerProcess) -> None:
-    _, _, group = _setup(broker)
+    _, _, group = setup_group(broker)
     member = str(uuid.uuid4())
     unknown = uuid.uuid4()
     with RawClient(broker) as client:
         answer = share_fetch(client, group, member, 0, [(unknown, 0, [])])
-        assert _partition(answer)["error_code"] == _code("UNKNOWN_TOPIC_ID")
+        assert only_partition(answer)["error_code"] == _code("UNKNOWN_TOPIC_ID")
         acked = client_ack(client, group, member, 1, unknown, [ack(0, 0, ACCEPT)])
         assert acked["responses"][0]["partitions"][0]["error_code"] == _code("UNKNOWN_TOPIC_ID")
 
 
 def test_closing_the_session_releases_at_once(broker: BrokerProcess) -> None:
-    _, tid, group = _setup(broker)
+    _, tid, group = setup_group(broker)
     alice, bob = str(uuid.uuid4()), str(uuid.uuid4())
     with RawClient(broker) as one, RawClient(broker) as two:
-        assert _acquired(share_fetch(one, group, alice, 0, [(tid, 0, [])])) == [(0, 9, 1)]
+        assert acquired(share_fetch(one, group, alice, 0, [(tid, 0, [])])) == [(0, 9, 1)]
         closed = share_fetch(one, group, alice, -1, [(tid, 0, [ack(0, 1, ACCEPT)])])
         assert closed["error_code"] == 0
         # 0-1 accepted with the close; 2-9 released with their delivery count lowered.
-        assert _acquired(share_fetch(two, group, bob, 0, [(tid, 0, [])])) == [(2, 9, 1)]
+        assert acquired(share_fetch(two, group, bob, 0, [(tid, 0, [])])) == [(2, 9, 1)]
 
 
 def test_a_closed_connection_ends_its_session(broker: BrokerProcess) -> None:
-    _, tid, group = _setup(broker)
+    _, tid, group = setup_group(broker)
     alice, bob = str(uuid.uuid4()), str(uuid.uuid4())
     one = RawClient(broker)
-    assert _acquired(share_fetch(one, group, alice, 0, [(tid, 0, [])])) == [(0, 9, 1)]
+    assert acquired(share_fetch(one, group, alice, 0, [(tid, 0, [])])) == [(0, 9, 1)]
     one.close()
     with RawClient(broker) as two:
         got: list[tuple[int, int, int]] = []
         epoch = 0
         while not got:  # the broker sees the close a moment later
-            got = _acquired(share_fetch(two, group, bob, epoch, [(tid, 0, [])], max_wait_ms=500))
+            got = acquired(share_fetch(two, group, bob, epoch, [(tid, 0, [])], max_wait_ms=500))
             epoch += 1
         assert got == [(0, 9, 1)]
 
 
 def test_a_waiting_fetch_answers_when_records_arrive(broker: BrokerProcess) -> None:
-    topic, tid, group = _setup(broker, records=0)
+    topic, tid, group = setup_group(broker, records=0)
     member = str(uuid.uuid4())
     with RawClient(broker) as client:
         empty = share_fetch(client, group, member, 0, [(tid, 0, [])])
-        assert _partition(empty)["acquired_records"] == []
+        assert only_partition(empty)["acquired_records"] == []
         answer: list[Any] = []
         waiter = threading.Thread(
             target=lambda: answer.append(
@@ -190,7 +176,7 @@ def test_a_waiting_fetch_answers_when_records_arrive(broker: BrokerProcess) -> N
         waiter.start()
         produce_numbered(broker, topic, 3)
         waiter.join()
-        assert _acquired(answer[0]) == [(0, 2, 1)]
+        assert acquired(answer[0]) == [(0, 2, 1)]
 
 
 def test_api_versions_advertise_the_share_apis(make_broker: Any) -> None:
@@ -239,15 +225,17 @@ def test_where_a_group_starts(broker: BrokerProcess) -> None:
         for reset, expected in starts.items():
             group = f"g-{uuid.uuid4().hex[:8]}"
             set_group_configs(broker, group, {"share.auto.offset.reset": reset})
-            ranges = _acquired(share_fetch(client, group, str(uuid.uuid4()), 0, [(tid, 0, [])]))
+            ranges = acquired(share_fetch(client, group, str(uuid.uuid4()), 0, [(tid, 0, [])]))
             assert (ranges[0][0], ranges[-1][1]) == expected, reset
         # latest (the default): only what is written after the group first looked.
         group = f"g-{uuid.uuid4().hex[:8]}"
         member = str(uuid.uuid4())
         assert (
-            _partition(share_fetch(client, group, member, 0, [(tid, 0, [])]))["acquired_records"]
+            only_partition(share_fetch(client, group, member, 0, [(tid, 0, [])]))[
+                "acquired_records"
+            ]
             == []
         )
         produce_numbered(broker, topic, 2, start=10)
         later = share_fetch(client, group, member, 1, [], max_wait_ms=30_000)
-        assert _acquired(later) == [(10, 11, 1)]
+        assert acquired(later) == [(10, 11, 1)]

@@ -110,11 +110,8 @@ async def describe_share_group_offsets(
     return {"throttle_time_ms": 0, "groups": groups}
 
 
-async def alter_share_group_offsets(
-    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
-) -> dict[str, Any]:
-    """Start an empty share group over at the given offsets (``kafka-share-groups --reset``)."""
-    group_id = body["group_id"]
+async def _refused_or_started(state: BrokerState, group_id: str) -> dict[str, Any] | None:
+    """The whole answer of a change refused for ``group_id``, or None once the store is up."""
     refusal = _group_error(state, group_id, must_be_empty=True)
     if refusal is not None:
         return {
@@ -125,6 +122,18 @@ async def alter_share_group_offsets(
         }
     assert state.shares is not None
     await state.shares.start(state.log_dir.env)
+    return None
+
+
+async def alter_share_group_offsets(
+    state: BrokerState, header: RequestHeader, body: dict[str, Any], session: Session
+) -> dict[str, Any]:
+    """Start an empty share group over at the given offsets (``kafka-share-groups --reset``)."""
+    group_id = body["group_id"]
+    refused = await _refused_or_started(state, group_id)
+    if refused is not None:
+        return refused
+    assert state.shares is not None
     topics = state.log_dir.topics()
     responses = []
     for topic in body["topics"]:
@@ -163,16 +172,10 @@ async def delete_share_group_offsets(
 ) -> dict[str, Any]:
     """Forget an empty share group's state in whole topics."""
     group_id = body["group_id"]
-    refusal = _group_error(state, group_id, must_be_empty=True)
-    if refusal is not None:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": error_codes.code_for(refusal[0]),
-            "error_message": refusal[1],
-            "responses": [],
-        }
+    refused = await _refused_or_started(state, group_id)
+    if refused is not None:
+        return refused
     assert state.shares is not None
-    await state.shares.start(state.log_dir.env)
     topics = state.log_dir.topics()
     responses = []
     for topic in body["topics"]:
