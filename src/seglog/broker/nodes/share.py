@@ -216,7 +216,7 @@ class NodePersister:
         return state
 
     async def write(self, key: SharePartitionKey, update: StateUpdate) -> None:
-        """Persist ``update`` at ``key``'s share coordinator (fsynced there before this returns)."""
+        """Persist ``update`` at ``key``'s share coordinator (written there before this returns)."""
         node = await self._leader(key)
         if node == self._cluster.node_id:
             await self.local.write(key, update)
