@@ -48,6 +48,14 @@ def free_port() -> int:
     raise RuntimeError("no free port below the ephemeral range")
 
 
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
 class BrokerProcess:
     """A broker subprocess that can be stopped, killed and started again on the same data."""
 
@@ -83,16 +91,26 @@ class BrokerProcess:
             self.process = subprocess.Popen(
                 args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self.preexec
             )
+        waiting = self.listener_ports()
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"broker exited: {self.log.read_text()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("broker did not start listening")
+            waiting = [port for port in waiting if not _accepts(port)]
+            if not waiting:
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"broker did not start listening on {waiting}: {self.log.read_text()}")
+
+    def listener_ports(self) -> list[int]:
+        """The ports of every listener the broker is given, not just the first one.
+
+        The broker binds its listeners one after another: a test that talks to a
+        second listener as soon as the first accepts would find it not yet open.
+        """
+        listeners = self.overrides.get("listeners", f"PLAINTEXT://127.0.0.1:{self.port}")
+        ports = [int(entry.rsplit(":", 1)[1]) for entry in listeners.split(",") if entry]
+        return [port for port in ports if port != 0]
 
     def stop(self) -> int:
         """Graceful stop (SIGTERM); returns the exit code."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import struct
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,26 +114,11 @@ def secured_broker(tmp_path: Path) -> Iterator[Callable[..., Secured]]:
         }
         started.append(process)
         process.start()
-        _wait_listening(process, port)
         return Secured(process, port)
 
     yield start
     for process in started:
         process.close()
-
-
-def _wait_listening(process: BrokerProcess, port: int) -> None:
-    """The broker waits for its first listener only: wait for the secured one too."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if not process.alive():
-            raise RuntimeError(f"broker exited: {process.log.read_text()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"the listener on port {port} did not open: {process.log.read_text()}")
 
 
 class RawClient:
