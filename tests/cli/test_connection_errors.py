@@ -245,16 +245,6 @@ def test_client_properties_file_from_the_environment(
     )
 
 
-def test_transactions_refuse_a_secured_client_file(tmp_path: Path) -> None:
-    properties = client_file(tmp_path / "c.properties", **{"security.protocol": "SSL"})
-    code, _, err, _ = seglog("transactions", "list", "--command-config", str(properties))
-    assert code == 1
-    assert err.splitlines() == [
-        "seglog: error: seglog transactions speaks PLAINTEXT only; the client properties "
-        "ask for security.protocol=SSL"
-    ]
-
-
 def test_mirror_says_at_once_when_the_target_cannot_be_reached(tmp_path: Path) -> None:
     port = free_port()
     (tmp_path / "data").mkdir()

@@ -32,8 +32,6 @@ import concurrent.futures
 import functools
 import logging
 import re
-import socket
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -48,7 +46,6 @@ from confluent_kafka.admin import AdminClient
 
 from seglog.config import parse_properties
 from seglog.errors import SeglogError
-from seglog.protocol import decode_response, encode_request
 from seglog.spark.client_options import translate
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -116,6 +113,10 @@ servers, one of them down, likewise.
 _FAIL = "FAIL"
 # A TLS listener drops a plaintext ApiVersions request without a word.
 _DROPPED_AT_HELLO = re.compile(r"Disconnected.*in state APIVERSION_QUERY")
+TLS_LISTENER_HINT = (
+    "a TLS listener? (security.protocol=SSL or SASL_SSL, with --command-config or -X)"
+)
+"""What a connection closed at the first request most likely means."""
 
 
 def cause(text: str) -> str:
@@ -154,8 +155,7 @@ class ConnectionProblems:
             if _DROPPED_AT_HELLO.search(text) and not self._tls:
                 self._note(
                     _HINT,
-                    "the broker closed the connection at the first request: a TLS listener? "
-                    "(security.protocol=SSL or SASL_SSL, with --command-config or -X)",
+                    f"the broker closed the connection at the first request: {TLS_LISTENER_HINT}",
                 )
             elif "Disconnected" in text or "failed" in text:
                 self._note(_LOG, cause(text))
@@ -452,38 +452,3 @@ def partitions_option(help_text: str) -> Callable[[Callable[..., R]], Callable[.
         multiple=True,
         help=help_text,
     )
-
-
-def kafka_request(
-    bootstrap: str,
-    timeout: float,
-    api: int,
-    version: int,
-    body: Mapping[str, Any],
-    client_id: str = "seglog",
-) -> Any:
-    """One request, encoded by :mod:`seglog.protocol`, to the first bootstrap server; its answer.
-
-    For what librdkafka cannot ask (the cluster-wide default broker resource,
-    client quotas): a plain connection, so PLAINTEXT listeners only.
-    """
-    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-
-    def exactly(sock: socket.socket, size: int) -> bytes:
-        out = bytearray()
-        while len(out) < size:
-            chunk = sock.recv(size - len(out))
-            if not chunk:
-                raise ClientError(f"{bootstrap} closed the connection")
-            out += chunk
-        return bytes(out)
-
-    try:
-        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout) as sock:
-            payload = encode_request(api, version, 1, client_id, body)
-            sock.sendall(struct.pack(">i", len(payload)) + payload)
-            (size,) = struct.unpack(">i", exactly(sock, 4))
-            _, answer = decode_response(api, version, memoryview(exactly(sock, size)))
-    except (OSError, ValueError) as exc:
-        raise ClientError(f"cannot reach {bootstrap}: {exc}") from exc
-    return answer

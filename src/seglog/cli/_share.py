@@ -1,7 +1,7 @@
 """Share groups for ``seglog groups``, like kafka-share-groups.sh.
 
 confluent-kafka's AdminClient has no share group calls, so these are raw
-requests (:func:`~seglog.cli._client.kafka_request`) to the group's
+requests (:func:`~seglog.cli._raw_client.kafka_request`) to the group's
 coordinator, found with FindCoordinator: ShareGroupDescribe,
 DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets;
 share groups are listed with ListGroups v5 of every broker. The records of
@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from seglog.cli._client import ClientError, ClientSettings, kafka_request
+from seglog.cli._client import ClientError, ClientSettings
+from seglog.cli._raw_client import kafka_request
 from seglog.protocol import error_codes
 from seglog.protocol.api_keys import ApiKey
 
@@ -23,16 +24,6 @@ LIST_GROUPS_VERSION = 5
 SHARE_GROUP_DESCRIBE_VERSION = 1
 OFFSETS_VERSION = 0
 COUNTS = ("in_flight", "acquired", "available")
-
-
-def raw_usable(client: ClientSettings) -> bool:
-    """Whether raw requests can reach the broker (a plain connection: PLAINTEXT only)."""
-    return client.properties.get("security.protocol", "plaintext").lower() == "plaintext"
-
-
-def _need_raw(client: ClientSettings) -> None:
-    if not raw_usable(client):
-        raise ClientError("share groups are reached over a PLAINTEXT listener only")
 
 
 def _error(code: int, message: str | None, group: str) -> ClientError:
@@ -47,9 +38,7 @@ def _error(code: int, message: str | None, group: str) -> ClientError:
 def coordinator(client: ClientSettings, group: str) -> str:
     """``host:port`` of ``group``'s coordinator, as FindCoordinator answers it."""
     body = {"key_type": 0, "coordinator_keys": [group]}
-    answer = kafka_request(
-        client.bootstrap, client.timeout, ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION, body
-    )
+    answer = kafka_request(client, ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_VERSION, body)
     [found] = answer["coordinators"]
     if found["error_code"] != 0:
         raise _error(found["error_code"], found.get("error_message"), group)
@@ -81,12 +70,10 @@ class ShareGroup:
 
 def describe(client: ClientSettings, group: str) -> ShareGroup | None:
     """``group`` if it is a share group, else None (a consumer group, or none at all)."""
-    if not raw_usable(client):
-        return None
     where = coordinator(client, group)
     body = {"group_ids": [group], "include_authorized_operations": False}
     answer = kafka_request(
-        where, client.timeout, ApiKey.SHARE_GROUP_DESCRIBE, SHARE_GROUP_DESCRIBE_VERSION, body
+        client, ApiKey.SHARE_GROUP_DESCRIBE, SHARE_GROUP_DESCRIBE_VERSION, body, address=where
     )
     [described] = answer["groups"]
     name = error_codes.name_for(described["error_code"])
@@ -126,11 +113,11 @@ def start_offsets(client: ClientSettings, group: ShareGroup) -> dict[tuple[str, 
     """The group's start offset of each partition it has state for (DescribeShareGroupOffsets)."""
     body = {"groups": [{"group_id": group.group_id, "topics": None}]}
     answer = kafka_request(
-        group.coordinator,
-        client.timeout,
+        client,
         ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
         OFFSETS_VERSION,
         body,
+        address=group.coordinator,
     )
     [found] = answer["groups"]
     if found["error_code"] != 0:
@@ -147,7 +134,6 @@ def alter_start_offsets(
     client: ClientSettings, group: str, topic: str, offsets: dict[int, int]
 ) -> None:
     """Start ``group`` over at ``offsets`` in ``topic`` (AlterShareGroupOffsets)."""
-    _need_raw(client)
     body = {
         "group_id": group,
         "topics": [
@@ -160,11 +146,11 @@ def alter_start_offsets(
         ],
     }
     answer = kafka_request(
-        coordinator(client, group),
-        client.timeout,
+        client,
         ApiKey.ALTER_SHARE_GROUP_OFFSETS,
         OFFSETS_VERSION,
         body,
+        address=coordinator(client, group),
     )
     if answer["error_code"] != 0:
         raise _error(answer["error_code"], answer.get("error_message"), group)
@@ -177,14 +163,13 @@ def alter_start_offsets(
 
 def delete_offsets(client: ClientSettings, group: str, topics: list[str]) -> dict[str, str | None]:
     """Forget ``group``'s state in ``topics`` (DeleteShareGroupOffsets): each topic's error."""
-    _need_raw(client)
     body = {"group_id": group, "topics": [{"topic_name": t} for t in topics]}
     answer = kafka_request(
-        coordinator(client, group),
-        client.timeout,
+        client,
         ApiKey.DELETE_SHARE_GROUP_OFFSETS,
         OFFSETS_VERSION,
         body,
+        address=coordinator(client, group),
     )
     if answer["error_code"] != 0:
         raise _error(answer["error_code"], answer.get("error_message"), group)
@@ -198,15 +183,14 @@ def delete_offsets(client: ClientSettings, group: str, topics: list[str]) -> dic
 
 def list_groups(client: ClientSettings, brokers: list[str], types: list[str]) -> list[Any]:
     """(group id, type, state) of every group of ``types`` on ``brokers`` (ListGroups v5)."""
-    _need_raw(client)
     found = set()
     for where in brokers:
         answer = kafka_request(
-            where,
-            client.timeout,
+            client,
             ApiKey.LIST_GROUPS,
             LIST_GROUPS_VERSION,
             {"states_filter": [], "types_filter": types},
+            address=where,
         )
         if answer["error_code"] != 0:
             name = error_codes.name_for(answer["error_code"])

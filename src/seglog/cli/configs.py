@@ -10,9 +10,10 @@ like ``kafka-configs.sh``.
   (``SCRAM-SHA-256=[iterations=8192,password=secret]``), salted here.
 
 librdkafka cannot name the cluster-wide default broker resource nor client
-quotas, so the command speaks the requests itself over a plain connection
-(:func:`~seglog.cli._client.kafka_request`), encoded by :mod:`seglog.protocol`:
-PLAINTEXT listeners only. The output is kafka-configs.sh's.
+quotas, so the command speaks the requests itself
+(:func:`~seglog.cli._raw_client.kafka_request`, secured as the client
+properties say), encoded by :mod:`seglog.protocol`. The output is
+kafka-configs.sh's.
 """
 
 from __future__ import annotations
@@ -23,13 +24,8 @@ from typing import Any
 import click
 
 from seglog.broker.security.scram import MECHANISMS, MIN_ITERATIONS, salted_password
-from seglog.cli._client import (
-    BOOTSTRAP_ENV,
-    DEFAULT_BOOTSTRAP,
-    DEFAULT_TIMEOUT,
-    ClientError,
-    kafka_request,
-)
+from seglog.cli._client import ClientError, ClientSettings, client_options
+from seglog.cli._raw_client import kafka_request
 from seglog.protocol import ApiKey, error_codes
 
 _TOPIC, _BROKER, _GROUP = 2, 4, 32
@@ -81,8 +77,8 @@ def parse_configs(text: str) -> dict[str, str]:
     return configs
 
 
-def _call(bootstrap: str, timeout: float, api: ApiKey, version: int, body: dict[str, Any]) -> Any:
-    return kafka_request(bootstrap, timeout, api, version, body)
+def _call(client: ClientSettings, api: ApiKey, version: int, body: dict[str, Any]) -> Any:
+    return kafka_request(client, api, version, body)
 
 
 def _fail(code: int, message: str | None, what: str) -> None:
@@ -90,13 +86,13 @@ def _fail(code: int, message: str | None, what: str) -> None:
         raise ClientError(f"{what}: {message or error_codes.name_for(code)}")
 
 
-def _describe(bootstrap: str, timeout: float, kind: int, name: str) -> list[dict[str, Any]]:
+def _describe(client: ClientSettings, kind: int, name: str) -> list[dict[str, Any]]:
     body = {
         "resources": [{"resource_type": kind, "resource_name": name, "configuration_keys": None}],
         "include_synonyms": True,
         "include_documentation": False,
     }
-    result = _call(bootstrap, timeout, ApiKey.DESCRIBE_CONFIGS, 4, body)["results"][0]
+    result = _call(client, ApiKey.DESCRIBE_CONFIGS, 4, body)["results"][0]
     _fail(result["error_code"], result["error_message"], f"cannot describe {name or 'default'}")
     return sorted(result["configs"], key=lambda c: c["name"])
 
@@ -120,7 +116,7 @@ def _text(value: str | None) -> str:
 
 
 def _resource_names(
-    entity_type: str, name: str | None, default: bool, bootstrap: str, timeout: float
+    entity_type: str, name: str | None, default: bool, client: ClientSettings
 ) -> list[str]:
     """The resources to describe: the one named, the default, or every one (topics, brokers)."""
     if default:
@@ -133,7 +129,7 @@ def _resource_names(
         "include_cluster_authorized_operations": False,
         "include_topic_authorized_operations": False,
     }
-    metadata = _call(bootstrap, timeout, ApiKey.METADATA, 8, body)
+    metadata = _call(client, ApiKey.METADATA, 8, body)
     if entity_type == "topics":
         return sorted(t["name"] for t in metadata["topics"])
     # Every broker, then the cluster-wide default, as kafka-configs.sh lists them.
@@ -146,12 +142,11 @@ def _describe_resources(
     name: str | None,
     default: bool,
     describe_all: bool,
-    bootstrap: str,
-    timeout: float,
+    client: ClientSettings,
 ) -> None:
     kind = _KINDS[entity_type]
-    for resource in _resource_names(entity_type, name, default, bootstrap, timeout):
-        configs = _describe(bootstrap, timeout, kind, resource)
+    for resource in _resource_names(entity_type, name, default, client):
+        configs = _describe(client, kind, resource)
         if kind == _BROKER and resource == "":
             click.echo("Default configs for brokers in the cluster are:")
             source: int | None = 3
@@ -169,15 +164,12 @@ def _alter_resource(
     name: str,
     added: dict[str, str],
     deleted: list[str],
-    bootstrap: str,
-    timeout: float,
+    client: ClientSettings,
 ) -> None:
     kind = _KINDS[entity_type]
     # As kafka-configs.sh: deleting a config that is not set is a mistake worth saying.
     source = 3 if kind == _BROKER and name == "" else _OWN_SOURCE[kind]
-    current = {
-        c["name"] for c in _describe(bootstrap, timeout, kind, name) if c["config_source"] == source
-    }
+    current = {c["name"] for c in _describe(client, kind, name) if c["config_source"] == source}
     missing = [key for key in deleted if key not in current]
     if missing:
         raise ClientError(f"Invalid config(s): {','.join(missing)}")
@@ -187,7 +179,7 @@ def _alter_resource(
         "resources": [{"resource_type": kind, "resource_name": name, "configs": configs}],
         "validate_only": False,
     }
-    answer = _call(bootstrap, timeout, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)
+    answer = _call(client, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)
     response = answer["responses"][0]
     _fail(response["error_code"], response["error_message"], "cannot alter configs")
     if kind == _BROKER and name == "":
@@ -200,14 +192,13 @@ def _quota_entity(entity_type: str, name: str | None) -> list[dict[str, Any]]:
     return [{"entity_type": "user" if entity_type == "users" else "client-id", "entity_name": name}]
 
 
-def _describe_quotas(entity_type: str, name: str | None, bootstrap: str, timeout: float) -> None:
+def _describe_quotas(entity_type: str, name: str | None, client: ClientSettings) -> None:
     kind = "user" if entity_type == "users" else "client-id"
     match = {"entity_type": kind, "match_type": 0, "match": name}
     if name is None:
         match = {"entity_type": kind, "match_type": 1, "match": None}
     answer = _call(
-        bootstrap,
-        timeout,
+        client,
         ApiKey.DESCRIBE_CLIENT_QUOTAS,
         1,
         {"components": [match], "strict": True},
@@ -221,7 +212,7 @@ def _describe_quotas(entity_type: str, name: str | None, bootstrap: str, timeout
         click.echo(f"Quota configs for {who} are {values}")
     if entity_type == "users" and name is not None:
         body = {"users": [{"name": name}]}
-        scram = _call(bootstrap, timeout, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, body)
+        scram = _call(client, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, body)
         for result in scram["results"]:
             if result["error_code"]:
                 continue  # no credentials: nothing to say, as kafka-configs.sh
@@ -257,8 +248,7 @@ def _alter_quotas_and_credentials(
     name: str | None,
     added: dict[str, str],
     deleted: list[str],
-    bootstrap: str,
-    timeout: float,
+    client: ClientSettings,
 ) -> None:
     scram_added = {k: v for k, v in added.items() if k in MECHANISMS}
     scram_deleted = [k for k in deleted if k in MECHANISMS]
@@ -281,7 +271,7 @@ def _alter_quotas_and_credentials(
             "entries": [{"entity": _quota_entity(entity_type, name), "ops": ops}],
             "validate_only": False,
         }
-        answer = _call(bootstrap, timeout, ApiKey.ALTER_CLIENT_QUOTAS, 1, body)
+        answer = _call(client, ApiKey.ALTER_CLIENT_QUOTAS, 1, body)
         entry = answer["entries"][0]
         _fail(entry["error_code"], entry["error_message"], "cannot alter quotas")
     if scram_added or scram_deleted:
@@ -290,7 +280,7 @@ def _alter_quotas_and_credentials(
             "deletions": [{"name": name, "mechanism": _MECHANISM_IDS[m]} for m in scram_deleted],
             "upsertions": [_scram_upsertion(name, m, v) for m, v in scram_added.items()],
         }
-        answer = _call(bootstrap, timeout, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, body)
+        answer = _call(client, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, body)
         for result in answer["results"]:
             _fail(result["error_code"], result["error_message"], "cannot alter credentials")
     who = (
@@ -333,23 +323,7 @@ def _alter_quotas_and_credentials(
 @click.option(
     "--all", "describe_all", is_flag=True, help="Describe every config, not only dynamic ones."
 )
-@click.option(
-    "--bootstrap-server",
-    default=DEFAULT_BOOTSTRAP,
-    show_default=True,
-    envvar=BOOTSTRAP_ENV,
-    show_envvar=True,
-    metavar="HOST:PORT",
-    help="The broker to ask (PLAINTEXT).",
-)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0.001),
-    default=DEFAULT_TIMEOUT,
-    show_default=True,
-    metavar="SECONDS",
-    help="How long to wait for the broker.",
-)
+@client_options
 def configs(
     action: str | None,
     entity_type: str,
@@ -358,8 +332,7 @@ def configs(
     add_config: str | None,
     delete_configs: tuple[str, ...],
     describe_all: bool,
-    bootstrap_server: str,
-    timeout: float,
+    client: ClientSettings,
 ) -> None:
     """Describe or change configs of topics, brokers, groups, users and clients (kafka-configs)."""
     if action is None:
@@ -384,19 +357,15 @@ def configs(
         if added or deleted:
             raise click.UsageError("--add-config and --delete-config are only for --alter")
         if entity_type in ("users", "clients"):
-            _describe_quotas(entity_type, entity_name, bootstrap_server, timeout)
+            _describe_quotas(entity_type, entity_name, client)
         else:
-            _describe_resources(
-                entity_type, entity_name, entity_default, describe_all, bootstrap_server, timeout
-            )
+            _describe_resources(entity_type, entity_name, entity_default, describe_all, client)
         return
     if entity_name is None and not entity_default:
         raise click.UsageError("--alter needs --entity-name or --entity-default")
     if not added and not deleted:
         raise click.UsageError("--alter needs --add-config or --delete-config")
     if entity_type in ("users", "clients"):
-        _alter_quotas_and_credentials(
-            entity_type, entity_name, added, deleted, bootstrap_server, timeout
-        )
+        _alter_quotas_and_credentials(entity_type, entity_name, added, deleted, client)
     else:
-        _alter_resource(entity_type, entity_name or "", added, deleted, bootstrap_server, timeout)
+        _alter_resource(entity_type, entity_name or "", added, deleted, client)

@@ -139,8 +139,7 @@ def list_(show_state: bool, group_type: str | None, client: ClientSettings) -> N
         for g in listed.valid:
             kind = str(getattr(g.type, "name", "CONSUMER")).capitalize()
             found[g.group_id] = (kind, _state(g.state))
-    # Share groups are listed with raw requests, over a PLAINTEXT listener only.
-    if group_type == "share" or (group_type is None and _share.raw_usable(client)):
+    if group_type in ("share", None):
         for group_id, _, state in _share.list_groups(client, _brokers(admin, client), ["share"]):
             found[group_id] = ("Share", state)
     if show_state:

@@ -3,74 +3,45 @@ like kafka-transactions.sh.
 
 confluent-kafka has no admin call for transactions, so the command speaks the
 requests itself (ListTransactions, DescribeTransactions, DescribeProducers,
-Metadata, WriteTxnMarkers) over a plain connection to the broker, encoded by
-:mod:`seglog.protocol`. One broker is the coordinator of every transactional
-id, so no coordinator lookup is needed; ``abort`` sends its marker to the
-partition's leader, as Kafka's tool does. PLAINTEXT listeners only.
+Metadata, WriteTxnMarkers) through :mod:`seglog.cli._raw_client` (secured as
+the client properties say), encoded by :mod:`seglog.protocol`. One broker is
+the coordinator of every transactional id, so no coordinator lookup is needed;
+``abort`` sends its marker to the partition's leader, as Kafka's tool does.
 """
 
 from __future__ import annotations
 
-import functools
 import time
-from pathlib import Path
 from typing import Any
 
 import click
 
 from seglog.cli._client import (
     ClientError,
-    connection_options,
-    kafka_request,
-    resolve,
+    ClientSettings,
+    client_options,
     text_table,
 )
+from seglog.cli._raw_client import kafka_request
 from seglog.protocol import ApiKey, error_codes
 
 _CLIENT_ID = "seglog-transactions"
 
 
 def _request(
-    bootstrap: str, timeout: float, api: ApiKey, version: int, body: dict[str, Any]
+    client: ClientSettings,
+    api: ApiKey,
+    version: int,
+    body: dict[str, Any],
+    address: str | None = None,
 ) -> Any:
-    """One request to the first bootstrap server, and its decoded answer."""
-    return kafka_request(bootstrap, timeout, api, version, body, client_id=_CLIENT_ID)
+    """One request to ``address`` (else the first bootstrap server), and its decoded answer."""
+    return kafka_request(client, api, version, body, address=address, client_id=_CLIENT_ID)
 
 
 def _check(code: int, what: str) -> None:
     if code:
         raise ClientError(f"{what}: {error_codes.name_for(code)}")
-
-
-def _with_connection(func: Any) -> Any:
-    """Add the client commands' connection options; pass on ``bootstrap_server`` and ``timeout``.
-
-    librdkafka is not used here: the client properties (``--command-config``,
-    ``-X``) may name the bootstrap servers, but not a secured protocol.
-    """
-
-    @functools.wraps(func)
-    def wrapper(
-        *args: Any,
-        bootstrap_server: str | None,
-        command_config: Path | None,
-        properties: tuple[tuple[str, str], ...],
-        timeout: float,
-        **kwargs: Any,
-    ) -> Any:
-        settings = resolve(bootstrap_server, command_config, properties, timeout)
-        protocol = settings.properties.get("security.protocol", "plaintext")
-        if protocol.lower() != "plaintext":
-            raise ClientError(
-                f"seglog transactions speaks PLAINTEXT only; the client properties ask for "
-                f"security.protocol={protocol}"
-            )
-        return func(*args, bootstrap_server=settings.bootstrap, timeout=timeout, **kwargs)
-
-    decorated = wrapper
-    for option in reversed(connection_options()):
-        decorated = option(decorated)
-    return decorated
 
 
 @click.group("transactions")
@@ -79,7 +50,7 @@ def transactions() -> None:
 
 
 @transactions.command("list")
-@_with_connection
+@client_options
 @click.option(
     "--state",
     "states",
@@ -98,28 +69,23 @@ def transactions() -> None:
     help="Only transactions open for longer than this.",
 )
 def list_transactions(
-    bootstrap_server: str,
-    timeout: float,
+    client: ClientSettings,
     states: tuple[str, ...],
     producer_ids: tuple[int, ...],
     duration_filter: int | None,
 ) -> None:
     """List the transactional ids the broker coordinates."""
-    try:
-        answer = _request(
-            bootstrap_server,
-            timeout,
-            ApiKey.LIST_TRANSACTIONS,
-            1,
-            {
-                "state_filters": list(states),
-                "producer_id_filters": list(producer_ids),
-                "duration_filter": -1 if duration_filter is None else duration_filter,
-            },
-        )
-        _check(answer["error_code"], "cannot list transactions")
-    except ClientError as exc:
-        raise click.ClickException(str(exc)) from None
+    answer = _request(
+        client,
+        ApiKey.LIST_TRANSACTIONS,
+        1,
+        {
+            "state_filters": list(states),
+            "producer_id_filters": list(producer_ids),
+            "duration_filter": -1 if duration_filter is None else duration_filter,
+        },
+    )
+    _check(answer["error_code"], "cannot list transactions")
     if answer["unknown_state_filters"]:
         click.echo(f"unknown states: {', '.join(answer['unknown_state_filters'])}", err=True)
     rows = [["TransactionalId", "ProducerId", "TransactionState"]]
@@ -132,22 +98,18 @@ def list_transactions(
 
 
 @transactions.command("describe")
-@_with_connection
+@client_options
 @click.argument("transactional_id")
-def describe_transaction(bootstrap_server: str, timeout: float, transactional_id: str) -> None:
+def describe_transaction(client: ClientSettings, transactional_id: str) -> None:
     """Describe one transactional id: producer, state, timeout and partitions."""
-    try:
-        answer = _request(
-            bootstrap_server,
-            timeout,
-            ApiKey.DESCRIBE_TRANSACTIONS,
-            0,
-            {"transactional_ids": [transactional_id]},
-        )
-        (state,) = answer["transaction_states"]
-        _check(state["error_code"], f"cannot describe {transactional_id}")
-    except ClientError as exc:
-        raise click.ClickException(str(exc)) from None
+    answer = _request(
+        client,
+        ApiKey.DESCRIBE_TRANSACTIONS,
+        0,
+        {"transactional_ids": [transactional_id]},
+    )
+    (state,) = answer["transaction_states"]
+    _check(state["error_code"], f"cannot describe {transactional_id}")
     start = state["transaction_start_time_ms"]
     duration = str(int(time.time() * 1000) - start) if start >= 0 else "None"
     partitions = ",".join(
@@ -180,15 +142,14 @@ def describe_transaction(bootstrap_server: str, timeout: float, transactional_id
 
 
 def _describe_producers(
-    bootstrap: str, timeout: float, partitions: list[tuple[str, int]]
+    client: ClientSettings, partitions: list[tuple[str, int]]
 ) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """Each partition's active producers (DescribeProducers); a failed partition is an error."""
     by_topic: dict[str, list[int]] = {}
     for topic, partition in partitions:
         by_topic.setdefault(topic, []).append(partition)
     answer = _request(
-        bootstrap,
-        timeout,
+        client,
         ApiKey.DESCRIBE_PRODUCERS,
         0,
         {"topics": [{"name": t, "partition_indexes": p} for t, p in by_topic.items()]},
@@ -202,18 +163,18 @@ def _describe_producers(
     return found
 
 
-def _metadata(bootstrap: str, timeout: float, topics: list[str] | None) -> Any:
+def _metadata(client: ClientSettings, topics: list[str] | None) -> Any:
     """Metadata v4 (no auto-creation) of ``topics``, or of every topic for None."""
     body = {
         "topics": None if topics is None else [{"name": t} for t in topics],
         "allow_auto_topic_creation": False,
     }
-    return _request(bootstrap, timeout, ApiKey.METADATA, 4, body)
+    return _request(client, ApiKey.METADATA, 4, body)
 
 
-def _leader(bootstrap: str, timeout: float, topic: str, partition: int) -> str:
+def _leader(client: ClientSettings, topic: str, partition: int) -> str:
     """``host:port`` of the partition's leader."""
-    answer = _metadata(bootstrap, timeout, [topic])
+    answer = _metadata(client, [topic])
     (described,) = answer["topics"]
     _check(described["error_code"], f"cannot find {topic}")
     for entry in described["partitions"]:
@@ -227,7 +188,7 @@ def _leader(bootstrap: str, timeout: float, topic: str, partition: int) -> str:
 
 
 @transactions.command("abort")
-@_with_connection
+@client_options
 @click.option("--topic", required=True, help="The partition's topic.")
 @click.option("--partition", type=click.IntRange(min=0), required=True, help="The partition.")
 @click.option(
@@ -242,8 +203,7 @@ def _leader(bootstrap: str, timeout: float, topic: str, partition: int) -> str:
 )
 @click.option("--coordinator-epoch", type=int, default=None, help="Its coordinator epoch.")
 def abort_transaction(
-    bootstrap_server: str,
-    timeout: float,
+    client: ClientSettings,
     topic: str,
     partition: int,
     start_offset: int | None,
@@ -262,59 +222,56 @@ def abort_transaction(
             "or with --producer-id, --producer-epoch, and --coordinator-epoch"
         )
     where = f"{topic}-{partition}"
-    try:
-        if start_offset is not None:
-            producers = _describe_producers(bootstrap_server, timeout, [(topic, partition)])
-            found = [
-                p
-                for p in producers[(topic, partition)]
-                if p["current_txn_start_offset"] == start_offset
+    if start_offset is not None:
+        producers = _describe_producers(client, [(topic, partition)])
+        found = [
+            p
+            for p in producers[(topic, partition)]
+            if p["current_txn_start_offset"] == start_offset
+        ]
+        if not found:
+            raise ClientError(
+                f"Could not find any open transactions starting at offset {start_offset} "
+                f"on partition {where}"
+            )
+        producer_id = found[0]["producer_id"]
+        producer_epoch = found[0]["producer_epoch"]
+        coordinator_epoch = found[0]["coordinator_epoch"]
+    elif producer_epoch is None:
+        raise click.UsageError("Missing required argument --producer-epoch")
+    elif coordinator_epoch is None:
+        raise click.UsageError("Missing required argument --coordinator-epoch")
+    assert producer_id is not None and producer_epoch is not None
+    assert coordinator_epoch is not None
+    # A producer that never saw a marker has coordinator epoch -1: 0 is at
+    # most any coordinator's epoch, as Kafka's tool reasons.
+    coordinator_epoch = max(coordinator_epoch, 0)
+    leader = _leader(client, topic, partition)
+    answer = _request(
+        client,
+        ApiKey.WRITE_TXN_MARKERS,
+        1,
+        {
+            "markers": [
+                {
+                    "producer_id": producer_id,
+                    "producer_epoch": producer_epoch,
+                    "transaction_result": False,
+                    "topics": [{"name": topic, "partition_indexes": [partition]}],
+                    "coordinator_epoch": coordinator_epoch,
+                }
             ]
-            if not found:
-                raise ClientError(
-                    f"Could not find any open transactions starting at offset {start_offset} "
-                    f"on partition {where}"
-                )
-            producer_id = found[0]["producer_id"]
-            producer_epoch = found[0]["producer_epoch"]
-            coordinator_epoch = found[0]["coordinator_epoch"]
-        elif producer_epoch is None:
-            raise click.UsageError("Missing required argument --producer-epoch")
-        elif coordinator_epoch is None:
-            raise click.UsageError("Missing required argument --coordinator-epoch")
-        assert producer_id is not None and producer_epoch is not None
-        assert coordinator_epoch is not None
-        # A producer that never saw a marker has coordinator epoch -1: 0 is at
-        # most any coordinator's epoch, as Kafka's tool reasons.
-        coordinator_epoch = max(coordinator_epoch, 0)
-        leader = _leader(bootstrap_server, timeout, topic, partition)
-        answer = _request(
-            leader,
-            timeout,
-            ApiKey.WRITE_TXN_MARKERS,
-            1,
-            {
-                "markers": [
-                    {
-                        "producer_id": producer_id,
-                        "producer_epoch": producer_epoch,
-                        "transaction_result": False,
-                        "topics": [{"name": topic, "partition_indexes": [partition]}],
-                        "coordinator_epoch": coordinator_epoch,
-                    }
-                ]
-            },
-        )
-        what = (
-            f"Failed to abort the transaction of producer {producer_id} "
-            f"(epoch {producer_epoch}, coordinator epoch {coordinator_epoch}) in {where}"
-        )
-        for marker in answer["markers"]:
-            for result in marker["topics"]:
-                for entry in result["partitions"]:
-                    _check(entry["error_code"], what)
-    except ClientError as exc:
-        raise click.ClickException(str(exc)) from None
+        },
+        address=leader,
+    )
+    what = (
+        f"Failed to abort the transaction of producer {producer_id} "
+        f"(epoch {producer_epoch}, coordinator epoch {coordinator_epoch}) in {where}"
+    )
+    for marker in answer["markers"]:
+        for result in marker["topics"]:
+            for entry in result["partitions"]:
+                _check(entry["error_code"], what)
 
 
 _HANGING_HEADERS = [
@@ -330,15 +287,14 @@ _HANGING_HEADERS = [
 
 
 def _partitions_to_search(
-    bootstrap: str,
-    timeout: float,
+    client: ClientSettings,
     topic: str | None,
     partition: int | None,
     broker_id: int | None,
 ) -> list[tuple[str, int]]:
     if topic is not None and partition is not None:
         return [(topic, partition)]
-    answer = _metadata(bootstrap, timeout, None if topic is None else [topic])
+    answer = _metadata(client, None if topic is None else [topic])
     found = []
     for described in answer["topics"]:
         _check(described["error_code"], f"cannot describe {described['name']}")
@@ -349,7 +305,7 @@ def _partitions_to_search(
 
 
 @transactions.command("find-hanging")
-@_with_connection
+@client_options
 @click.option("--broker-id", type=int, default=None, help="Search this broker's partitions.")
 @click.option("--topic", default=None, help="Search this topic's partitions.")
 @click.option("--partition", type=click.IntRange(min=0), default=None, help="Only this partition.")
@@ -362,8 +318,7 @@ def _partitions_to_search(
     help="Only transactions idle for longer than this.",
 )
 def find_hanging(
-    bootstrap_server: str,
-    timeout: float,
+    client: ClientSettings,
     broker_id: int | None,
     topic: str | None,
     partition: int | None,
@@ -384,20 +339,17 @@ def find_hanging(
         )
     if partition is not None and topic is None:
         raise click.UsageError("The --partition argument requires --topic to be provided")
-    try:
-        partitions = _partitions_to_search(bootstrap_server, timeout, topic, partition, broker_id)
-        producers = _describe_producers(bootstrap_server, timeout, partitions) if partitions else {}
-        now = int(time.time() * 1000)
-        limit_ms = max_transaction_timeout * 60_000
-        candidates = [
-            (tp, p)
-            for tp, active in sorted(producers.items())
-            for p in active
-            if p["current_txn_start_offset"] >= 0 and now - p["last_timestamp"] > limit_ms
-        ]
-        hanging = _hanging(bootstrap_server, timeout, candidates)
-    except ClientError as exc:
-        raise click.ClickException(str(exc)) from None
+    partitions = _partitions_to_search(client, topic, partition, broker_id)
+    producers = _describe_producers(client, partitions) if partitions else {}
+    now = int(time.time() * 1000)
+    limit_ms = max_transaction_timeout * 60_000
+    candidates = [
+        (tp, p)
+        for tp, active in sorted(producers.items())
+        for p in active
+        if p["current_txn_start_offset"] >= 0 and now - p["last_timestamp"] > limit_ms
+    ]
+    hanging = _hanging(client, candidates)
     rows = [list(_HANGING_HEADERS)]
     for (name, index), p in hanging:
         rows.append(
@@ -421,14 +373,13 @@ _MARKERS_EXPECTED = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "Prep
 
 
 def _hanging(
-    bootstrap: str, timeout: float, candidates: list[tuple[tuple[str, int], dict[str, Any]]]
+    client: ClientSettings, candidates: list[tuple[tuple[str, int], dict[str, Any]]]
 ) -> list[tuple[tuple[str, int], dict[str, Any]]]:
     """The candidates whose coordinator does not expect to write their marker."""
     if not candidates:
         return []
     listed = _request(
-        bootstrap,
-        timeout,
+        client,
         ApiKey.LIST_TRANSACTIONS,
         0,
         {
@@ -441,8 +392,7 @@ def _hanging(
     partitions: dict[str, set[tuple[str, int]] | None] = {}
     if ids:
         described = _request(
-            bootstrap,
-            timeout,
+            client,
             ApiKey.DESCRIBE_TRANSACTIONS,
             0,
             {"transactional_ids": sorted(set(ids.values()))},

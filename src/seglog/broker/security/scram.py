@@ -23,7 +23,7 @@ it knows the credential with ``HMAC(ServerKey, AuthMessage)``.
 :class:`ScramServer` is sans-I/O: tokens in, tokens out, a state table of
 two steps. An unknown user goes through the same steps with a made-up
 credential, so the answer does not tell whether the user exists (RFC 5802
-section 9).
+section 9). :class:`ScramClient` is the other side, for seglog's own tools.
 """
 
 from __future__ import annotations
@@ -262,3 +262,65 @@ class ScramServer:
             raise ScramError("invalid credentials")
         server_signature = hmac.digest(credential.server_key, auth_message, self._digest)
         return b"v=" + base64.b64encode(server_signature)
+
+
+class ScramClient:
+    """The client side of one exchange (sans-I/O): :meth:`first`, :meth:`final`, :meth:`verify`.
+
+    Refuses a server-first message whose nonce does not extend the client's, or whose
+    iteration count is below Kafka's minimum, and a server-final message whose
+    signature is wrong: the server must prove it knows the credential too.
+    """
+
+    def __init__(self, mechanism: str, user: str, password: str, nonce: str | None = None) -> None:
+        if mechanism not in MECHANISMS:
+            raise ScramError(f"unknown SCRAM mechanism {mechanism!r}")
+        self.mechanism = mechanism
+        self._digest = MECHANISMS[mechanism]
+        self._password = password
+        name = user.replace("=", "=3D").replace(",", "=2C")
+        self._nonce = nonce or base64.b64encode(os.urandom(24)).decode()
+        self._first_bare = f"n={name},r={self._nonce}"
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        """The client-first message."""
+        return f"n,,{self._first_bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        """The client-final message, with its proof, for the server-first one."""
+        text = server_first.decode("utf-8", "replace")
+        attributes = _attributes(text)
+        if "e" in attributes:
+            raise ScramError(f"the server refused: {attributes['e']}")
+        nonce = attributes.get("r", "")
+        if not nonce.startswith(self._nonce) or nonce == self._nonce:
+            raise ScramError("SCRAM nonce does not match")
+        try:
+            salt = base64.b64decode(attributes.get("s", ""), validate=True)
+            iterations = int(attributes.get("i", ""))
+        except ValueError as exc:
+            raise ScramError("invalid SCRAM server-first message") from exc
+        if iterations < MIN_ITERATIONS:
+            raise ScramError(f"SCRAM iterations {iterations} below the minimum {MIN_ITERATIONS}")
+        salted = salted_password(self.mechanism, self._password, salt, iterations)
+        credential = credential_from_salted(self.mechanism, salted, salt, iterations)
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"{self._first_bare},{text},{without_proof}".encode()
+        client_key = hmac.digest(salted, b"Client Key", self._digest)
+        signature = hmac.digest(credential.stored_key, auth_message, self._digest)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        self._server_signature = hmac.digest(credential.server_key, auth_message, self._digest)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        """Check the server-final message's signature; ScramError if it is not the server's."""
+        attributes = _attributes(server_final.decode("utf-8", "replace"))
+        if "e" in attributes:
+            raise ScramError(f"the server refused: {attributes['e']}")
+        try:
+            signature = base64.b64decode(attributes.get("v", ""), validate=True)
+        except ValueError as exc:
+            raise ScramError("invalid SCRAM server-final message") from exc
+        if not self._server_signature or not hmac.compare_digest(signature, self._server_signature):
+            raise ScramError("the server's SCRAM signature is wrong")

@@ -104,7 +104,7 @@ def server_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
                 raise InvalidConfigError(
                     "ssl.keystore.certificate.chain is set but ssl.keystore.key is not"
                 )
-            _load_chain_text(context, str(chain), str(key), password)
+            load_chain_text(context, str(chain), str(key), password)
         else:
             context.load_cert_chain(str(location), password=password)
     except (OSError, ssl.SSLError) as exc:
@@ -157,7 +157,7 @@ def normalize_pem(text: str) -> str:
     return "\n".join(blocks) + "\n"
 
 
-def _load_chain_text(context: ssl.SSLContext, chain: str, key: str, password: Any) -> None:
+def load_chain_text(context: ssl.SSLContext, chain: str, key: str, password: Any) -> None:
     """Load PEM text: Python's ssl reads only files, so a private temporary one is used."""
     with tempfile.TemporaryDirectory(prefix="seglog-tls-") as directory:
         path = os.path.join(directory, "keystore.pem")
