@@ -48,7 +48,8 @@ def free_port() -> int:
     raise RuntimeError("no free port below the ephemeral range")
 
 
-def _accepts(port: int) -> bool:
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port`` now."""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.2):
             return True
@@ -96,7 +97,7 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"broker exited: {self.log.read_text()}")
-            waiting = [port for port in waiting if not _accepts(port)]
+            waiting = [port for port in waiting if not listening(port)]
             if not waiting:
                 return
             time.sleep(0.05)

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import pytest
 
 from seglog.protocol import ApiKey, decode_response, encode_request
+from tests.broker.conftest import listening
 
 
 def free_ports(count: int) -> int:
@@ -46,14 +47,6 @@ def free_ports(count: int) -> int:
             for sock in socks:
                 sock.close()
     raise RuntimeError("no consecutive free ports")
-
-
-def listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
 
 
 def node_pids(parent: int) -> list[int]:
