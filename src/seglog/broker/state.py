@@ -195,9 +195,9 @@ class BrokerState:
         #: Fetches waiting for data, by partition.
         self.fetch_purgatory = FetchPurgatory()
         # Partitions closed by a deletion (or released to another node) wake
-        # their fetches, which answer the error at once; it happens on whichever
-        # thread deleted them.
-        log_dir.on_partitions_closed = self.fetch_purgatory.wake_threadsafe
+        # their fetches, which answer the error at once, and take their share-partitions
+        # with them; it happens on whichever thread deleted them.
+        log_dir.on_partitions_closed = self._on_partitions_closed
         # Consumer groups; timers run on the event loop that serves the requests.
         self.coordinator = create_coordinator(
             log_dir,
@@ -247,6 +247,12 @@ class BrokerState:
     def _apply_group_configs(self) -> None:
         """Hand the consumer groups' own settings to the coordinator (after every change)."""
         self.coordinator.group_overrides = self.group_configs.consumer_overrides()
+
+    def _on_partitions_closed(self, keys: list[tuple[str, int]]) -> None:
+        """Partitions no longer served here (any thread): wake their fetches, drop their shares."""
+        self.fetch_purgatory.wake_threadsafe(keys)
+        if self.shares is not None:
+            self.shares.partitions.forget_partitions_threadsafe(keys)
 
     def next_producer_id(self) -> int:
         """A fresh producer id for InitProducerId (unique across the nodes)."""

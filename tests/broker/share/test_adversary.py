@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from seglog.protocol import error_codes
 from tests.broker.conftest import BrokerProcess
@@ -64,6 +64,35 @@ def test_a_deleted_topic_is_an_error_not_a_crash(broker: BrokerProcess) -> None:
     _, other, group2 = setup_group(broker)
     with RawClient(broker) as client:
         assert acquired(share_fetch(client, group2, member, 0, [(other, 0, [])])) == [(0, 9, 1)]
+
+
+def test_a_topic_deleted_and_created_again_starts_the_group_afresh(
+    broker: BrokerProcess,
+) -> None:
+    """The share-partitions of a deleted topic go with it: the topic made again under the
+    same name is a new topic (a new id), read from its start, not from where the old one
+    was acknowledged to."""
+    topic, old, group = setup_group(broker)
+    member = str(uuid.uuid4())
+    with RawClient(broker) as client:
+        assert acquired(share_fetch(client, group, member, 0, [(old, 0, [])])) == [(0, 9, 1)]
+        answer = share_fetch(client, group, member, 1, [(old, 0, [ack(0, 9, ACCEPT)])])
+        assert only_partition(answer)["acknowledge_error_code"] == 0
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_topics([topic])[topic].result(timeout=WAIT)
+    recreated = False
+    while not recreated:  # the name is free once the deletion has gone through
+        try:
+            admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=WAIT)
+            recreated = True
+        except KafkaException as exc:
+            assert exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS, exc
+    produce_numbered(broker, topic, 4)
+    new = topic_id(broker, topic)
+    assert new != old
+    with RawClient(broker) as client:
+        answer = share_fetch(client, group, member, 0, [(new, 0, [])])
+        assert acquired(answer) == [(0, 3, 1)]
 
 
 def test_absurd_acknowledgement_ranges_are_refused_quickly(broker: BrokerProcess) -> None:

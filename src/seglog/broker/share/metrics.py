@@ -61,7 +61,8 @@ class ShareGroupCollector(Collector):
             "Records of the partition the share group has not acknowledged or archived yet",
             labels=["group", "topic", "partition"],
         )
-        totals = dict.fromkeys(EVENTS, 0)
+        retired = self._shares.partitions.retired_counters
+        totals = {event: retired.get(event, 0) for event in EVENTS}
         for share_partition in list(self._shares.partitions.partitions()):
             try:
                 counters = dict(share_partition.counters)

@@ -16,6 +16,7 @@ expiries come back on it through ``call_later``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -99,6 +100,9 @@ class SharePartitions:
         self._wake = wake
         self._dead_letter = dead_letter
         self._partitions: dict[tuple[str, str, int], SharePartition] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: The counters of share-partitions no longer in memory, so that totals never fall.
+        self.retired_counters: dict[str, int] = {}
 
     # ------------------------------------------------------------ lookup
 
@@ -121,9 +125,13 @@ class SharePartitions:
         does not have, StorageError when its state cannot be read or written.
         """
         found = self._partitions.get((group_id, topic, partition))
-        if found is not None:
-            return found
         info = self.log_dir.topic(topic)
+        if found is not None:
+            if info is not None and found.key.topic_id == info.topic_id:
+                return found
+            # Its topic was deleted (and perhaps made again: a new id, a new start).
+            self._remove((group_id, topic, partition))
+        self._loop = asyncio.get_running_loop()
         if info is None or not 0 <= partition < info.partitions:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
         if not self.log_dir.serves_partition(topic, partition):
@@ -352,17 +360,35 @@ class SharePartitions:
 
     def drop(self, group_id: str, topic: str | None) -> None:
         """Forget ``group_id``'s share-partitions (of ``topic``, or all) in memory only."""
-        for (group, name, partition), share_partition in list(self._partitions.items()):
+        for group, name, partition in list(self._partitions):
             if group == group_id and topic in (None, name):
-                share_partition.close()
-                del self._partitions[(group, name, partition)]
+                self._remove((group, name, partition))
 
-    def forget_topic(self, topic: str) -> None:
-        """Drop every share-partition of ``topic`` (deleted)."""
-        for (group, name, partition), share_partition in list(self._partitions.items()):
-            if name == topic:
-                share_partition.close()
-                del self._partitions[(group, name, partition)]
+    def forget_partitions(self, keys: Iterable[Key]) -> None:
+        """Drop every group's share-partitions of ``keys`` (no longer served here: deleted).
+
+        Their state stays in ``__share_group_state`` under the old topic id; a topic
+        made again under the same name has a new id, so a new start.
+        """
+        closed = set(keys)
+        for entry in list(self._partitions):
+            if entry[1:] in closed:
+                self._remove(entry)
+
+    def forget_partitions_threadsafe(self, keys: Iterable[Key]) -> None:
+        """:meth:`forget_partitions` from any thread (partitions closed by a worker thread)."""
+        loop = self._loop
+        if loop is None:
+            return  # no share-partition was ever made here
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nothing to forget
+            loop.call_soon_threadsafe(self.forget_partitions, list(keys))
+
+    def _remove(self, entry: tuple[str, str, int]) -> None:
+        share_partition = self._partitions.pop(entry)
+        share_partition.close()
+        self._locks.pop(share_partition.key, None)
+        for event, count in share_partition.counters.items():
+            self.retired_counters[event] = self.retired_counters.get(event, 0) + count
 
     def close(self) -> None:
         """Cancel every lock timer (shutdown)."""
