@@ -32,6 +32,7 @@ from seglog.broker.quotas import (
 )
 from seglog.broker.security import access, sasl
 from seglog.broker.security import handlers as security
+from seglog.broker.security.access import operations
 from seglog.broker.security.listener import ListenerSecurity
 from seglog.broker.security.session import ANONYMOUS as ANONYMOUS_PRINCIPAL
 from seglog.broker.security.session import Session
@@ -194,6 +195,7 @@ async def handle_frame(
         return list(chunks)
     handler = HANDLERS[header.api_key]
     authorizer = None if session.security is None else session.security.authorizer
+    may: operations.May = operations.anyone
     if authorizer is None:
         response = await handler(state, header, request.body, session)
     else:
@@ -206,6 +208,7 @@ async def handle_frame(
             state.log_dir.has_topic,
             lambda: list(state.log_dir.topics()),
         )
+        may = who.allowed
         decision = access.check(who, header.api_key, header.api_version, request.body)
         if decision.close is not None:
             raise CloseConnection(decision.close)
@@ -217,6 +220,8 @@ async def handle_frame(
             response = await handler(state, header, request.body, session)
             if response is not None:
                 decision.fix(response)
+    if response is not None:
+        operations.fill(header.api_key, header.api_version, request.body, response, may)
     elapsed = time.perf_counter() - began
     state.metrics.observe(request.api.name, header.api_version, "NONE", elapsed)
     if header.api_key == ApiKey.FETCH:

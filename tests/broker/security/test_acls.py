@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -384,3 +391,43 @@ def test_write_txn_markers_needs_cluster_action(acl_broker: Secured, topic: str)
     assert write("admin", "admin-secret") == 0
     _allow(admin, ResourceType.BROKER, "kafka-cluster", AclOperation.CLUSTER_ACTION)
     assert write("alice", "alice") == 0
+
+
+def test_authorized_operations_are_what_the_acls_allow(acl_broker: Secured, topic: str) -> None:
+    admin = _admin(acl_broker)
+    _create_topics(admin, topic)
+    _allow(admin, ResourceType.TOPIC, topic, AclOperation.READ)
+    _allow(admin, ResourceType.TOPIC, topic, AclOperation.ALTER_CONFIGS)
+    _allow(admin, ResourceType.GROUP, topic, AclOperation.READ)
+    alice = _admin(acl_broker, "alice")
+    described = alice.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[
+        topic
+    ].result(10)
+    # As Kafka's authorizer: READ implies DESCRIBE, ALTER_CONFIGS implies DESCRIBE_CONFIGS.
+    assert set(described.authorized_operations) == {
+        AclOperation.READ,
+        AclOperation.DESCRIBE,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.DESCRIBE_CONFIGS,
+    }
+    config = {
+        **confluent(acl_broker.bootstrap, "PLAIN", "alice", "alice"),
+        "group.id": topic,
+        "log_level": "0",
+    }
+    consumer = Consumer(config)
+    consumer.subscribe([topic])
+    try:
+        consumer.poll(2)
+        group = alice.describe_consumer_groups([topic], include_authorized_operations=True)
+        assert set(group[topic].result(10).authorized_operations) == {
+            AclOperation.READ,
+            AclOperation.DESCRIBE,
+        }
+    finally:
+        consumer.close()
+    # Alice may not describe the cluster: no operations; the super user has them all.
+    cluster = alice.describe_cluster(include_authorized_operations=True).result(10)
+    assert not cluster.authorized_operations
+    everything = admin.describe_cluster(include_authorized_operations=True).result(10)
+    assert AclOperation.CLUSTER_ACTION in set(everything.authorized_operations)

@@ -15,6 +15,7 @@ import shutil
 import uuid
 from typing import Any
 
+from seglog.broker.security.access.operations import NOT_REQUESTED
 from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.errors import SeglogError
@@ -24,9 +25,6 @@ from seglog.storage import filenames
 
 _NONE = 0
 _UNKNOWN = error_codes.code_for("UNKNOWN_TOPIC_OR_PARTITION")
-# Without an authorizer Kafka reports every operation a topic supports as authorized:
-# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS.
-_TOPIC_OPERATIONS = sum(1 << code for code in (3, 4, 5, 6, 7, 8, 10, 11))
 
 
 def _log_dir_path(state: BrokerState) -> str:
@@ -256,7 +254,7 @@ async def describe_topic_partitions(
                     "topic_id": uuid.UUID(int=0),
                     "is_internal": False,
                     "partitions": [],
-                    "topic_authorized_operations": _TOPIC_OPERATIONS,
+                    "topic_authorized_operations": NOT_REQUESTED,
                 }
             )
             continue
@@ -274,7 +272,7 @@ async def describe_topic_partitions(
                 "topic_id": info.topic_id,
                 "is_internal": filenames.is_internal(name),
                 "partitions": partitions,
-                "topic_authorized_operations": _TOPIC_OPERATIONS,
+                "topic_authorized_operations": NOT_REQUESTED,
             }
         )
         if last < info.partitions:

@@ -16,14 +16,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from seglog.broker.security.access import describable_topics
+from seglog.broker.security.access.operations import NOT_REQUESTED
 from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.coordinator.consumer_group import ASSIGNOR_NAME, HeartbeatRequest
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 from seglog.storage.log_dir import TopicInfo
-
-_NO_OPERATIONS = -(2**31)
 
 
 async def consumer_group_heartbeat(
@@ -117,7 +116,7 @@ async def consumer_group_describe(
             "assignment_epoch": -1,
             "assignor_name": "",
             "members": [],
-            "authorized_operations": _NO_OPERATIONS,
+            "authorized_operations": NOT_REQUESTED,
         }
         if group is not None:
             entry.update(

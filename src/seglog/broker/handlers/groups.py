@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from seglog.broker.blocking import run_blocking
 from seglog.broker.handlers.transactions import load_transactions
+from seglog.broker.security.access.operations import NOT_REQUESTED
 from seglog.broker.security.session import Session
 from seglog.broker.settings import Listener
 from seglog.broker.state import BrokerState
@@ -44,7 +45,6 @@ GROUP_KEY = 0
 TRANSACTION_KEY = 1
 """FindCoordinator key types: 0 a group, 1 a transactional id."""
 
-_NO_OPERATIONS = -(2**31)
 
 R = TypeVar("R")
 
@@ -440,7 +440,7 @@ async def describe_groups(
                     }
                     for m in d.members
                 ],
-                "authorized_operations": _NO_OPERATIONS,
+                "authorized_operations": NOT_REQUESTED,
             }
         )
     return {"throttle_time_ms": 0, "groups": described}

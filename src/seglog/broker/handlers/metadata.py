@@ -10,6 +10,7 @@ from typing import Any
 
 from seglog.broker.blocking import run_blocking
 from seglog.broker.handlers.share_groups import share_groups_enabled
+from seglog.broker.security.access.operations import NOT_REQUESTED
 from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.errors import SeglogError, StorageError
@@ -18,14 +19,6 @@ from seglog.protocol.api_keys import SHARE_APIS, SUPPORTED
 from seglog.protocol.headers import RequestHeader
 from seglog.storage import filenames
 from seglog.storage.log_dir import TopicInfo
-
-# Authorized operations (KIP-430) as Kafka answers them when no authorizer restricts the
-# client: every operation the resource type supports, as a bit field of AclOperation codes.
-TOPIC_OPERATIONS = sum(1 << code for code in (3, 4, 5, 6, 7, 8, 10, 11))
-"""READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS."""
-CLUSTER_OPERATIONS = sum(1 << code for code in (5, 7, 8, 9, 10, 11, 12))
-"""CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE."""
-_NOT_REQUESTED = -(2**31)
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +140,7 @@ def _topic_metadata(
         "topic_id": info.topic_id if info is not None else uuid.UUID(int=0),
         "is_internal": filenames.is_internal(name),
         "partitions": partitions,
-        "topic_authorized_operations": _NOT_REQUESTED,
+        "topic_authorized_operations": NOT_REQUESTED,
     }
 
 
@@ -261,19 +254,13 @@ async def metadata(
                 topics.append(_topic_metadata(state, name))
             else:
                 topics.append(_topic_metadata(state, name, unknown))
-    if body.get("include_topic_authorized_operations"):
-        for topic in topics:
-            if topic["error_code"] == 0:
-                topic["topic_authorized_operations"] = TOPIC_OPERATIONS
     return {
         "throttle_time_ms": 0,
         "brokers": brokers(state, session),
         "cluster_id": state.cluster_id,
         "controller_id": controller_id(state),
         "topics": topics,
-        "cluster_authorized_operations": CLUSTER_OPERATIONS
-        if body.get("include_cluster_authorized_operations")
-        else _NOT_REQUESTED,
+        "cluster_authorized_operations": NOT_REQUESTED,
     }
 
 
@@ -292,7 +279,5 @@ async def describe_cluster(
             {"broker_id": broker["node_id"], "host": broker["host"], "port": broker["port"]}
             for broker in brokers(state, session)
         ],
-        "cluster_authorized_operations": CLUSTER_OPERATIONS
-        if body.get("include_cluster_authorized_operations")
-        else _NOT_REQUESTED,
+        "cluster_authorized_operations": NOT_REQUESTED,
     }

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from seglog.broker.handlers.consumer_groups import assignment_by_id, described_assignment
+from seglog.broker.security.access.operations import NOT_REQUESTED
 from seglog.broker.security.session import Session
 from seglog.broker.state import BrokerState
 from seglog.config import BrokerConfig
@@ -24,7 +25,6 @@ from seglog.coordinator.share_group import SHARE_ASSIGNOR_NAME, ShareHeartbeatRe
 from seglog.protocol import error_codes
 from seglog.protocol.headers import RequestHeader
 
-_NO_OPERATIONS = -(2**31)
 _UNSUPPORTED = error_codes.code_for("UNSUPPORTED_VERSION")
 
 
@@ -91,7 +91,7 @@ async def share_group_describe(
             "assignment_epoch": -1,
             "assignor_name": "",
             "members": [],
-            "authorized_operations": _NO_OPERATIONS,
+            "authorized_operations": NOT_REQUESTED,
         }
         if enabled:
             error, message, group = state.coordinator.describe_share_group(group_id)
