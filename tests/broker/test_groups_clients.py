@@ -345,6 +345,12 @@ def test_the_group_apis_over_the_wire(make_broker: Callable[..., BrokerProcess])
     assert [(g["group_id"], g["group_state"]) for g in listed["groups"]] == [("g", "Stable")]
     described = _call(sock, ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["g", "nope"]})
     assert [g["group_state"] for g in described["groups"]] == ["Stable", "Dead"]
+    # v6 (KIP-1043): an unknown group is GROUP_ID_NOT_FOUND, with Kafka's message.
+    described = _call(sock, ApiKey.DESCRIBE_GROUPS, 6, {"groups": ["g", "nope"]})
+    assert [(_name(g["error_code"]), g["error_message"]) for g in described["groups"]] == [
+        ("NONE", None),
+        ("GROUP_ID_NOT_FOUND", "Group nope not found."),
+    ]
     assert described["groups"][0]["members"][0]["member_assignment"] == b"all of it"
     deleted = _call(sock, ApiKey.DELETE_GROUPS, 2, {"groups_names": ["g"]})
     assert _name(deleted["results"][0]["error_code"]) == "NON_EMPTY_GROUP"

@@ -221,6 +221,12 @@ def test_group_apis_on_a_share_group(broker: BrokerProcess, topic: str) -> None:
         "Dead",
         [],
     )
+    # ... and from v6 on not found (KIP-1043), as Kafka's message says: not a classic group.
+    [classic] = _request(broker, ApiKey.DESCRIBE_GROUPS, 6, {"groups": [group]})["groups"]
+    assert (classic["error_code"], classic["error_message"]) == (
+        error_codes.code_for("GROUP_ID_NOT_FOUND"),
+        f"Group {group} is not a classic group.",
+    )
     [consumer] = _request(
         broker,
         ApiKey.CONSUMER_GROUP_DESCRIBE,

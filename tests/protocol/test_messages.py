@@ -651,7 +651,7 @@ def test_registry_covers_the_required_versions() -> None:
         ApiKey.OFFSET_COMMIT: (2, 9),
         ApiKey.OFFSET_FETCH: (1, 9),
         ApiKey.LIST_GROUPS: (0, 5),
-        ApiKey.DESCRIBE_GROUPS: (0, 5),
+        ApiKey.DESCRIBE_GROUPS: (0, 6),
         ApiKey.DELETE_GROUPS: (0, 2),
         ApiKey.OFFSET_DELETE: (0, 0),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),

@@ -564,9 +564,14 @@ class GroupCoordinator:
         error = self._runtime.unavailable(group_id)
         group = self._classic.get(group_id)
         modern = self._consumer.get(group_id) is not None or self._share.get(group_id) is not None
-        if error is not None or group is None or modern:
-            # A KIP-848 or share group is not a classic one: Dead here, as Kafka (before v6) does.
-            return GroupDescription(group_id, error or NONE, DEAD.value, "", "", [])
+        if error is not None:
+            return GroupDescription(group_id, error, DEAD.value, "", "", [])
+        if group is None or modern:
+            # A KIP-848 or share group is not a classic one: Dead, and not found from v6 on.
+            missing = f"Group {group_id} is not a classic group." if modern else None
+            return GroupDescription(
+                group_id, NONE, DEAD.value, "", "", [], missing or f"Group {group_id} not found."
+            )
         return self._classic.describe(group)
 
 

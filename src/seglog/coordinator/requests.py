@@ -169,3 +169,5 @@ class GroupDescription:
     protocol_type: str
     protocol_data: str
     members: list[MemberDescription]
+    missing: str | None = None
+    """Why no classic group has this id ("Group g not found."): v6 answers GROUP_ID_NOT_FOUND."""

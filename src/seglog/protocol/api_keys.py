@@ -170,7 +170,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_COMMIT: (2, 9),
     ApiKey.OFFSET_FETCH: (1, 9),
     ApiKey.LIST_GROUPS: (0, 5),
-    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.DESCRIBE_GROUPS: (0, 6),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.OFFSET_DELETE: (0, 0),
     # KIP-848 consumer protocol (group.protocol=consumer): server-side assignment.

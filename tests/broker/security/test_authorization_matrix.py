@@ -284,7 +284,7 @@ ROWS: tuple[Row, ...] = (
         "group_id": n.group, "generation_id": 1, "member_id": "m",
         "protocol_type": "consumer", "protocol_name": "range", "assignments": [],
     }, (_g("READ"),)),
-    Row(ApiKey.DESCRIBE_GROUPS, (0, 5), lambda n: {"groups": [n.group]},
+    Row(ApiKey.DESCRIBE_GROUPS, (0, 6), lambda n: {"groups": [n.group]},
         (_g("DESCRIBE"),), ("groups.error_code",)),
     # Without DESCRIBE on the cluster, Kafka lists only the groups one may DESCRIBE.
     Row(ApiKey.LIST_GROUPS, (0, 5), lambda n: {}, (Need("cluster", "DESCRIBE", LEFT_OUT),),

@@ -422,9 +422,13 @@ async def describe_groups(
     described = []
     for group_id in body["groups"]:
         d = state.coordinator.describe_group(group_id)
+        error, message = d.error, None
+        if d.missing is not None and header.api_version >= 6:
+            error, message = "GROUP_ID_NOT_FOUND", d.missing  # KIP-1043
         described.append(
             {
-                "error_code": _code(d.error),
+                "error_code": _code(error),
+                "error_message": message,
                 "group_id": d.group_id,
                 "group_state": d.state,
                 "protocol_type": d.protocol_type,
