@@ -1,7 +1,9 @@
-"""LogDir.on_partitions_closed: told which partitions stopped being served, once closed."""
+"""LogDir.on_partitions_closed: told which partitions stopped being served, once closed; and
+LogDir.on_topics_deleted: told the ids of topics gone."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 from seglog.storage.dir_checkpoints import MergedCheckpoints
@@ -84,5 +86,47 @@ def test_a_released_topic_and_a_refresh_that_drops_one_report_their_partitions(
         reader.refresh()
         assert told[1:] == [[("dropped", 1)]]
         assert reader.logs() == {}
+    finally:
+        _close_verified(writer, reader)
+
+
+def test_deleted_topics_are_told_by_id_where_deleted_and_where_refreshed(
+    tmp_path: Path,
+) -> None:
+    writer = LogDir.open(
+        tmp_path,
+        owns=_leader(1),
+        lock_file=".lock-node-1",
+        checkpoint_policy=MergedCheckpoints(False),
+    )
+    reader = LogDir.open(
+        tmp_path,
+        owns=_leader(2),
+        lock_file=".lock-node-2",
+        checkpoint_policy=MergedCheckpoints(False),
+        writes_topics=False,
+    )
+    try:
+        writer.create_topic("gone", 2, replicas=_alternate)
+        writer.create_topic("again", 1, replicas=_alternate)
+        writer.create_topic("kept", 1, replicas=_alternate)
+        reader.refresh()
+        ids = {name: info.topic_id for name, info in writer.topics().items()}
+        here: list[list[uuid.UUID]] = []
+        there: list[list[uuid.UUID]] = []
+        writer.on_topics_deleted = here.append
+        reader.on_topics_deleted = there.append
+
+        writer.delete_topic("gone")
+        writer.delete_topic("again")
+        writer.create_topic("again", 1, replicas=_alternate)  # the same name, a new id
+        assert here == [[ids["gone"]], [ids["again"]]]
+        reader.refresh()  # one refresh sees both go, the one made again under a new id too
+        assert [sorted(told, key=str) for told in there] == [
+            sorted([ids["gone"], ids["again"]], key=str)
+        ]
+        reader.refresh()  # nothing more gone: nothing told
+        assert len(there) == 1
+        assert ids["kept"] not in there[0]
     finally:
         _close_verified(writer, reader)

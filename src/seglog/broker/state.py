@@ -198,6 +198,8 @@ class BrokerState:
         # their fetches, which answer the error at once, and take their share-partitions
         # with them; it happens on whichever thread deleted them.
         log_dir.on_partitions_closed = self._on_partitions_closed
+        # What is kept by topic id (share groups' state) goes with a deleted topic.
+        log_dir.on_topics_deleted = self._on_topics_deleted
         # Consumer groups; timers run on the event loop that serves the requests.
         self.coordinator = create_coordinator(
             log_dir,
@@ -253,6 +255,11 @@ class BrokerState:
         self.fetch_purgatory.wake_threadsafe(keys)
         if self.shares is not None:
             self.shares.partitions.forget_partitions_threadsafe(keys)
+
+    def _on_topics_deleted(self, topic_ids: list[uuid.UUID]) -> None:
+        """Topics gone (any thread): the share state kept for them here goes too."""
+        if self.shares is not None:
+            self.shares.topics_deleted_threadsafe(self.log_dir.env, topic_ids)
 
     def next_producer_id(self) -> int:
         """A fresh producer id for InitProducerId (unique across the nodes)."""

@@ -65,6 +65,7 @@ Kafka's rules this store keeps and where it differs, on purpose:
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
@@ -329,6 +330,10 @@ class ShareStateStore:
         """
         keys = [key for key in self._entries if key.group_id == group_id]
         return sorted(keys, key=lambda k: (k.topic_id.bytes, k.partition))
+
+    def keys_of_topics(self, topic_ids: set[uuid.UUID]) -> list[SharePartitionKey]:
+        """Every key with a state in one of the topics of ``topic_ids`` (this process's)."""
+        return [key for key in self._entries if key.topic_id in topic_ids]
 
     def initialize(self, key: SharePartitionKey, start_offset: int) -> PersistedState:
         """Start ``key``'s state afresh at ``start_offset``: a snapshot with nothing in flight.

@@ -176,6 +176,11 @@ class DirLoader:
                     for name, info in fresh.items()
                     if name in known and info.overrides != known[name].overrides
                 ]
+                deleted = [
+                    info.topic_id
+                    for name, info in known.items()
+                    if name not in fresh or fresh[name].topic_id != info.topic_id
+                ]
                 state.topics = fresh
                 for name in fresh:
                     state.forgotten.discard(name)
@@ -185,6 +190,7 @@ class DirLoader:
                 except StorageError as exc:
                     logger.error("cannot close %s: %s", closed.directory, exc)
             state.partitions_closed([key for key, _log in closing])
+            state.topics_deleted(deleted)
             for name in changed:
                 config = state.topic_config(name)
                 for partition in range(fresh[name].partitions):

@@ -19,6 +19,7 @@ resolved config of a topic, the ownership check, and :meth:`DirState.open_log`.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,12 +79,21 @@ class DirState:
     #: closed (a deletion, a release, a refresh that dropped them), on the
     #: thread that closed them: readers waiting on them can give up.
     on_partitions_closed: Callable[[list[Key]], None] | None = None
+    #: Told the ids of topics gone from the topic list (deleted here, or by another
+    #: process and seen at a refresh), on the thread that saw them go.
+    on_topics_deleted: Callable[[list[uuid.UUID]], None] | None = None
 
     def partitions_closed(self, keys: list[Key]) -> None:
         """Tell :attr:`on_partitions_closed` that the logs of ``keys`` are closed."""
         listener = self.on_partitions_closed
         if listener is not None and keys:
             listener(keys)
+
+    def topics_deleted(self, topic_ids: list[uuid.UUID]) -> None:
+        """Tell :attr:`on_topics_deleted` that the topics of ``topic_ids`` are gone."""
+        listener = self.on_topics_deleted
+        if listener is not None and topic_ids:
+            listener(topic_ids)
 
     def check_open(self) -> None:
         """StorageError once the directory is closed."""

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -247,6 +248,20 @@ class LogDir:
         self, listener: Callable[[list[tuple[str, int]]], None] | None
     ) -> None:
         self._state.on_partitions_closed = listener
+
+    @property
+    def on_topics_deleted(self) -> Callable[[list[uuid.UUID]], None] | None:
+        """Told the ids of topics gone from the topic list, once their partitions are closed.
+
+        Called on the thread that saw them go: the one that deleted a topic, or a
+        refresh that found it gone (another process deleted it, or made it again
+        under a new id). What is kept elsewhere by topic id can then go too.
+        """
+        return self._state.on_topics_deleted
+
+    @on_topics_deleted.setter
+    def on_topics_deleted(self, listener: Callable[[list[uuid.UUID]], None] | None) -> None:
+        self._state.on_topics_deleted = listener
 
     # ---------------------------------------------------------------- topics
 

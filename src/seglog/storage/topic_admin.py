@@ -420,6 +420,7 @@ class DiskTopicAdmin:
                     del state.topics[name]
                     state.forgotten.add(name)
                 self.write()
+                state.topics_deleted([info.topic_id])
             state.env.fsync_dir(state.path)
             self._checkpoint()
             if failures:

@@ -7,10 +7,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Producer, ShareConsumer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from seglog.protocol.api_keys import ApiKey
+from seglog.share.state import SharePartitionKey
+from seglog.share.state_records import decode_key
+from seglog.share.state_store import STATE_TOPIC
 from tests.broker.conftest import BrokerProcess
 from tests.broker.test_dynamic_configs import _request
 
@@ -111,3 +114,29 @@ def wait_for_members(broker: BrokerProcess, group: str, count: int) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"{group} did not reach {count} assigned members")
+
+
+def state_records(bootstrap: str) -> list[tuple[SharePartitionKey, bool]]:
+    """Every record of ``__share_group_state`` so far: its key, and whether it is a tombstone."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}"})
+    try:
+        metadata = consumer.list_topics(STATE_TOPIC, timeout=WAIT).topics[STATE_TOPIC]
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(STATE_TOPIC, p), timeout=WAIT)[1]
+            for p in metadata.partitions
+        }
+        wanted = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(STATE_TOPIC, p, OFFSET_BEGINNING) for p in wanted])
+        found: list[tuple[SharePartitionKey, bool]] = []
+        deadline = time.monotonic() + WAIT
+        while wanted and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None or message.error() is not None:
+                continue
+            found.append((decode_key(message.key())[1], message.value() is None))
+            if message.offset() + 1 >= ends[message.partition()]:
+                wanted.discard(message.partition())
+        assert not wanted, f"__share_group_state partitions {wanted} not read to their end"
+        return found
+    finally:
+        consumer.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -9,8 +10,15 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from seglog.protocol import error_codes
+from seglog.share.state import SharePartitionKey
 from tests.broker.conftest import BrokerProcess
-from tests.broker.share.helpers import WAIT, create_topic, produce_numbered, set_group_configs
+from tests.broker.share.helpers import (
+    WAIT,
+    create_topic,
+    produce_numbered,
+    set_group_configs,
+    state_records,
+)
 from tests.broker.share.raw import (
     RawClient,
     ack,
@@ -93,6 +101,12 @@ def test_a_topic_deleted_and_created_again_starts_the_group_afresh(
     with RawClient(broker) as client:
         answer = share_fetch(client, group, member, 0, [(new, 0, [])])
         assert acquired(answer) == [(0, 3, 1)]
+    # The old topic's state went with it, as Kafka's share coordinator tombstones it.
+    key = SharePartitionKey(group, old, 0)
+    deadline = time.monotonic() + WAIT
+    while (key, True) not in state_records(broker.bootstrap):
+        assert time.monotonic() < deadline, "the deleted topic's share state was kept"
+        time.sleep(0.2)
 
 
 def test_absurd_acknowledgement_ranges_are_refused_quickly(broker: BrokerProcess) -> None:

@@ -15,6 +15,7 @@ from seglog.protocol.api_keys import ApiKey
 from seglog.share.state import SharePartitionKey
 from seglog.share.state_store import STATE_TOPIC
 from tests.broker.nodes.conftest import Cluster, Raw, make_cluster
+from tests.broker.share.helpers import state_records
 
 __all__ = ["make_cluster"]
 
@@ -177,8 +178,8 @@ def test_acknowledgements_survive_a_restart_of_the_cluster(make_cluster: Any) ->
     assert set(after) == set(range(200, 400)), "acknowledged records were delivered again"
 
 
-def _group_elsewhere(cluster: Cluster, topic: str) -> tuple[str, int, int]:
-    """A group whose state partition for ``topic``-0 is led by the node not leading ``topic``-0."""
+def _group_with_state_on(cluster: Cluster, topic: str, node: int) -> str:
+    """A group whose state for ``topic``-0 is kept by ``node`` (it leads its state partition)."""
     # DescribeShareGroupOffsets makes the node create __share_group_state on first use.
     raw = Raw(cluster.port(1))
     try:
@@ -187,15 +188,20 @@ def _group_elsewhere(cluster: Cluster, topic: str) -> tuple[str, int, int]:
     finally:
         raw.close()
     topic_id = metadata(cluster, topic)["topic_id"]
-    data_leader = leaders(cluster, topic)[0]
     state_leaders = leaders(cluster, STATE_TOPIC)
     for _ in range(1000):
         group = f"g-{uuid.uuid4().hex[:8]}"
         key = SharePartitionKey(group, topic_id, 0)
-        state_leader = state_leaders[partition_for(key.coordinator_key(), len(state_leaders))]
-        if state_leader != data_leader:
-            return group, data_leader, state_leader
-    raise AssertionError("no group id has its state on the other node")
+        if state_leaders[partition_for(key.coordinator_key(), len(state_leaders))] == node:
+            return group
+    raise AssertionError(f"no group id has its state on node {node}")
+
+
+def _group_elsewhere(cluster: Cluster, topic: str) -> tuple[str, int, int]:
+    """A group whose state partition for ``topic``-0 is led by the node not leading ``topic``-0."""
+    data_leader = leaders(cluster, topic)[0]
+    state_leader = 3 - data_leader
+    return _group_with_state_on(cluster, topic, state_leader), data_leader, state_leader
 
 
 def test_state_on_the_other_node_keeps_answered_acknowledgements_across_kill_9(
@@ -239,6 +245,46 @@ def test_state_on_the_other_node_keeps_answered_acknowledgements_across_kill_9(
     assert not accepted & after.keys(), "acknowledged records were delivered again"
     assert set(after) == set(range(total)) - accepted
     assert held <= after.keys()
+
+
+def test_a_deleted_topics_state_goes_on_the_node_that_keeps_it(make_cluster: Any) -> None:
+    """The controller deletes the topic; the other node keeps its share state and drops it
+    when its refresh finds the topic gone, as each of Kafka's share coordinators does."""
+    cluster: Cluster = make_cluster(2)
+    topic = create_topic(cluster, 1)
+    controller = metadata_controller(cluster)
+    group = _group_with_state_on(cluster, topic, 3 - controller)
+    earliest(cluster, group)
+    produce(cluster, topic, 10, 1)
+    consumer = consumer_of(cluster, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    accepted: Counter[int] = Counter()
+    try:
+        take_until([consumer], accepted, set(range(10)), explicit=True)
+    finally:
+        consumer.close()
+    key = SharePartitionKey(group, metadata(cluster, topic)["topic_id"], 0)
+    assert (key, False) in state_records(cluster.bootstrap(1))
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap(1)})
+    admin.delete_topics([topic])[topic].result(timeout=WAIT)
+    deadline = time.monotonic() + WAIT
+    while (key, True) not in state_records(cluster.bootstrap(1)):
+        assert time.monotonic() < deadline, "the deleted topic's share state was kept"
+        time.sleep(0.2)
+
+
+def metadata_controller(cluster: Cluster) -> int:
+    """The node id Metadata names as the controller (the one that deletes topics)."""
+    raw = Raw(cluster.port(1))
+    try:
+        body = raw.call(
+            ApiKey.METADATA,
+            12,
+            {"topics": [], "allow_auto_topic_creation": False,
+             "include_topic_authorized_operations": False},
+        )  # fmt: skip
+    finally:
+        raw.close()
+    return int(body["controller_id"])
 
 
 def coordinator_of(cluster: Cluster, group: str) -> int:

@@ -9,8 +9,10 @@ first use (a broker whose clients never use share groups never has it), as
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Protocol
 
@@ -22,7 +24,7 @@ from seglog.broker.share.persister import LocalPersister
 from seglog.broker.share.sessions import ShareSession, ShareSessions
 from seglog.config import BrokerConfig
 from seglog.coordinator.requests import Cancellable
-from seglog.share.state_store import ShareStateStore
+from seglog.share.state_store import STATE_TOPIC, ShareStateStore
 from seglog.storage import io
 from seglog.storage.log_dir import LogDir
 from seglog.storage.topic_admin import TopicAdministration
@@ -80,6 +82,9 @@ class ShareService:
             notify=wake,
         )
         self._lock = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        with contextlib.suppress(RuntimeError):  # made outside a loop: set by start()
+            self._loop = asyncio.get_running_loop()
         self._maintenance: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.partitions = SharePartitions(
@@ -105,6 +110,7 @@ class ShareService:
         """:meth:`ensure_started` off the event loop, once, whoever asks first."""
         if self._started:
             return
+        self._loop = asyncio.get_running_loop()
         async with self._lock:
             if not self._started:
                 await run_blocking(env, self.store.start)
@@ -151,6 +157,29 @@ class ShareService:
             await peers.assigned(group_id, partitions)
             partitions = [(t, p) for t, p in partitions if peers.is_local(t, p)]
         await self.partitions.initialize(group_id, partitions)
+
+    def topics_deleted_threadsafe(self, env: io.Env, topic_ids: list[uuid.UUID]) -> None:
+        """Topics went (any thread): their state goes too, on the event loop."""
+        loop = self._loop
+        if loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nothing to do
+            loop.call_soon_threadsafe(
+                lambda: self._background(
+                    self._forget_topics(env, set(topic_ids)),
+                    "cannot delete the share state of deleted topics",
+                )
+            )
+
+    async def _forget_topics(self, env: io.Env, topic_ids: set[uuid.UUID]) -> None:
+        """Tombstone the state this process keeps for ``topic_ids`` (Kafka's share
+        coordinator does it when a topic goes: ``maybeCleanupShareState``)."""
+        if not self._started:
+            if not self.store.log_dir.has_topic(STATE_TOPIC):
+                return  # no share group ever kept state here
+            await self.start(env)
+        for key in self.store.keys_of_topics(topic_ids):
+            self.store.delete(key)
 
     def on_deleted(self, env: io.Env, group_id: str) -> None:
         """DeleteGroups removed the share group ``group_id``: forget its state (background)."""
