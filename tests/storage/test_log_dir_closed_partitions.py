@@ -23,6 +23,24 @@ def _alternate(first: int, count: int) -> list[list[int]]:
     return [[1 + (first + i) % 2] for i in range(count)]
 
 
+def _two_processes(path: Path) -> tuple[LogDir, LogDir]:
+    """Two nodes' views of one directory: node 1 writes the topic list, node 2 reads it."""
+    writer = LogDir.open(
+        path,
+        owns=_leader(1),
+        lock_file=".lock-node-1",
+        checkpoint_policy=MergedCheckpoints(False),
+    )
+    reader = LogDir.open(
+        path,
+        owns=_leader(2),
+        lock_file=".lock-node-2",
+        checkpoint_policy=MergedCheckpoints(False),
+        writes_topics=False,
+    )
+    return writer, reader
+
+
 def _close_verified(*log_dirs: LogDir) -> None:
     """Check every partition still open, then close."""
     for log_dir in log_dirs:
@@ -56,19 +74,7 @@ def test_a_deleted_topic_reports_its_partitions_after_closing_them(tmp_path: Pat
 def test_a_released_topic_and_a_refresh_that_drops_one_report_their_partitions(
     tmp_path: Path,
 ) -> None:
-    writer = LogDir.open(
-        tmp_path,
-        owns=_leader(1),
-        lock_file=".lock-node-1",
-        checkpoint_policy=MergedCheckpoints(False),
-    )
-    reader = LogDir.open(
-        tmp_path,
-        owns=_leader(2),
-        lock_file=".lock-node-2",
-        checkpoint_policy=MergedCheckpoints(False),
-        writes_topics=False,
-    )
+    writer, reader = _two_processes(tmp_path)
     try:
         writer.create_topic("released", 4, replicas=_alternate)
         writer.create_topic("dropped", 2, replicas=_alternate)
@@ -93,19 +99,7 @@ def test_a_released_topic_and_a_refresh_that_drops_one_report_their_partitions(
 def test_deleted_topics_are_told_by_id_where_deleted_and_where_refreshed(
     tmp_path: Path,
 ) -> None:
-    writer = LogDir.open(
-        tmp_path,
-        owns=_leader(1),
-        lock_file=".lock-node-1",
-        checkpoint_policy=MergedCheckpoints(False),
-    )
-    reader = LogDir.open(
-        tmp_path,
-        owns=_leader(2),
-        lock_file=".lock-node-2",
-        checkpoint_policy=MergedCheckpoints(False),
-        writes_topics=False,
-    )
+    writer, reader = _two_processes(tmp_path)
     try:
         writer.create_topic("gone", 2, replicas=_alternate)
         writer.create_topic("again", 1, replicas=_alternate)
