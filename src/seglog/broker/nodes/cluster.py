@@ -278,7 +278,10 @@ class Cluster:
         """Send a control-channel ``request`` to node ``node_id`` (ControllerUnavailableError if
         it is down)."""
         if not self.alive(node_id):
-            raise ControllerUnavailableError(f"node {node_id} is down")
+            down = ControllerUnavailableError(f"node {node_id} is down")
+            # Nothing was sent: asking again once it is back (a restart) is safe.
+            down.unreachable = True
+            raise down
         try:
             return call(self.channel_address(node_id), request, timeout)
         except ControllerUnavailableError:

@@ -56,7 +56,8 @@ OP = "share"
 TIMEOUT = 30.0
 """How long a call to another node waits for its answer (seconds)."""
 STARTING_WAIT = 10.0
-"""How long a call waits for a node that is starting to open its control channel (seconds)."""
+"""How long a call waits for a node that is down or starting to open its control channel
+(seconds): a node the supervisor restarts after a first crash is back well within that."""
 
 
 class ShareNodeUnavailableError(SeglogError):
@@ -145,8 +146,9 @@ async def _call(cluster: Cluster, node_id: int, request: dict[str, Any]) -> dict
             answer = await asyncio.to_thread(cluster.control, node_id, message, TIMEOUT)
             break
         except ControllerUnavailableError as exc:
-            # Its lock is held but its channel not open yet: it is starting (restarted
-            # after a crash, say); nothing was carried out, so asking again is safe.
+            # Down, or its lock held but its channel not open yet: it is starting
+            # (restarted after a crash, say). Nothing was carried out, so asking again
+            # is safe; as Kafka's persister retries an unavailable share coordinator.
             if exc.unreachable and time.monotonic() < deadline:
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 0.5)
