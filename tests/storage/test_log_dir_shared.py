@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import threading
 from pathlib import Path
 
 import pytest
 
+from seglog.broker.nodes.cluster import lock_held
 from seglog.errors import LogDirLockedError, NotLeaderOrFollowerError, StorageError
 from seglog.records.builder import SimpleRecord, build_batch
 from seglog.storage import checkpoints
+from seglog.storage import log_dir as log_dir_module
 from seglog.storage.dir_checkpoints import MergedCheckpoints
 from seglog.storage.log_dir import LogDir, TopicInfo, read_topic_list, write_topic_list
 
@@ -88,6 +93,28 @@ def test_a_node_lock_does_not_exclude_another_node_but_the_same_one(tmp_path: Pa
         _open(tmp_path, 2, writes=False).close()
     finally:
         one.close()
+
+
+def test_a_node_starting_while_another_probes_its_lock_still_takes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another node's check of whether this one runs (``lock_held``) holds its lock for an
+    instant; a node opening the directory meanwhile waits for it rather than failing."""
+    monkeypatch.setattr(log_dir_module, "LOCK_PROBE_WAIT", 120.0)
+    lock_path = tmp_path / ".lock-node-1"
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the probe, caught mid-check
+    release = threading.Timer(0.2, lambda: os.close(fd))
+    release.start()
+    try:
+        node = _open(tmp_path, 1, writes=True)
+    finally:
+        release.join()
+    try:
+        assert lock_held(lock_path)
+    finally:
+        node.close()
+    assert not lock_held(lock_path)
 
 
 def test_topic_list_adopts_directories_and_round_trips_replicas(tmp_path: Path) -> None:

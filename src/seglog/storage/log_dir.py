@@ -106,6 +106,9 @@ __all__ = [
     "write_topic_list",
 ]
 
+LOCK_PROBE_WAIT = 0.5
+"""How long opening waits for a lock another node may be probing (seconds)."""
+
 
 class LogDir:
     """Every partition in one directory. Open with :meth:`open`; close with :meth:`close`.
@@ -208,6 +211,12 @@ class LogDir:
         fd = env.open(self.path / self._lock_file, os.O_RDWR | os.O_CREAT)
         try:
             locked = env.lock(fd)
+            # Another node checking whether this one runs takes the lock for an instant
+            # (``lock_held``); only a lock held longer than that is another process's.
+            deadline = time.monotonic() + LOCK_PROBE_WAIT
+            while not locked and time.monotonic() < deadline:
+                time.sleep(0.01)
+                locked = env.lock(fd)
         except BaseException:
             env.close(fd)
             raise
