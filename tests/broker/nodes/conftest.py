@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import random
 import signal
 import socket
 import struct
@@ -24,29 +23,7 @@ from typing import Any, ClassVar
 import pytest
 
 from seglog.protocol import ApiKey, decode_response, encode_request
-from tests.broker.conftest import listening
-
-
-def free_ports(count: int) -> int:
-    """The first of ``count`` consecutive ports that are free now."""
-    for _ in range(200):
-        # Below Linux's ephemeral range (32768 on), where every outgoing
-        # connection on the machine takes its local port: one could take a
-        # node's port between this check and the node binding it.
-        base = random.randrange(20000, 32768 - count)
-        socks = []
-        try:
-            for port in range(base, base + count):
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise RuntimeError("no consecutive free ports")
+from tests.broker.conftest import free_ports, listening
 
 
 def node_pids(parent: int) -> list[int]:
