@@ -32,3 +32,17 @@ def mounted_tmpfs(mount_point: Path, size_bytes: int) -> Iterator[Path]:
         yield mount_point
     finally:
         subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def fill_disk(path: Path, leave: int) -> None:
+    """Fill the file system holding ``path`` (a new file) until about ``leave`` bytes are free."""
+    stats = os.statvfs(path.parent)
+    size = stats.f_bavail * stats.f_frsize - leave
+    chunk = b"\0" * (1 << 20)
+    with open(path, "wb") as handle:
+        while size > 0:
+            try:
+                size -= handle.write(chunk[: min(size, len(chunk))])
+                handle.flush()
+            except OSError:
+                break

@@ -12,7 +12,6 @@ refused appears.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.broker.clients.test_confluent_kafka import consume_all
 from tests.broker.conftest import BrokerProcess
-from tests.small_disk import mounted_tmpfs
+from tests.small_disk import fill_disk, mounted_tmpfs
 
 DISK_BYTES = 16 << 20
 
@@ -32,20 +31,6 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 16 MiB tmpfs, unmounted at the end."""
     with mounted_tmpfs(tmp_path / "disk", DISK_BYTES) as mount_point:
         yield mount_point
-
-
-def _fill(path: Path, leave: int) -> None:
-    """Fill the file system holding ``path`` until ``leave`` bytes are free."""
-    stats = os.statvfs(path.parent)
-    size = stats.f_bavail * stats.f_frsize - leave
-    chunk = b"\0" * (1 << 20)
-    with open(path, "wb") as handle:
-        while size > 0:
-            try:
-                size -= handle.write(chunk[: min(size, len(chunk))])
-                handle.flush()
-            except OSError:
-                break
 
 
 def _produce(bootstrap: str, topic: str, count: int) -> tuple[list[bytes], list[tuple[bytes, int]]]:
@@ -107,7 +92,7 @@ def test_a_full_disk_refuses_produce_and_loses_nothing(small_disk: Path, tmp_pat
         before, refused = _produce(broker.bootstrap, topic, 50)
         assert len(before) == 50 and not refused
 
-        _fill(filler, leave=40_000)
+        fill_disk(filler, leave=40_000)
         during, refused = _produce(broker.bootstrap, topic, 60)
         # Some records fitted in the space left; then every one was refused.
         assert refused, "the disk never filled"

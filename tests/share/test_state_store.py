@@ -44,7 +44,7 @@ from seglog.share.state_store import (
 from seglog.storage import filenames
 from seglog.storage.checkpoints import CLEAN_SHUTDOWN_FILE
 from seglog.storage.log_dir import LogDir, LogDirSettings, TopicInfo
-from tests.small_disk import mounted_tmpfs
+from tests.small_disk import fill_disk, mounted_tmpfs
 
 SETTINGS = LogDirSettings(log_cleaner_enable=False)
 TOPIC_A = uuid.UUID("11111111-2222-3333-4444-555555555555")
@@ -524,20 +524,6 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount_point
 
 
-def _fill(path: Path, leave: int) -> None:
-    """Fill the file system holding ``path`` until about ``leave`` bytes are free."""
-    stats = os.statvfs(path.parent)
-    size = stats.f_bavail * stats.f_frsize - leave
-    chunk = b"\0" * (1 << 20)
-    with open(path, "wb") as handle:
-        while size > 0:
-            try:
-                size -= handle.write(chunk[: min(size, len(chunk))])
-                handle.flush()
-            except OSError:
-                break
-
-
 def test_a_full_disk_raises_a_storage_error_and_loses_nothing(
     small_disk: Path, clock: Clock
 ) -> None:
@@ -549,7 +535,7 @@ def test_a_full_disk_raises_a_storage_error_and_loses_nothing(
     try:
         state = store.initialize(key, 0)
         store.flush(key)
-        _fill(filler, leave=64 * 1024)
+        fill_disk(filler, leave=64 * 1024)
         # Wide updates (many runs each) until the disk refuses one.
         refused: StorageError | None = None
         for n in range(10_000):

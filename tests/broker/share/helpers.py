@@ -50,9 +50,9 @@ def produce_numbered(
     assert producer.flush(WAIT) == 0
 
 
-def set_group_configs(broker: BrokerProcess, group: str, configs: dict[str, str]) -> None:
-    """IncrementalAlterConfigs SET of ``configs`` on the GROUP resource ``group``."""
-    body = {
+def group_configs_request(group: str, configs: dict[str, str]) -> dict[str, Any]:
+    """An IncrementalAlterConfigs v1 body: SET ``configs`` on the GROUP resource ``group``."""
+    return {
         "resources": [
             {
                 "resource_type": GROUP,
@@ -65,6 +65,11 @@ def set_group_configs(broker: BrokerProcess, group: str, configs: dict[str, str]
         ],
         "validate_only": False,
     }
+
+
+def set_group_configs(broker: BrokerProcess, group: str, configs: dict[str, str]) -> None:
+    """IncrementalAlterConfigs SET of ``configs`` on the GROUP resource ``group``."""
+    body = group_configs_request(group, configs)
     answer = _request(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)["responses"][0]
     assert answer["error_code"] == 0, answer
 

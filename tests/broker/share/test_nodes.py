@@ -15,13 +15,11 @@ from seglog.protocol.api_keys import ApiKey
 from seglog.share.state import SharePartitionKey
 from seglog.share.state_store import STATE_TOPIC
 from tests.broker.nodes.conftest import Cluster, Raw, make_cluster
-from tests.broker.share.helpers import state_records
+from tests.broker.share.helpers import group_configs_request, state_records
 
 __all__ = ["make_cluster"]
 
 WAIT = 120.0
-GROUP_RESOURCE = 32
-SET = 0
 
 
 def create_topic(cluster: Cluster, partitions: int) -> str:
@@ -60,19 +58,7 @@ def earliest(cluster: Cluster, group: str, **configs: str) -> None:
     configs = {"share.auto.offset.reset": "earliest", **configs}
     raw = Raw(cluster.port(1))
     try:
-        body = {
-            "resources": [
-                {
-                    "resource_type": GROUP_RESOURCE,
-                    "resource_name": group,
-                    "configs": [
-                        {"name": name, "config_operation": SET, "value": value}
-                        for name, value in configs.items()
-                    ],
-                }
-            ],
-            "validate_only": False,
-        }
+        body = group_configs_request(group, configs)
         [answer] = raw.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)["responses"]
     finally:
         raw.close()

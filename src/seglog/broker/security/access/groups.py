@@ -98,6 +98,12 @@ def describable_topics(session: Any) -> Callable[[str], bool] | None:
     For the coordinator, which matches regular expressions against topics as
     they appear: a member sees only the topics its principal may DESCRIBE.
     """
+    return topics_allowed(session, Operation.DESCRIBE)
+
+
+def topics_allowed(session: Any, operation: Operation) -> Callable[[str], bool] | None:
+    """Whether the connection's principal may do ``operation`` on a topic, asked topic by
+    topic as a handler meets them; None when no authorizer checks anything."""
     security = getattr(session, "security", None)
     authorizer = getattr(security, "authorizer", None)
     if authorizer is None:
@@ -105,7 +111,7 @@ def describable_topics(session: Any) -> Callable[[str], bool] | None:
     principal, host = session.principal, session.host
 
     def allowed(topic: str) -> bool:
-        return bool(authorizer.authorize(principal, host, Operation.DESCRIBE, TOPIC, topic))
+        return bool(authorizer.authorize(principal, host, operation, TOPIC, topic))
 
     return allowed
 

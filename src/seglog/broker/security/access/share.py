@@ -20,6 +20,7 @@ from seglog.broker.security.access.base import (
     Decision,
     Plan,
 )
+from seglog.broker.security.access.groups import topics_allowed
 from seglog.broker.security.authorizer import Operation
 from seglog.protocol.api_keys import ApiKey
 from seglog.protocol.bodies import share as s
@@ -96,16 +97,7 @@ def _on_group_and_topics(
 
 def readable_topics(session: Any) -> Callable[[str], bool] | None:
     """Whether the connection's principal may READ a topic; None when nothing is checked."""
-    security = getattr(session, "security", None)
-    authorizer = getattr(security, "authorizer", None)
-    if authorizer is None:
-        return None
-    principal, host = session.principal, session.host
-
-    def allowed(topic: str) -> bool:
-        return bool(authorizer.authorize(principal, host, Operation.READ, TOPIC, topic))
-
-    return allowed
+    return topics_allowed(session, Operation.READ)
 
 
 PLANS: dict[int, Plan] = {
