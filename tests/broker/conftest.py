@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -111,6 +112,7 @@ class BrokerProcess:
         ]
         for key, value in self.overrides.items():
             args += ["--override", f"{key}={value}"]
+        started_at = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
                 args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=self.preexec
@@ -120,7 +122,13 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"broker exited: {self.log.read_text()}")
-            waiting = [port for port in waiting if not listening(port)]
+            # Its own log must say it listens: another test's server may hold the port.
+            said = self.log.read_bytes()[started_at:].decode(errors="replace")
+            waiting = [
+                port
+                for port in waiting
+                if not (re.search(rf"listening on \('[^']*', {port}[,)]", said) and listening(port))
+            ]
             if not waiting:
                 return
             time.sleep(0.05)
