@@ -11,6 +11,8 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests import ports
+
 settings.register_profile(
     "ci",
     deadline=None,
@@ -69,6 +71,17 @@ def _group(item: pytest.Item) -> str | None:
         if any(d.scope in ("module", "class", "package") for d in definitions):
             return item.nodeid.split("::", 1)[0]
     return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Open the run's claims on test ports before any worker process starts."""
+    ports.open_claims()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Close the run's claims on test ports in the process that opened them."""
+    if not hasattr(config, "workerinput"):
+        ports.close_claims()
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -10,7 +10,6 @@ it has stopped.
 from __future__ import annotations
 
 import os
-import random
 import re
 import signal
 import socket
@@ -23,8 +22,9 @@ from pathlib import Path
 import pytest
 
 from tests.log_dirs import check_unless_damaged, verify_tmp_path_at_teardown
+from tests.ports import free_ports
 
-__all__ = ["verify_tmp_path_at_teardown"]
+__all__ = ["free_ports", "verify_tmp_path_at_teardown"]
 
 CLOSE_TIMEOUT = 60.0
 """How long a broker stopped at teardown may take to close its logs before it is killed."""
@@ -33,43 +33,6 @@ CLOSE_TIMEOUT = 60.0
 def free_port() -> int:
     """A port free now, for a server to bind soon after (see :func:`free_ports`)."""
     return free_ports(1)
-
-
-def free_ports(count: int) -> int:
-    """The first of ``count`` consecutive ports free now, for servers to bind soon after.
-
-    Chosen at random below Linux's ephemeral range (32768 on): a port the kernel hands
-    out (bind to 0) is where every outgoing connection on the machine takes its local
-    port, so with tests running in parallel another client's connection could take it
-    between this check and the server binding it. Never a port this process was given
-    before.
-    """
-    for _ in range(500):
-        base = _PORTS.randrange(20000, 32768 - count)
-        wanted = range(base, base + count)
-        if any(port in _handed_out for port in wanted):
-            continue  # free still, perhaps, but promised to a server of this process
-        socks = []
-        try:
-            for port in wanted:
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-        _handed_out.update(wanted)
-        return base
-    raise RuntimeError(f"no {count} consecutive free ports below the ephemeral range")
-
-
-_PORTS = random.SystemRandom()
-"""Ports drawn from the system's entropy: no seeding by a test or plugin repeats them."""
-_handed_out: set[int] = set()
-"""Every port handed out in this process: two servers of one test (a broker and its HTTP
-API, say) never get the same one, however the draws fall."""
 
 
 def listening(port: int) -> bool:
