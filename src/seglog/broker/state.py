@@ -254,7 +254,7 @@ class BrokerState:
         """Partitions no longer served here (any thread): wake their fetches, drop their shares."""
         self.fetch_purgatory.wake_threadsafe(keys)
         if self.shares is not None:
-            self.shares.partitions.forget_partitions_threadsafe(keys)
+            self.shares.partitions_closed_threadsafe(keys)
 
     def _on_topics_deleted(self, topic_ids: list[uuid.UUID]) -> None:
         """Topics gone (any thread): the share state kept for them here goes too."""

@@ -77,10 +77,6 @@ def parse_configs(text: str) -> dict[str, str]:
     return configs
 
 
-def _call(client: ClientSettings, api: ApiKey, version: int, body: dict[str, Any]) -> Any:
-    return kafka_request(client, api, version, body)
-
-
 def _fail(code: int, message: str | None, what: str) -> None:
     if code:
         raise ClientError(f"{what}: {message or error_codes.name_for(code)}")
@@ -92,7 +88,7 @@ def _describe(client: ClientSettings, kind: int, name: str) -> list[dict[str, An
         "include_synonyms": True,
         "include_documentation": False,
     }
-    result = _call(client, ApiKey.DESCRIBE_CONFIGS, 4, body)["results"][0]
+    result = kafka_request(client, ApiKey.DESCRIBE_CONFIGS, 4, body)["results"][0]
     _fail(result["error_code"], result["error_message"], f"cannot describe {name or 'default'}")
     return sorted(result["configs"], key=lambda c: c["name"])
 
@@ -129,7 +125,7 @@ def _resource_names(
         "include_cluster_authorized_operations": False,
         "include_topic_authorized_operations": False,
     }
-    metadata = _call(client, ApiKey.METADATA, 8, body)
+    metadata = kafka_request(client, ApiKey.METADATA, 8, body)
     if entity_type == "topics":
         return sorted(t["name"] for t in metadata["topics"])
     # Every broker, then the cluster-wide default, as kafka-configs.sh lists them.
@@ -179,7 +175,7 @@ def _alter_resource(
         "resources": [{"resource_type": kind, "resource_name": name, "configs": configs}],
         "validate_only": False,
     }
-    answer = _call(client, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)
+    answer = kafka_request(client, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body)
     response = answer["responses"][0]
     _fail(response["error_code"], response["error_message"], "cannot alter configs")
     if kind == _BROKER and name == "":
@@ -197,7 +193,7 @@ def _describe_quotas(entity_type: str, name: str | None, client: ClientSettings)
     match = {"entity_type": kind, "match_type": 0, "match": name}
     if name is None:
         match = {"entity_type": kind, "match_type": 1, "match": None}
-    answer = _call(
+    answer = kafka_request(
         client,
         ApiKey.DESCRIBE_CLIENT_QUOTAS,
         1,
@@ -212,7 +208,7 @@ def _describe_quotas(entity_type: str, name: str | None, client: ClientSettings)
         click.echo(f"Quota configs for {who} are {values}")
     if entity_type == "users" and name is not None:
         body = {"users": [{"name": name}]}
-        scram = _call(client, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, body)
+        scram = kafka_request(client, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, body)
         for result in scram["results"]:
             if result["error_code"]:
                 continue  # no credentials: nothing to say, as kafka-configs.sh
@@ -271,7 +267,7 @@ def _alter_quotas_and_credentials(
             "entries": [{"entity": _quota_entity(entity_type, name), "ops": ops}],
             "validate_only": False,
         }
-        answer = _call(client, ApiKey.ALTER_CLIENT_QUOTAS, 1, body)
+        answer = kafka_request(client, ApiKey.ALTER_CLIENT_QUOTAS, 1, body)
         entry = answer["entries"][0]
         _fail(entry["error_code"], entry["error_message"], "cannot alter quotas")
     if scram_added or scram_deleted:
@@ -280,7 +276,7 @@ def _alter_quotas_and_credentials(
             "deletions": [{"name": name, "mechanism": _MECHANISM_IDS[m]} for m in scram_deleted],
             "upsertions": [_scram_upsertion(name, m, v) for m, v in scram_added.items()],
         }
-        answer = _call(client, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, body)
+        answer = kafka_request(client, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, body)
         for result in answer["results"]:
             _fail(result["error_code"], result["error_message"], "cannot alter credentials")
     who = (

@@ -568,10 +568,12 @@ class GroupCoordinator:
             return GroupDescription(group_id, error, DEAD.value, "", "", [])
         if group is None or modern:
             # A KIP-848 or share group is not a classic one: Dead, and not found from v6 on.
-            missing = f"Group {group_id} is not a classic group." if modern else None
-            return GroupDescription(
-                group_id, NONE, DEAD.value, "", "", [], missing or f"Group {group_id} not found."
+            missing = (
+                f"Group {group_id} is not a classic group."
+                if modern
+                else f"Group {group_id} not found."
             )
+            return GroupDescription(group_id, NONE, DEAD.value, "", "", [], missing)
         return self._classic.describe(group)
 
 

@@ -16,7 +16,6 @@ expiries come back on it through ``call_later``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -100,7 +99,6 @@ class SharePartitions:
         self._wake = wake
         self._dead_letter = dead_letter
         self._partitions: dict[tuple[str, str, int], SharePartition] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
         #: The counters of share-partitions no longer in memory, so that totals never fall.
         self.retired_counters: dict[str, int] = {}
 
@@ -131,7 +129,6 @@ class SharePartitions:
                 return found
             # Its topic was deleted (and perhaps made again: a new id, a new start).
             self._remove((group_id, topic, partition))
-        self._loop = asyncio.get_running_loop()
         if info is None or not 0 <= partition < info.partitions:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition} does not exist")
         if not self.log_dir.serves_partition(topic, partition):
@@ -374,14 +371,6 @@ class SharePartitions:
         for entry in list(self._partitions):
             if entry[1:] in closed:
                 self._remove(entry)
-
-    def forget_partitions_threadsafe(self, keys: Iterable[Key]) -> None:
-        """:meth:`forget_partitions` from any thread (partitions closed by a worker thread)."""
-        loop = self._loop
-        if loop is None:
-            return  # no share-partition was ever made here
-        with contextlib.suppress(RuntimeError):  # the loop has closed: nothing to forget
-            loop.call_soon_threadsafe(self.forget_partitions, list(keys))
 
     def _remove(self, entry: tuple[str, str, int]) -> None:
         share_partition = self._partitions.pop(entry)

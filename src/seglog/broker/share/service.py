@@ -158,18 +158,26 @@ class ShareService:
             partitions = [(t, p) for t, p in partitions if peers.is_local(t, p)]
         await self.partitions.initialize(group_id, partitions)
 
+    def partitions_closed_threadsafe(self, keys: list[tuple[str, int]]) -> None:
+        """Partitions no longer served here (any thread): their share-partitions go."""
+        self._soon(lambda: self.partitions.forget_partitions(keys))
+
     def topics_deleted_threadsafe(self, env: io.Env, topic_ids: list[uuid.UUID]) -> None:
-        """Topics went (any thread): their state goes too, on the event loop."""
+        """Topics went (any thread): their state goes too."""
+        self._soon(
+            lambda: self._background(
+                self._forget_topics(env, set(topic_ids)),
+                "cannot delete the share state of deleted topics",
+            )
+        )
+
+    def _soon(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` on the event loop that serves the share groups, from any thread."""
         loop = self._loop
         if loop is None:
-            return
+            return  # never on a loop: no share-partition or state of it to change
         with contextlib.suppress(RuntimeError):  # the loop has closed: nothing to do
-            loop.call_soon_threadsafe(
-                lambda: self._background(
-                    self._forget_topics(env, set(topic_ids)),
-                    "cannot delete the share state of deleted topics",
-                )
-            )
+            loop.call_soon_threadsafe(callback)
 
     async def _forget_topics(self, env: io.Env, topic_ids: set[uuid.UUID]) -> None:
         """Tombstone the state this process keeps for ``topic_ids`` (Kafka's share
